@@ -1,0 +1,49 @@
+//! The Lambda entry: a DynamoDB stream event in, batch-item failures out.
+
+use crate::metrics::MetricSink;
+use crate::process::Aggregator;
+use crate::store::Table;
+use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use lambda_runtime::LambdaEvent;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::time::{Duration, Instant};
+
+/// The event with each record kept as raw JSON, so that one malformed record
+/// is skipped on its own instead of failing the whole batch.
+#[derive(Debug, Deserialize)]
+pub struct StreamEvent {
+    #[serde(rename = "Records", default)]
+    pub records: Vec<Box<RawValue>>,
+}
+
+/// Retrying stops this long before the function's deadline, leaving time to
+/// answer with the failures.
+const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
+
+pub async fn handle<T: Table, M: MetricSink>(
+    aggregator: &Aggregator<T>,
+    sink: &M,
+    event: LambdaEvent<StreamEvent>,
+) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let remaining = Duration::from_millis(u64::try_from(event.context.deadline as i64 - now_ms).unwrap_or(0));
+    let deadline = Instant::now() + remaining.saturating_sub(DEADLINE_MARGIN);
+    let texts: Vec<&str> = event.payload.records.iter().map(|r| r.get()).collect();
+    let principal = match event.context.invoked_function_arn.as_str() {
+        "" => "zae-aggregator",
+        arn => arn,
+    };
+    let outcome = aggregator.process(&texts, principal, now_ms.div_euclid(1000), Some(deadline)).await;
+    if let Err(e) = sink.publish(&outcome.metrics).await {
+        tracing::error!(error = %e, "publishing metrics failed");
+    }
+    tracing::info!(stats = ?outcome.stats, first_failure = ?outcome.first_failure.as_ref().map(|s| s.as_stream().to_owned()), "batch processed");
+    let mut response = DynamoDbEventResponse::default();
+    if let Some(failed) = outcome.first_failure {
+        let mut failure = DynamoDbBatchItemFailure::default();
+        failure.item_identifier = Some(failed.as_stream().to_owned());
+        response.batch_item_failures.push(failure);
+    }
+    Ok(response)
+}

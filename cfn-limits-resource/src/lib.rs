@@ -1,0 +1,1 @@
+//! `Custom::ZaeLimiterLimits`: the limits provisioner. Planned; nothing is built here yet.
