@@ -47,3 +47,26 @@ pub async fn handle<T: Table, M: MetricSink>(
     }
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `aws_lambda_events` (1.2.1 here) reads `.653` s as `.000653` s. The
+    /// aggregator therefore parses records itself; this test notices the day
+    /// the crate is fixed, so that the choice can be revisited.
+    #[test]
+    fn aws_lambda_events_still_misreads_creation_time_fractions_and_ours_does_not() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/sample_modify_record.pretty.json")).unwrap();
+        let event = format!("{{\"Records\":[{text}]}}");
+        let theirs: aws_lambda_events::event::dynamodb::Event = serde_json::from_str(&event).unwrap();
+        let theirs_ms = theirs.records[0].change.approximate_creation_date_time.timestamp_millis();
+        let ours: StreamEvent = serde_json::from_str(&event).unwrap();
+        let ours_ms = zae_table::StreamRecord::parse(ours.records[0].get()).unwrap().created_ms.unwrap();
+        let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let seconds = raw["dynamodb"]["ApproximateCreationDateTime"].as_f64().unwrap();
+        assert!(seconds.fract() > 0.001, "the fixture has a millisecond fraction");
+        assert_eq!(ours_ms, (seconds * 1000.0).round() as i64);
+        assert_eq!(theirs_ms, seconds.trunc() as i64 * 1000, "aws_lambda_events changed: re-check its timestamp parsing");
+    }
+}
