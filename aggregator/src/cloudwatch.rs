@@ -66,23 +66,9 @@ mod tests {
     //! moto cannot decode the CloudWatch SDK's RPC-v2 CBOR protocol, so the
     //! request is checked against the SDK's own mock client instead.
     use super::*;
-    use crate::plan::TransitionKind;
     use aws_sdk_cloudwatch::operation::put_metric_data::PutMetricDataOutput;
     use aws_smithy_mocks::{mock, mock_client};
-
-    fn overdrawn() -> MetricEvent {
-        MetricEvent::Transition {
-            kind: TransitionKind::Overdrawn,
-            at_ms: 1_795_970_136_158,
-            namespace_id: "ns".into(),
-            entity: "key-a".into(),
-            resource: "gpt-4".into(),
-            limit: "tpm".into(),
-            shard: 0,
-            balance: -100,
-            event_id: "01".into(),
-        }
-    }
+    use crate::metrics::tests::overdrawn;
 
     #[tokio::test]
     async fn put_metric_data_carries_the_emf_metrics_and_dimensions() {

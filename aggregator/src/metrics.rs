@@ -193,4 +193,4 @@ impl MetricSink for EmfStdout {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

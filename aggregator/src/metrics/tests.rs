@@ -1,7 +1,8 @@
 use super::*;
 use serde_json::json;
 
-fn overdrawn() -> MetricEvent {
+/// An overdraw of key-a's soft tpm on gpt-4: the sample event of the metric tests.
+pub(crate) fn overdrawn() -> MetricEvent {
     MetricEvent::Transition {
         kind: TransitionKind::Overdrawn,
         at_ms: 1_795_970_136_158,
