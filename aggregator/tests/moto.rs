@@ -219,6 +219,21 @@ fn assert_exact(s: &Scenario, read: &Value, truth: &Value) {
     }
 }
 
+/// What the client reads back, and what the stream says it must be.
+fn read_back(s: &Scenario) -> (Value, Value) {
+    (run_json("client.py", &["read", "--table", &s.table]), run_json("stream_truth.py", &["--table", &s.table]))
+}
+
+/// Polls through a fault proxy that fails every `every`-th write (at most
+/// `budget` of them); returns the poll and the proxy's counts.
+fn poll_through_faults(s: &Scenario, every: u32, budget: Option<u32>, env: &[(&str, &str)], extra: &[&str]) -> (Poll, Value) {
+    let (endpoint, mut proxy) = fault_proxy(every, budget);
+    let run = poll(&s.table, &s.dir.file("checkpoint.json"), &endpoint, env, extra);
+    let stats = proxy_stats(&endpoint);
+    let _ = proxy.kill();
+    (run, stats)
+}
+
 fn transitions(read: &Value, entity: &str, action: &str) -> Vec<Value> {
     read["entities"][entity]["audit_events"]
         .as_array()
@@ -233,8 +248,7 @@ fn transitions(read: &Value, entity: &str, action: &str) -> Vec<Value> {
 fn snapshots_overdraw_counters_and_audit_events_match_the_real_clients_traffic() {
     let s = scenario("e2e", 24);
     let run = poll(&s.table, &s.dir.file("checkpoint.json"), moto(), &[], &[]);
-    let read = run_json("client.py", &["read", "--table", &s.table]);
-    let truth = run_json("stream_truth.py", &["--table", &s.table]);
+    let (read, truth) = read_back(&s);
     assert_exact(&s, &read, &truth);
 
     let mut metric_count = BTreeMap::new();
@@ -317,13 +331,9 @@ fn proxy_stats(endpoint: &str) -> Value {
 #[test]
 fn throttled_writes_and_writes_failed_after_applying_still_give_exact_totals() {
     let s = scenario("faults", 16);
-    let (endpoint, mut proxy) = fault_proxy(3, None);
-    poll(&s.table, &s.dir.file("c.json"), &endpoint, &[], &[]);
-    let stats = proxy_stats(&endpoint);
-    let _ = proxy.kill();
+    let (_, stats) = poll_through_faults(&s, 3, None, &[], &[]);
     assert!(stats["throttled"].as_u64().unwrap() > 0 && stats["failed_after"].as_u64().unwrap() > 0, "{stats}");
-    let read = run_json("client.py", &["read", "--table", &s.table]);
-    let truth = run_json("stream_truth.py", &["--table", &s.table]);
+    let (read, truth) = read_back(&s);
     assert_exact(&s, &read, &truth);
 }
 
@@ -331,14 +341,10 @@ fn throttled_writes_and_writes_failed_after_applying_still_give_exact_totals() {
 fn writes_that_exhaust_their_retries_are_redelivered_as_batch_item_failures_and_nothing_is_lost() {
     let s = scenario("redeliver", 16);
     // An outage of eight failed writes, each failing at once (no in-handler retry).
-    let (endpoint, mut proxy) = fault_proxy(2, Some(8));
-    let run = poll(&s.table, &s.dir.file("d.json"), &endpoint, &[("WRITE_MAX_ATTEMPTS", "1")], &["--max-retries", "10"]);
-    let stats = proxy_stats(&endpoint);
-    let _ = proxy.kill();
+    let (run, stats) = poll_through_faults(&s, 2, Some(8), &[("WRITE_MAX_ATTEMPTS", "1")], &["--max-retries", "10"]);
     assert_eq!(stats["throttled"].as_u64().unwrap() + stats["failed_after"].as_u64().unwrap(), 8, "{stats}");
     assert!(run.summary["redeliveries"].as_u64().unwrap() > 0, "{}", run.summary);
-    let read = run_json("client.py", &["read", "--table", &s.table]);
-    let truth = run_json("stream_truth.py", &["--table", &s.table]);
+    let (read, truth) = read_back(&s);
     assert_exact(&s, &read, &truth);
 }
 
@@ -346,8 +352,7 @@ fn writes_that_exhaust_their_retries_are_redelivered_as_batch_item_failures_and_
 fn agrees_with_the_reference_aggregator_except_for_the_documented_fixes() {
     let s = scenario("differential", 16);
     poll(&s.table, &s.dir.file("e.json"), moto(), &[], &[]);
-    let read = run_json("client.py", &["read", "--table", &s.table]);
-    let truth = run_json("stream_truth.py", &["--table", &s.table]);
+    let (read, truth) = read_back(&s);
     let target = format!("{}-ref", s.table);
     let reference = run_json("reference_aggregator.py", &["--source", &s.table, "--target", &target, "--namespace", &s.namespace]);
     assert_eq!(reference["errors"], 0);
