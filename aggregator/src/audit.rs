@@ -33,7 +33,9 @@ pub fn event_id(transition: &Transition) -> String {
     entropy[6..].copy_from_slice(&digest[..10]);
     let millis = u128::from(u64::try_from(transition.at_ms).unwrap_or(0) & 0xFFFF_FFFF_FFFF);
     let value = (millis << 80) | u128::from_be_bytes(entropy);
-    (0..26).map(|i| CROCKFORD[((value >> (125 - 5 * i)) & 31) as usize] as char).collect()
+    (0..26)
+        .map(|i| CROCKFORD[((value >> (125 - 5 * i)) & 31) as usize] as char)
+        .collect()
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ`, the client's timestamp format.
@@ -54,7 +56,10 @@ pub fn audit_put(transition: &Transition, principal: &str, retention_days: i64) 
         ("limit".to_owned(), Val::s(&transition.limit)),
         ("shard".to_owned(), Val::n(bucket.shard)),
         ("balance".to_owned(), Val::n(transition.balance)),
-        ("stream_sequence".to_owned(), Val::s(transition.sequence.as_stream())),
+        (
+            "stream_sequence".to_owned(),
+            Val::s(transition.sequence.as_stream()),
+        ),
     ]);
     if let Some(capacity) = transition.capacity {
         details.insert("capacity".into(), Val::n(capacity));
@@ -115,21 +120,27 @@ mod tests {
         early.at_ms -= 1;
         assert!(event_id(&early) < event_id(&transition("11", TransitionKind::Overdrawn)));
         // The time part is the first 10 characters of a ULID: 48 bits of milliseconds.
-        let decoded = event_id(&early)[..10]
-            .bytes()
-            .fold(0u64, |acc, b| acc * 32 + CROCKFORD.iter().position(|c| *c == b).unwrap() as u64);
+        let decoded = event_id(&early)[..10].bytes().fold(0u64, |acc, b| {
+            acc * 32 + CROCKFORD.iter().position(|c| *c == b).unwrap() as u64
+        });
         assert_eq!(decoded as i64, early.at_ms);
     }
 
     #[test]
     fn the_item_is_keyed_under_the_entitys_audit_partition() {
-        let put = audit_put(&transition("11", TransitionKind::Overdrawn), "arn:aws:lambda:x", 30);
+        let put = audit_put(
+            &transition("11", TransitionKind::Overdrawn),
+            "arn:aws:lambda:x",
+            30,
+        );
         assert_eq!(put.pk, "ns/AUDIT#key-a");
         assert!(put.sk.starts_with("#AUDIT#"));
         assert_eq!(put.item["action"], Val::s("limit_overdrawn"));
         assert_eq!(put.item["timestamp"], Val::s("2026-11-29T16:35:36Z"));
         assert_eq!(put.item["ttl"], Val::n(1_795_970_136 + 30 * 86_400));
-        let Val::M(details) = &put.item["details"] else { panic!("details is a map") };
+        let Val::M(details) = &put.item["details"] else {
+            panic!("details is a map")
+        };
         assert_eq!(details["balance"], Val::n(-100));
         assert_eq!(details["capacity"], Val::n(50_000));
     }

@@ -60,55 +60,6 @@ impl MetricSink for CloudWatchSink {
     }
 }
 
-
-#[cfg(test)]
-mod tests {
-    //! moto cannot decode the CloudWatch SDK's RPC-v2 CBOR protocol, so the
-    //! request is checked against the SDK's own mock client instead.
-    use super::*;
-    use aws_sdk_cloudwatch::operation::put_metric_data::PutMetricDataOutput;
-    use aws_smithy_mocks::{mock, mock_client};
-    use crate::metrics::tests::overdrawn;
-
-    #[tokio::test]
-    async fn put_metric_data_carries_the_emf_metrics_and_dimensions() {
-        let rule = mock!(Client::put_metric_data)
-            .match_requests(|req| {
-                let data = req.metric_data();
-                req.namespace() == Some("ZaeLimiter")
-                    && data.len() == 3
-                    && data.iter().all(|d| {
-                        d.metric_name() == Some("SoftLimitOverdrawn")
-                            && d.value() == Some(1.0)
-                            && d.unit() == Some(&StandardUnit::Count)
-                            && d.timestamp().map(|t| t.to_millis().ok()) == Some(Some(1_795_970_136_158))
-                            && d.dimensions().iter().all(|dim| dim.name() != Some("EntityId"))
-                    })
-                    && data[2]
-                        .dimensions()
-                        .iter()
-                        .map(|d| (d.name().unwrap_or(""), d.value().unwrap_or("")))
-                        .eq([("Table", "t"), ("Resource", "gpt-4"), ("Limit", "tpm")])
-            })
-            .then_output(|| PutMetricDataOutput::builder().build());
-        let client = mock_client!(aws_sdk_cloudwatch, [&rule]);
-        let sink = CloudWatchSink { client, namespace: "ZaeLimiter".into(), table: "t".into() };
-        sink.publish(&[overdrawn()]).await.unwrap();
-        assert_eq!(rule.num_calls(), 1);
-    }
-
-    #[tokio::test]
-    async fn large_sets_are_split_into_calls_of_at_most_1000_points() {
-        let rule = mock!(Client::put_metric_data)
-            .match_requests(|req| req.metric_data().len() <= MAX_DATUMS_PER_CALL)
-            .then_output(|| PutMetricDataOutput::builder().build());
-        let client = mock_client!(aws_sdk_cloudwatch, aws_smithy_mocks::RuleMode::MatchAny, [&rule]);
-        let sink = CloudWatchSink { client, namespace: "ZaeLimiter".into(), table: "t".into() };
-        sink.publish(&vec![overdrawn(); 400]).await.unwrap();
-        assert_eq!(rule.num_calls(), 2);
-    }
-}
-
 /// EMF or PutMetricData, chosen at start-up.
 pub enum SelectedSink {
     Emf(crate::metrics::EmfStdout),
@@ -121,5 +72,68 @@ impl MetricSink for SelectedSink {
             SelectedSink::Emf(sink) => sink.publish(events).await,
             SelectedSink::CloudWatch(sink) => sink.publish(events).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! moto cannot decode the CloudWatch SDK's RPC-v2 CBOR protocol, so the
+    //! request is checked against the SDK's own mock client instead.
+    use super::*;
+    use crate::metrics::tests::overdrawn;
+    use aws_sdk_cloudwatch::operation::put_metric_data::PutMetricDataOutput;
+    use aws_smithy_mocks::{mock, mock_client};
+
+    #[tokio::test]
+    async fn put_metric_data_carries_the_emf_metrics_and_dimensions() {
+        let rule = mock!(Client::put_metric_data)
+            .match_requests(|req| {
+                let data = req.metric_data();
+                req.namespace() == Some("ZaeLimiter")
+                    && data.len() == 3
+                    && data.iter().all(|d| {
+                        d.metric_name() == Some("SoftLimitOverdrawn")
+                            && d.value() == Some(1.0)
+                            && d.unit() == Some(&StandardUnit::Count)
+                            && d.timestamp().map(|t| t.to_millis().ok())
+                                == Some(Some(1_795_970_136_158))
+                            && d.dimensions()
+                                .iter()
+                                .all(|dim| dim.name() != Some("EntityId"))
+                    })
+                    && data[2]
+                        .dimensions()
+                        .iter()
+                        .map(|d| (d.name().unwrap_or(""), d.value().unwrap_or("")))
+                        .eq([("Table", "t"), ("Resource", "gpt-4"), ("Limit", "tpm")])
+            })
+            .then_output(|| PutMetricDataOutput::builder().build());
+        let client = mock_client!(aws_sdk_cloudwatch, [&rule]);
+        let sink = CloudWatchSink {
+            client,
+            namespace: "ZaeLimiter".into(),
+            table: "t".into(),
+        };
+        sink.publish(&[overdrawn()]).await.unwrap();
+        assert_eq!(rule.num_calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn large_sets_are_split_into_calls_of_at_most_1000_points() {
+        let rule = mock!(Client::put_metric_data)
+            .match_requests(|req| req.metric_data().len() <= MAX_DATUMS_PER_CALL)
+            .then_output(|| PutMetricDataOutput::builder().build());
+        let client = mock_client!(
+            aws_sdk_cloudwatch,
+            aws_smithy_mocks::RuleMode::MatchAny,
+            [&rule]
+        );
+        let sink = CloudWatchSink {
+            client,
+            namespace: "ZaeLimiter".into(),
+            table: "t".into(),
+        };
+        sink.publish(&vec![overdrawn(); 400]).await.unwrap();
+        assert_eq!(rule.num_calls(), 2);
     }
 }

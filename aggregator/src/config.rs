@@ -7,7 +7,11 @@ use zae_table::Window;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{variable}={value:?}: {reason}")]
-    Invalid { variable: &'static str, value: String, reason: String },
+    Invalid {
+        variable: &'static str,
+        value: String,
+        reason: String,
+    },
     #[error("{0} is not set")]
     Missing(&'static str),
 }
@@ -21,7 +25,10 @@ pub struct Config {
 }
 
 /// Reads a variable through `lookup`, so tests need not touch the process environment.
-pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>, table_name: Option<String>) -> Result<Config, ConfigError> {
+pub fn from_lookup(
+    lookup: impl Fn(&str) -> Option<String>,
+    table_name: Option<String>,
+) -> Result<Config, ConfigError> {
     let table_name = match table_name.or_else(|| lookup("TABLE_NAME")) {
         Some(name) if !name.trim().is_empty() => name.trim().to_owned(),
         _ => return Err(ConfigError::Missing("TABLE_NAME")),
@@ -32,17 +39,24 @@ pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>, table_name: Option<S
         value: windows_text.clone(),
         reason: e.to_string(),
     })?;
-    let int = |variable: &'static str, default: i64, range: std::ops::RangeInclusive<i64>| match lookup(variable) {
-        None => Ok(default),
-        Some(value) => match value.trim().parse::<i64>() {
-            Ok(n) if range.contains(&n) => Ok(n),
-            _ => Err(ConfigError::Invalid {
-                variable,
-                value,
-                reason: format!("expected a whole number from {} to {}", range.start(), range.end()),
-            }),
-        },
-    };
+    let int =
+        |variable: &'static str, default: i64, range: std::ops::RangeInclusive<i64>| match lookup(
+            variable,
+        ) {
+            None => Ok(default),
+            Some(value) => match value.trim().parse::<i64>() {
+                Ok(n) if range.contains(&n) => Ok(n),
+                _ => Err(ConfigError::Invalid {
+                    variable,
+                    value,
+                    reason: format!(
+                        "expected a whole number from {} to {}",
+                        range.start(),
+                        range.end()
+                    ),
+                }),
+            },
+        };
     let snapshot_ttl_days = int("SNAPSHOT_TTL_DAYS", 90, 1..=36_500)?;
     let concurrency = int("WRITE_CONCURRENCY", 16, 1..=256)? as usize;
     let max_attempts = int("WRITE_MAX_ATTEMPTS", 8, 1..=20)? as u32;
@@ -64,7 +78,10 @@ pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>, table_name: Option<S
             windows,
             snapshot_ttl_days,
             concurrency,
-            retry: RetryPolicy { max_attempts, ..RetryPolicy::default() },
+            retry: RetryPolicy {
+                max_attempts,
+                ..RetryPolicy::default()
+            },
         },
     })
 }
@@ -79,7 +96,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         from_lookup(|v| vars.get(v).cloned(), None)
     }
 
@@ -93,16 +113,33 @@ mod tests {
 
     #[test]
     fn windows_are_trimmed() {
-        let c = config(&[("TABLE_NAME", "t"), ("SNAPSHOT_WINDOWS", "hourly, daily, monthly")]).unwrap();
+        let c = config(&[
+            ("TABLE_NAME", "t"),
+            ("SNAPSHOT_WINDOWS", "hourly, daily, monthly"),
+        ])
+        .unwrap();
         assert_eq!(c.settings.windows, Window::ALL.to_vec());
     }
 
     #[test]
     fn bad_values_name_the_variable_and_value() {
-        let err = config(&[("TABLE_NAME", "t"), ("SNAPSHOT_WINDOWS", "hourly,weekly")]).unwrap_err().to_string();
-        assert!(err.contains("SNAPSHOT_WINDOWS") && err.contains("weekly"), "{err}");
-        let err = config(&[("TABLE_NAME", "t"), ("SNAPSHOT_TTL_DAYS", "ninety")]).unwrap_err().to_string();
-        assert!(err.contains("SNAPSHOT_TTL_DAYS") && err.contains("ninety"), "{err}");
-        assert!(matches!(config(&[]), Err(ConfigError::Missing("TABLE_NAME"))));
+        let err = config(&[("TABLE_NAME", "t"), ("SNAPSHOT_WINDOWS", "hourly,weekly")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SNAPSHOT_WINDOWS") && err.contains("weekly"),
+            "{err}"
+        );
+        let err = config(&[("TABLE_NAME", "t"), ("SNAPSHOT_TTL_DAYS", "ninety")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SNAPSHOT_TTL_DAYS") && err.contains("ninety"),
+            "{err}"
+        );
+        assert!(matches!(
+            config(&[]),
+            Err(ConfigError::Missing("TABLE_NAME"))
+        ));
     }
 }

@@ -25,19 +25,35 @@ where
     let message = DisplayErrorContext(&err).to_string();
     match &err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            StoreError::Retryable { operation, key, message }
+            StoreError::Retryable {
+                operation,
+                key,
+                message,
+            }
         }
         SdkError::ServiceError(service) => {
             let code = service.err().code().unwrap_or_default();
             if code == "ConditionalCheckFailedException" {
                 StoreError::ConditionFailed { operation, key }
             } else if service.raw().status_code() >= 500 || THROTTLING_CODES.contains(&code) {
-                StoreError::Retryable { operation, key, message }
+                StoreError::Retryable {
+                    operation,
+                    key,
+                    message,
+                }
             } else {
-                StoreError::Fatal { operation, key, message }
+                StoreError::Fatal {
+                    operation,
+                    key,
+                    message,
+                }
             }
         }
-        _ => StoreError::Fatal { operation, key, message },
+        _ => StoreError::Fatal {
+            operation,
+            key,
+            message,
+        },
     }
 }
 
@@ -61,7 +77,10 @@ pub fn attribute(value: &Val) -> AttributeValue {
 }
 
 fn item_key(pk: &str, sk: &str) -> HashMap<String, AttributeValue> {
-    HashMap::from([("PK".to_owned(), AttributeValue::S(pk.into())), ("SK".to_owned(), AttributeValue::S(sk.into()))])
+    HashMap::from([
+        ("PK".to_owned(), AttributeValue::S(pk.into())),
+        ("SK".to_owned(), AttributeValue::S(sk.into())),
+    ])
 }
 
 #[derive(Clone)]
@@ -72,7 +91,10 @@ pub struct DynamoTable {
 
 impl DynamoTable {
     pub fn new(client: Client, table_name: impl Into<String>) -> Self {
-        DynamoTable { client, table_name: table_name.into() }
+        DynamoTable {
+            client,
+            table_name: table_name.into(),
+        }
     }
 }
 
@@ -85,17 +107,34 @@ impl Table for DynamoTable {
             .update_expression(&write.update)
             .condition_expression(&write.condition)
             .set_expression_attribute_names(Some(write.names.clone().into_iter().collect()))
-            .set_expression_attribute_values(Some(write.values.iter().map(|(k, v)| (k.clone(), attribute(v))).collect()))
+            .set_expression_attribute_values(Some(
+                write
+                    .values
+                    .iter()
+                    .map(|(k, v)| (k.clone(), attribute(v)))
+                    .collect(),
+            ))
             .send()
             .await
             .map(|_| ())
             .map_err(|e| classify("UpdateItem", format!("{} {}", write.pk, write.sk), e))
     }
 
-    async fn read_strings(&self, pk: &str, sk: &str, attributes: &[String]) -> Result<BTreeMap<String, String>, StoreError> {
-        let names: HashMap<String, String> =
-            attributes.iter().enumerate().map(|(i, a)| (format!("#a{i}"), a.clone())).collect();
-        let projection = (0..attributes.len()).map(|i| format!("#a{i}")).collect::<Vec<_>>().join(", ");
+    async fn read_strings(
+        &self,
+        pk: &str,
+        sk: &str,
+        attributes: &[String],
+    ) -> Result<BTreeMap<String, String>, StoreError> {
+        let names: HashMap<String, String> = attributes
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (format!("#a{i}"), a.clone()))
+            .collect();
+        let projection = (0..attributes.len())
+            .map(|i| format!("#a{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let out = self
             .client
             .get_item()
@@ -123,7 +162,12 @@ impl Table for DynamoTable {
             .client
             .put_item()
             .table_name(&self.table_name)
-            .set_item(Some(put.item.iter().map(|(k, v)| (k.clone(), attribute(v))).collect()))
+            .set_item(Some(
+                put.item
+                    .iter()
+                    .map(|(k, v)| (k.clone(), attribute(v)))
+                    .collect(),
+            ))
             .condition_expression("attribute_not_exists(PK)")
             .send()
             .await;

@@ -3,9 +3,9 @@
 use crate::plan::{SnapshotUpdate, Totals};
 use crate::store::{SnapshotWrite, Val};
 use std::collections::BTreeMap;
+use zae_table::SequenceNumber;
 use zae_table::bucket::OVERDRAWN_SUFFIX;
 use zae_table::keys;
-use zae_table::SequenceNumber;
 
 /// The string attribute holding, per source bucket shard, the last stream
 /// record the snapshot item already counts. A string, so that the 0.17.0
@@ -24,7 +24,12 @@ pub enum Guard {
     Exactly(BTreeMap<u32, Option<SequenceNumber>>),
 }
 
-pub fn snapshot_write(update: &SnapshotUpdate, totals: &Totals, guard: &Guard, ttl_epoch_s: i64) -> SnapshotWrite {
+pub fn snapshot_write(
+    update: &SnapshotUpdate,
+    totals: &Totals,
+    guard: &Guard,
+    ttl_epoch_s: i64,
+) -> SnapshotWrite {
     let key = &update.key;
     let mut names = BTreeMap::new();
     let mut values = BTreeMap::new();
@@ -38,8 +43,18 @@ pub fn snapshot_write(update: &SnapshotUpdate, totals: &Totals, guard: &Guard, t
         set.push(format!("#{alias} = :{alias}"));
     };
     always("entity_id", "eid", Val::s(&key.entity), &mut set);
-    always("GSI2PK", "g2pk", Val::s(keys::gsi2_pk_resource(&key.namespace, &key.resource)), &mut set);
-    always("GSI2SK", "g2sk", Val::s(keys::gsi2_sk_usage(&key.window_key, &key.entity)), &mut set);
+    always(
+        "GSI2PK",
+        "g2pk",
+        Val::s(keys::gsi2_pk_resource(&key.namespace, &key.resource)),
+        &mut set,
+    );
+    always(
+        "GSI2SK",
+        "g2sk",
+        Val::s(keys::gsi2_sk_usage(&key.window_key, &key.entity)),
+        &mut set,
+    );
     for (alias, attr, value) in [
         ("res", "resource", Val::s(&key.resource)),
         ("win", "window", Val::s(key.window.name())),
@@ -62,7 +77,9 @@ pub fn snapshot_write(update: &SnapshotUpdate, totals: &Totals, guard: &Guard, t
         match guard {
             Guard::Fresh => {
                 values.insert(format!(":f{i}"), Val::s(firsts[&shard].padded()));
-                conditions.push(format!("(attribute_not_exists({alias}) OR {alias} < :f{i})"));
+                conditions.push(format!(
+                    "(attribute_not_exists({alias}) OR {alias} < :f{i})"
+                ));
             }
             Guard::Exactly(read) => match read.get(&shard).and_then(|m| m.as_ref()) {
                 Some(mark) => {

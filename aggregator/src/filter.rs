@@ -28,7 +28,10 @@ impl Filter {
         let patterns = filters
             .iter()
             .map(|f| {
-                let text = f.get("Pattern").and_then(Value::as_str).ok_or_else(|| FilterError("a filter has no Pattern".into()))?;
+                let text = f
+                    .get("Pattern")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| FilterError("a filter has no Pattern".into()))?;
                 serde_json::from_str(text).map_err(|e| FilterError(format!("pattern {text}: {e}")))
             })
             .collect::<Result<_, _>>()?;
@@ -41,13 +44,17 @@ impl Filter {
 
     /// A record passes when any pattern matches it.
     pub fn matches(&self, record: &Value) -> bool {
-        self.patterns.iter().any(|p| matches_pattern(p, Some(record)))
+        self.patterns
+            .iter()
+            .any(|p| matches_pattern(p, Some(record)))
     }
 }
 
 fn matches_pattern(pattern: &Value, value: Option<&Value>) -> bool {
     match pattern {
-        Value::Object(fields) => fields.iter().all(|(key, sub)| matches_pattern(sub, value.and_then(|v| v.get(key)))),
+        Value::Object(fields) => fields
+            .iter()
+            .all(|(key, sub)| matches_pattern(sub, value.and_then(|v| v.get(key)))),
         Value::Array(options) => options.iter().any(|option| matches_option(option, value)),
         _ => false,
     }
@@ -56,7 +63,9 @@ fn matches_pattern(pattern: &Value, value: Option<&Value>) -> bool {
 fn matches_option(option: &Value, value: Option<&Value>) -> bool {
     match option {
         Value::Object(rule) => match (rule.get("prefix"), rule.get("exists")) {
-            (Some(Value::String(prefix)), _) => value.and_then(Value::as_str).is_some_and(|s| s.starts_with(prefix)),
+            (Some(Value::String(prefix)), _) => value
+                .and_then(Value::as_str)
+                .is_some_and(|s| s.starts_with(prefix)),
             (_, Some(Value::Bool(exists))) => value.is_some() == *exists,
             _ => false,
         },
@@ -92,7 +101,9 @@ mod tests {
         .unwrap();
         assert!(f.matches(&json!({"dynamodb": {"OldImage": {"PK": {"S": "ns/AUDIT#e"}}}})));
         assert!(!f.matches(&json!({"dynamodb": {"OldImage": {"PK": {"S": "xx/AUDIT#e"}}}})));
-        assert!(!f.matches(&json!({"dynamodb": {"OldImage": {"PK": {"S": "ns/A"}}, "NewImage": {}}})));
+        assert!(
+            !f.matches(&json!({"dynamodb": {"OldImage": {"PK": {"S": "ns/A"}}, "NewImage": {}}}))
+        );
     }
 
     #[test]

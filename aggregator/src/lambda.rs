@@ -27,14 +27,17 @@ pub async fn handle<T: Table, M: MetricSink>(
     event: LambdaEvent<StreamEvent>,
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let remaining = Duration::from_millis(u64::try_from(event.context.deadline as i64 - now_ms).unwrap_or(0));
+    let remaining =
+        Duration::from_millis(u64::try_from(event.context.deadline as i64 - now_ms).unwrap_or(0));
     let deadline = Instant::now() + remaining.saturating_sub(DEADLINE_MARGIN);
     let texts: Vec<&str> = event.payload.records.iter().map(|r| r.get()).collect();
     let principal = match event.context.invoked_function_arn.as_str() {
         "" => "zae-aggregator",
         arn => arn,
     };
-    let outcome = aggregator.process(&texts, principal, now_ms.div_euclid(1000), Some(deadline)).await;
+    let outcome = aggregator
+        .process(&texts, principal, now_ms.div_euclid(1000), Some(deadline))
+        .await;
     if let Err(e) = sink.publish(&outcome.metrics).await {
         tracing::error!(error = %e, "publishing metrics failed");
     }
@@ -57,16 +60,36 @@ mod tests {
     /// the crate is fixed, so that the choice can be revisited.
     #[test]
     fn aws_lambda_events_still_misreads_creation_time_fractions_and_ours_does_not() {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/sample_modify_record.pretty.json")).unwrap();
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/sample_modify_record.pretty.json"
+        ))
+        .unwrap();
         let event = format!("{{\"Records\":[{text}]}}");
-        let theirs: aws_lambda_events::event::dynamodb::Event = serde_json::from_str(&event).unwrap();
-        let theirs_ms = theirs.records[0].change.approximate_creation_date_time.timestamp_millis();
+        let theirs: aws_lambda_events::event::dynamodb::Event =
+            serde_json::from_str(&event).unwrap();
+        let theirs_ms = theirs.records[0]
+            .change
+            .approximate_creation_date_time
+            .timestamp_millis();
         let ours: StreamEvent = serde_json::from_str(&event).unwrap();
-        let ours_ms = zae_table::StreamRecord::parse(ours.records[0].get()).unwrap().created_ms.unwrap();
+        let ours_ms = zae_table::StreamRecord::parse(ours.records[0].get())
+            .unwrap()
+            .created_ms
+            .unwrap();
         let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let seconds = raw["dynamodb"]["ApproximateCreationDateTime"].as_f64().unwrap();
-        assert!(seconds.fract() > 0.001, "the fixture has a millisecond fraction");
+        let seconds = raw["dynamodb"]["ApproximateCreationDateTime"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            seconds.fract() > 0.001,
+            "the fixture has a millisecond fraction"
+        );
         assert_eq!(ours_ms, (seconds * 1000.0).round() as i64);
-        assert_eq!(theirs_ms, seconds.trunc() as i64 * 1000, "aws_lambda_events changed: re-check its timestamp parsing");
+        assert_eq!(
+            theirs_ms,
+            seconds.trunc() as i64 * 1000,
+            "aws_lambda_events changed: re-check its timestamp parsing"
+        );
     }
 }

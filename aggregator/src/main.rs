@@ -56,10 +56,10 @@ enum MetricsTarget {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init();
-    let table_arg = match &cli.command {
-        Some(Command::Poll { table, .. }) => Some(table.clone()),
-        None => None,
-    };
+    let table_arg = cli
+        .command
+        .as_ref()
+        .map(|Command::Poll { table, .. }| table.clone());
     let config = match config::from_env(table_arg) {
         Ok(c) => c,
         Err(e) => {
@@ -70,14 +70,33 @@ async fn main() -> ExitCode {
     };
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
     // The aggregator retries table writes itself, with its own classification and deadline.
-    let dynamodb_config = aws_sdk_dynamodb::config::Builder::from(&sdk).retry_config(RetryConfig::disabled()).build();
+    let dynamodb_config = aws_sdk_dynamodb::config::Builder::from(&sdk)
+        .retry_config(RetryConfig::disabled())
+        .build();
     let dynamodb = aws_sdk_dynamodb::Client::from_conf(dynamodb_config);
-    let aggregator = Aggregator::new(DynamoTable::new(dynamodb.clone(), &config.table_name), config.settings.clone());
-    let emf = EmfStdout { namespace: config.metric_namespace.clone(), table: config.table_name.clone() };
+    let aggregator = Aggregator::new(
+        DynamoTable::new(dynamodb.clone(), &config.table_name),
+        config.settings.clone(),
+    );
+    let emf = EmfStdout {
+        namespace: config.metric_namespace.clone(),
+        table: config.table_name.clone(),
+    };
 
-    let Some(Command::Poll { until_idle, batch_size, checkpoint, metrics, max_retries, .. }) = cli.command else {
+    let Some(Command::Poll {
+        until_idle,
+        batch_size,
+        checkpoint,
+        metrics,
+        max_retries,
+        ..
+    }) = cli.command
+    else {
         let sink = SelectedSink::Emf(emf);
-        let run = lambda_runtime::run(service_fn(|event| lambda::handle(&aggregator, &sink, event))).await;
+        let run = lambda_runtime::run(service_fn(|event| {
+            lambda::handle(&aggregator, &sink, event)
+        }))
+        .await;
         return match run {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -103,8 +122,12 @@ async fn main() -> ExitCode {
         principal: "zae-aggregator-poll".into(),
     };
     let result = async {
-        let source =
-            DynamoStreams::for_table(&dynamodb, aws_sdk_dynamodbstreams::Client::new(&sdk), &config.table_name).await?;
+        let source = DynamoStreams::for_table(
+            &dynamodb,
+            aws_sdk_dynamodbstreams::Client::new(&sdk),
+            &config.table_name,
+        )
+        .await?;
         poll::run(&source, &aggregator, &sink, &options).await
     }
     .await;

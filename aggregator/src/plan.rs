@@ -2,7 +2,9 @@
 //! update per (entity, resource, window) item, and one audit event per
 //! soft-limit transition. Pure: no I/O, no clock.
 
-use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use zae_table::bucket::WCU_LIMIT;
 use zae_table::keys::{self, SK_STATE};
 use zae_table::milli::{whole_token_delta, whole_tokens};
@@ -40,12 +42,16 @@ pub struct Contribution {
     pub events: i128,
 }
 
+/// Contributions per source bucket shard, in stream order; each is shared
+/// with the same record's other windows.
+pub type Sources = BTreeMap<u32, Vec<Arc<Contribution>>>;
+
 /// All contributions of a batch to one snapshot item, per source bucket shard,
 /// in stream order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotUpdate {
     pub key: SnapshotKey,
-    pub sources: BTreeMap<u32, Vec<Contribution>>,
+    pub sources: Sources,
 }
 
 /// Sums of the contributions a write still has to apply.
@@ -87,12 +93,18 @@ impl SnapshotUpdate {
 
     /// Sums the contributions newer than each source's watermark (all of them
     /// where a source has none). `None` when nothing is left to apply.
-    pub fn totals_after(&self, watermarks: &BTreeMap<u32, Option<SequenceNumber>>) -> Option<Totals> {
+    pub fn totals_after(
+        &self,
+        watermarks: &BTreeMap<u32, Option<SequenceNumber>>,
+    ) -> Option<Totals> {
         let mut totals = Totals::default();
         let mut any = false;
         for (shard, contributions) in &self.sources {
             let mark = watermarks.get(shard).and_then(|m| m.as_ref());
-            for c in contributions.iter().filter(|c| mark.is_none_or(|m| c.sequence > *m)) {
+            for c in contributions
+                .iter()
+                .filter(|c| mark.is_none_or(|m| c.sequence > *m))
+            {
                 any = true;
                 totals.events += c.events;
                 for (limit, n) in &c.counters {
@@ -181,89 +193,169 @@ pub struct BatchPlan {
 
 /// What a single bucket record yields.
 struct RecordYield {
-    bucket: BucketKey,
     at_ms: i64,
-    sequence: SequenceNumber,
     contribution: Option<Contribution>,
     transitions: Vec<Transition>,
+}
+
+/// The snapshot items of a batch, grouped without building their key strings:
+/// by (entity-resource item, window, window start), each item's strings being
+/// made once at the end.
+#[derive(Default)]
+struct Grouping {
+    /// (namespace, entity, resource), by first appearance.
+    items: Vec<BucketKey>,
+    /// Parsed bucket keys by partition key, with the index of their item.
+    buckets: HashMap<String, (usize, BucketKey)>,
+    /// Per group: the window key, made when the group is first seen, and the sources.
+    updates: BTreeMap<(usize, Window, i64), (String, Sources)>,
+}
+
+impl Grouping {
+    fn bucket(&mut self, pk: &str) -> Result<(usize, &BucketKey), keys::KeyError> {
+        if !self.buckets.contains_key(pk) {
+            let key = BucketKey::parse(pk)?;
+            let item = match self.items.iter().position(|i| {
+                (&i.namespace, &i.entity, &i.resource)
+                    == (&key.namespace, &key.entity, &key.resource)
+            }) {
+                Some(item) => item,
+                None => {
+                    self.items.push(key.clone());
+                    self.items.len() - 1
+                }
+            };
+            self.buckets.insert(pk.to_owned(), (item, key));
+        }
+        let (item, key) = &self.buckets[pk];
+        Ok((*item, key))
+    }
+
+    /// Adds a contribution to every window of a record, or to none if one of
+    /// its windows has no key.
+    fn add(
+        &mut self,
+        item: usize,
+        shard: u32,
+        at_ms: i64,
+        windows: &[Window],
+        c: Contribution,
+    ) -> Result<(), SkipReason> {
+        let mut groups = Vec::with_capacity(windows.len());
+        for window in windows {
+            let start = window.start(at_ms)?;
+            if let Entry::Vacant(e) = self.updates.entry((item, *window, start)) {
+                let key = window.key(start)?;
+                e.insert((key, BTreeMap::new()));
+            }
+            groups.push((item, *window, start));
+        }
+        let c = Arc::new(c);
+        for group in groups {
+            let (_, sources) = self.updates.get_mut(&group).expect("inserted above");
+            sources.entry(shard).or_default().push(Arc::clone(&c));
+        }
+        Ok(())
+    }
+
+    fn into_updates(self) -> Vec<SnapshotUpdate> {
+        let items = self.items;
+        self.updates
+            .into_iter()
+            .map(|((item, window, _), (window_key, sources))| {
+                let item = &items[item];
+                SnapshotUpdate {
+                    key: SnapshotKey {
+                        namespace: item.namespace.clone(),
+                        entity: item.entity.clone(),
+                        resource: item.resource.clone(),
+                        window,
+                        window_key,
+                    },
+                    sources,
+                }
+            })
+            .collect()
+    }
 }
 
 /// Plans a batch. `records` is the raw JSON of each record, in stream order.
 pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan {
     let mut plan = BatchPlan::default();
-    let mut updates: BTreeMap<SnapshotKey, BTreeMap<u32, Vec<Contribution>>> = BTreeMap::new();
+    let mut grouping = Grouping::default();
     for (index, text) in records.iter().enumerate() {
         let record = match StreamRecord::parse(text.as_ref()) {
             Ok(r) => r,
             Err(e) => {
-                plan.skipped.push(Skipped { index, sequence: None, partition_key: None, reason: e.into() });
+                plan.skipped.push(Skipped {
+                    index,
+                    sequence: None,
+                    partition_key: None,
+                    reason: e.into(),
+                });
                 continue;
             }
         };
-        match read_bucket_record(&record) {
-            Ok(None) => plan.ignored += 1,
-            Ok(Some(y)) => {
-                plan.bucket_records += 1;
-                plan.transitions.extend(y.transitions);
-                if let Some(c) = y.contribution {
-                    let keys: Result<Vec<_>, _> = windows
-                        .iter()
-                        .map(|w| {
-                            w.key(y.at_ms).map(|window_key| SnapshotKey {
-                                namespace: y.bucket.namespace.clone(),
-                                entity: y.bucket.entity.clone(),
-                                resource: y.bucket.resource.clone(),
-                                window: *w,
-                                window_key,
-                            })
-                        })
-                        .collect();
-                    match keys {
-                        Ok(keys) => {
-                            for key in keys {
-                                updates.entry(key).or_default().entry(y.bucket.shard).or_default().push(c.clone());
-                            }
-                        }
-                        Err(e) => plan.skipped.push(Skipped {
-                            index,
-                            sequence: Some(y.sequence.clone()),
-                            partition_key: Some(y.bucket.pk()),
-                            reason: e.into(),
-                        }),
-                    }
-                }
+        let skip = |reason: SkipReason| Skipped {
+            index,
+            sequence: Some(record.sequence_number.clone()),
+            partition_key: record.partition_key().map(str::to_owned),
+            reason,
+        };
+        let is_bucket_change = matches!(record.event_name, EventName::Insert | EventName::Modify)
+            && record.sort_key() == Some(SK_STATE);
+        let Some(pk) = record.partition_key().filter(|_| is_bucket_change) else {
+            plan.ignored += 1;
+            continue;
+        };
+        let (item, bucket) = match grouping.bucket(pk) {
+            Ok(found) => found,
+            Err(e) => {
+                plan.skipped.push(skip(e.into()));
+                continue;
             }
-            Err(reason) => plan.skipped.push(Skipped {
-                index,
-                sequence: Some(record.sequence_number.clone()),
-                partition_key: record.partition_key().map(str::to_owned),
-                reason,
-            }),
+        };
+        let shard = bucket.shard;
+        let y = match read_bucket_record(&record, bucket) {
+            Ok(y) => y,
+            Err(reason) => {
+                plan.skipped.push(skip(reason));
+                continue;
+            }
+        };
+        if let Some(contribution) = y.contribution
+            && let Err(reason) = grouping.add(item, shard, y.at_ms, windows, contribution)
+        {
+            plan.skipped.push(skip(reason));
+            continue;
         }
+        plan.bucket_records += 1;
+        plan.transitions.extend(y.transitions);
     }
-    plan.snapshots = updates.into_iter().map(|(key, sources)| SnapshotUpdate { key, sources }).collect();
+    plan.snapshots = grouping.into_updates();
     plan
 }
 
-/// `Ok(None)` for records that are not INSERT or MODIFY of a bucket item.
-fn read_bucket_record(record: &StreamRecord<'_>) -> Result<Option<RecordYield>, SkipReason> {
-    let kind = match record.event_name {
-        EventName::Insert => "INSERT",
-        EventName::Modify => "MODIFY",
-        EventName::Remove | EventName::Other => return Ok(None),
+/// Reads an INSERT or MODIFY of the bucket item `bucket`.
+fn read_bucket_record(
+    record: &StreamRecord<'_>,
+    bucket: &BucketKey,
+) -> Result<RecordYield, SkipReason> {
+    let kind = if record.event_name == EventName::Insert {
+        "INSERT"
+    } else {
+        "MODIFY"
     };
-    if record.sort_key() != Some(SK_STATE) {
-        return Ok(None);
-    }
-    let Some(pk) = record.partition_key() else { return Ok(None) };
-    let bucket = BucketKey::parse(pk)?;
-    let new_image = record.new_image.as_ref().ok_or(SkipReason::NoNewImage(kind))?;
-    let old_image = match (record.event_name, record.old_image.as_ref()) {
+    let new_image = record.new_image().ok_or(SkipReason::NoNewImage(kind))?;
+    let old_image = match (record.event_name, record.old_image()) {
         (EventName::Modify, None) => return Err(SkipReason::NoOldImage),
         (_, old) => old,
     };
     let new = BucketImage::read(new_image)?;
-    let old = old_image.map(BucketImage::read).transpose()?.unwrap_or_default();
+    let old = old_image
+        .map(BucketImage::read)
+        .transpose()?
+        .unwrap_or_default();
     let at_ms = match record.created_ms {
         Some(ms) => ms,
         None => new_image.int("rf")?.ok_or(SkipReason::NoTime)?,
@@ -294,7 +386,9 @@ fn read_bucket_record(record: &StreamRecord<'_>) -> Result<Option<RecordYield>, 
                 }
             }
         }
-        let Some(new_balance) = now.balance else { continue };
+        let Some(new_balance) = now.balance else {
+            continue;
+        };
         let was_in_debt = before.balance.is_some_and(|b| b < 0);
         let kind = match (was_in_debt, new_balance < 0) {
             (false, true) if now.soft => TransitionKind::Overdrawn,
@@ -314,7 +408,11 @@ fn read_bucket_record(record: &StreamRecord<'_>) -> Result<Option<RecordYield>, 
         });
     }
     let contribution = (contribution.events > 0).then_some(contribution);
-    Ok(Some(RecordYield { bucket, at_ms, sequence: record.sequence_number.clone(), contribution, transitions }))
+    Ok(RecordYield {
+        at_ms,
+        contribution,
+        transitions,
+    })
 }
 
 #[cfg(test)]

@@ -17,14 +17,23 @@ use zae_table::SequenceNumber;
 #[derive(Debug, thiserror::Error)]
 pub enum PollError {
     #[error("{operation} on {target}: {message}")]
-    Stream { operation: &'static str, target: String, message: String },
+    Stream {
+        operation: &'static str,
+        target: String,
+        message: String,
+    },
     #[error("checkpoint {path}: {message}")]
     Checkpoint { path: PathBuf, message: String },
     #[error(
         "record {sequence} of shard {shard} still fails after {attempts} attempts; last error: {last_error}. \
          The checkpoint stays before it; fix the cause and run again"
     )]
-    RetriesExhausted { shard: String, sequence: String, attempts: u32, last_error: String },
+    RetriesExhausted {
+        shard: String,
+        sequence: String,
+        attempts: u32,
+        last_error: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -68,16 +77,24 @@ impl Checkpoint {
     pub fn load(path: &std::path::Path) -> Result<Checkpoint, PollError> {
         match std::fs::read_to_string(path) {
             Ok(text) if text.trim().is_empty() => Ok(Checkpoint::default()),
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|e| PollError::Checkpoint { path: path.into(), message: format!("not a checkpoint: {e}") }),
+            Ok(text) => serde_json::from_str(&text).map_err(|e| PollError::Checkpoint {
+                path: path.into(),
+                message: format!("not a checkpoint: {e}"),
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Checkpoint::default()),
-            Err(e) => Err(PollError::Checkpoint { path: path.into(), message: e.to_string() }),
+            Err(e) => Err(PollError::Checkpoint {
+                path: path.into(),
+                message: e.to_string(),
+            }),
         }
     }
 
     /// Replaces the file whole, so a crash never leaves half a checkpoint.
     pub fn save(&self, path: &std::path::Path) -> Result<(), PollError> {
-        let err = |e: std::io::Error| PollError::Checkpoint { path: path.into(), message: e.to_string() };
+        let err = |e: std::io::Error| PollError::Checkpoint {
+            path: path.into(),
+            message: e.to_string(),
+        };
         let tmp = path.with_extension("tmp");
         let text = serde_json::to_string_pretty(self).expect("a checkpoint serializes");
         std::fs::write(&tmp, text).map_err(err)?;
@@ -85,7 +102,9 @@ impl Checkpoint {
     }
 
     fn position(&self, shard: &str) -> Option<SequenceNumber> {
-        self.shards.get(shard).and_then(|s| SequenceNumber::parse(s).ok())
+        self.shards
+            .get(shard)
+            .and_then(|s| SequenceNumber::parse(s).ok())
     }
 }
 
@@ -105,7 +124,9 @@ fn parent_first(mut shards: Vec<ShardInfo>) -> Vec<ShardInfo> {
     let mut ordered: Vec<ShardInfo> = Vec::with_capacity(shards.len());
     while !shards.is_empty() {
         let ready = shards.iter().position(|s| {
-            s.parent.as_ref().is_none_or(|p| ordered.iter().any(|o| &o.id == p) || !shards.iter().any(|x| &x.id == p))
+            s.parent.as_ref().is_none_or(|p| {
+                ordered.iter().any(|o| &o.id == p) || !shards.iter().any(|x| &x.id == p)
+            })
         });
         ordered.push(shards.remove(ready.unwrap_or(0)));
     }
@@ -135,7 +156,11 @@ where
         Some(path) => Checkpoint::load(path)?,
         None => Checkpoint::default(),
     };
-    if checkpoint.stream_arn.as_deref().is_some_and(|arn| arn != source.stream_arn()) {
+    if checkpoint
+        .stream_arn
+        .as_deref()
+        .is_some_and(|arn| arn != source.stream_arn())
+    {
         tracing::warn!(old = ?checkpoint.stream_arn, new = source.stream_arn(), "checkpoint is for another stream; starting this one from its beginning");
         checkpoint = Checkpoint::default();
     }
@@ -174,9 +199,21 @@ where
                     }
                 }
                 summary.records_passed_filter += batch.len();
-                deliver(aggregator, sink, options, &shard.id, &mut batch, &examined, &mut checkpoint, &mut summary).await?;
+                deliver(
+                    aggregator,
+                    sink,
+                    options,
+                    &shard.id,
+                    &mut batch,
+                    &examined,
+                    &mut checkpoint,
+                    &mut summary,
+                )
+                .await?;
                 if let Some(last) = examined.last() {
-                    checkpoint.shards.insert(shard.id.clone(), last.as_stream().to_owned());
+                    checkpoint
+                        .shards
+                        .insert(shard.id.clone(), last.as_stream().to_owned());
                 }
                 if let Some(path) = &options.checkpoint {
                     checkpoint.save(path)?;
@@ -211,7 +248,9 @@ async fn deliver<T: Table, M: MetricSink>(
         summary.batches += 1;
         let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
         let now_s = chrono::Utc::now().timestamp();
-        let outcome = aggregator.process(&texts, &options.principal, now_s, None).await;
+        let outcome = aggregator
+            .process(&texts, &options.principal, now_s, None)
+            .await;
         summary.snapshot_writes += outcome.stats.snapshot_writes;
         summary.audit_events_written += outcome.stats.audit_events_written;
         summary.records_skipped += outcome.stats.skipped;
@@ -219,7 +258,9 @@ async fn deliver<T: Table, M: MetricSink>(
             tracing::error!(error = %e, "publishing metrics failed");
         }
         tracing::info!(shard, stats = ?outcome.stats, "batch processed");
-        let Some(failed) = outcome.first_failure else { return Ok(()) };
+        let Some(failed) = outcome.first_failure else {
+            return Ok(());
+        };
         attempts += 1;
         if attempts > options.max_retries {
             return Err(PollError::RetriesExhausted {
@@ -231,7 +272,9 @@ async fn deliver<T: Table, M: MetricSink>(
         }
         summary.redeliveries += 1;
         if let Some(done) = examined.iter().filter(|s| **s < failed).max() {
-            checkpoint.shards.insert(shard.into(), done.as_stream().into());
+            checkpoint
+                .shards
+                .insert(shard.into(), done.as_stream().into());
             if let Some(path) = &options.checkpoint {
                 checkpoint.save(path)?;
             }
@@ -248,9 +291,16 @@ pub fn lambda_record(record: &aws_sdk_dynamodbstreams::types::Record, stream_arn
     let mut change = Map::new();
     if let Some(c) = &record.dynamodb {
         if let Some(at) = &c.approximate_creation_date_time {
-            change.insert("ApproximateCreationDateTime".into(), json!(at.as_secs_f64()));
+            change.insert(
+                "ApproximateCreationDateTime".into(),
+                json!(at.as_secs_f64()),
+            );
         }
-        for (name, image) in [("Keys", &c.keys), ("NewImage", &c.new_image), ("OldImage", &c.old_image)] {
+        for (name, image) in [
+            ("Keys", &c.keys),
+            ("NewImage", &c.new_image),
+            ("OldImage", &c.old_image),
+        ] {
             if let Some(image) = image {
                 change.insert(name.into(), image_json(image));
             }
@@ -280,8 +330,15 @@ pub fn lambda_record(record: &aws_sdk_dynamodbstreams::types::Record, stream_arn
     })
 }
 
-fn image_json(image: &std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>) -> Value {
-    Value::Object(image.iter().map(|(k, v)| (k.clone(), attribute_json(v))).collect())
+fn image_json(
+    image: &std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>,
+) -> Value {
+    Value::Object(
+        image
+            .iter()
+            .map(|(k, v)| (k.clone(), attribute_json(v)))
+            .collect(),
+    )
 }
 
 fn attribute_json(value: &aws_sdk_dynamodbstreams::types::AttributeValue) -> Value {

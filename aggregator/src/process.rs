@@ -23,13 +23,20 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { max_attempts: 8, base: Duration::from_millis(25), cap: Duration::from_secs(2) }
+        RetryPolicy {
+            max_attempts: 8,
+            base: Duration::from_millis(25),
+            cap: Duration::from_secs(2),
+        }
     }
 }
 
 impl RetryPolicy {
     fn delay(&self, attempt: u32) -> Duration {
-        let ceiling = self.base.saturating_mul(1u32 << attempt.min(16)).min(self.cap);
+        let ceiling = self
+            .base
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.cap);
         ceiling.mul_f64(jitter())
     }
 }
@@ -96,7 +103,11 @@ const CONFLICT_ROUNDS: usize = 5;
 
 impl<T: Table> Aggregator<T> {
     pub fn new(table: T, settings: Settings) -> Self {
-        Aggregator { table, settings, retention_days: Mutex::new(HashMap::new()) }
+        Aggregator {
+            table,
+            settings,
+            retention_days: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn settings(&self) -> &Settings {
@@ -174,7 +185,10 @@ impl<T: Table> Aggregator<T> {
         outcome.metrics = audit_metrics;
         if !plan.skipped.is_empty() {
             let at_ms = now_s.saturating_mul(1000);
-            outcome.metrics.push(MetricEvent::RecordsSkipped { at_ms, count: plan.skipped.len() as u64 });
+            outcome.metrics.push(MetricEvent::RecordsSkipped {
+                at_ms,
+                count: plan.skipped.len() as u64,
+            });
         }
         outcome
     }
@@ -191,9 +205,14 @@ impl<T: Table> Aggregator<T> {
                 Guard::Fresh => update.totals_after(&BTreeMap::new()),
                 Guard::Exactly(marks) => update.totals_after(marks),
             };
-            let Some(totals) = totals else { return Ok(Done::SnapshotAlreadyApplied) };
+            let Some(totals) = totals else {
+                return Ok(Done::SnapshotAlreadyApplied);
+            };
             let write = snapshot_write(update, &totals, &guard, ttl);
-            match self.retrying(deadline, || self.table.update_snapshot(&write)).await {
+            match self
+                .retrying(deadline, || self.table.update_snapshot(&write))
+                .await
+            {
                 Ok(()) => return Ok(Done::SnapshotWritten),
                 Err(StoreError::ConditionFailed { .. }) => {
                     guard = Guard::Exactly(self.read_watermarks(update, deadline).await?);
@@ -204,7 +223,9 @@ impl<T: Table> Aggregator<T> {
         Err(StoreError::Fatal {
             operation: "UpdateItem",
             key: format!("{} {}", update.key.pk(), update.key.sk()),
-            message: format!("watermarks changed under {CONFLICT_ROUNDS} rounds of read and rewrite"),
+            message: format!(
+                "watermarks changed under {CONFLICT_ROUNDS} rounds of read and rewrite"
+            ),
         })
     }
 
@@ -215,7 +236,9 @@ impl<T: Table> Aggregator<T> {
     ) -> Result<BTreeMap<u32, Option<SequenceNumber>>, StoreError> {
         let (pk, sk) = (update.key.pk(), update.key.sk());
         let attrs: Vec<String> = update.sources.keys().map(|s| watermark_attr(*s)).collect();
-        let read = self.retrying(deadline, || self.table.read_strings(&pk, &sk, &attrs)).await?;
+        let read = self
+            .retrying(deadline, || self.table.read_strings(&pk, &sk, &attrs))
+            .await?;
         update
             .sources
             .keys()
@@ -223,13 +246,15 @@ impl<T: Table> Aggregator<T> {
                 let attr = watermark_attr(*shard);
                 match read.get(&attr) {
                     None => Ok((*shard, None)),
-                    Some(text) => SequenceNumber::from_padded(text).map(|m| (*shard, Some(m))).ok_or_else(|| {
-                        StoreError::Fatal {
+                    Some(text) => SequenceNumber::from_padded(text)
+                        .map(|m| (*shard, Some(m)))
+                        .ok_or_else(|| StoreError::Fatal {
                             operation: "GetItem",
                             key: format!("{pk} {sk}"),
-                            message: format!("watermark `{attr}` holds `{text}`, not a padded sequence number"),
-                        }
-                    }),
+                            message: format!(
+                                "watermark `{attr}` holds `{text}`, not a padded sequence number"
+                            ),
+                        }),
                 }
             })
             .collect()
@@ -242,7 +267,11 @@ impl<T: Table> Aggregator<T> {
         deadline: Option<Instant>,
     ) -> Result<Done, StoreError> {
         let namespace = &transition.bucket.namespace;
-        let cached = self.retention_days.lock().ok().and_then(|c| c.get(namespace).copied());
+        let cached = self
+            .retention_days
+            .lock()
+            .ok()
+            .and_then(|c| c.get(namespace).copied());
         let retention = match cached {
             Some(days) => days,
             None => {
@@ -257,7 +286,10 @@ impl<T: Table> Aggregator<T> {
             }
         };
         let put = audit::audit_put(transition, principal, retention);
-        if !self.retrying(deadline, || self.table.put_audit_event(&put)).await? {
+        if !self
+            .retrying(deadline, || self.table.put_audit_event(&put))
+            .await?
+        {
             return Ok(Done::AuditExisting);
         }
         let event_id = audit::event_id(transition);
@@ -284,7 +316,11 @@ impl<T: Table> Aggregator<T> {
         }))
     }
 
-    async fn retrying<R, F, Fut>(&self, deadline: Option<Instant>, mut op: F) -> Result<R, StoreError>
+    async fn retrying<R, F, Fut>(
+        &self,
+        deadline: Option<Instant>,
+        mut op: F,
+    ) -> Result<R, StoreError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<R, StoreError>>,

@@ -44,12 +44,23 @@ pub struct AuditPut {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("{operation} on {key}: condition check failed")]
-    ConditionFailed { operation: &'static str, key: String },
+    ConditionFailed {
+        operation: &'static str,
+        key: String,
+    },
     /// Throttling, a 5xx, a timeout or a dropped connection: worth another try.
     #[error("{operation} on {key}: {message} (retryable)")]
-    Retryable { operation: &'static str, key: String, message: String },
+    Retryable {
+        operation: &'static str,
+        key: String,
+        message: String,
+    },
     #[error("{operation} on {key}: {message}")]
-    Fatal { operation: &'static str, key: String, message: String },
+    Fatal {
+        operation: &'static str,
+        key: String,
+        message: String,
+    },
 }
 
 impl StoreError {
@@ -60,7 +71,10 @@ impl StoreError {
 
 /// The table operations the aggregator needs.
 pub trait Table: Send + Sync {
-    fn update_snapshot(&self, write: &SnapshotWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn update_snapshot(
+        &self,
+        write: &SnapshotWrite,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Strongly consistent read of string attributes of one item; absent
     /// attributes (or an absent item) are left out of the result.
@@ -72,8 +86,14 @@ pub trait Table: Send + Sync {
     ) -> impl Future<Output = Result<BTreeMap<String, String>, StoreError>> + Send;
 
     /// `Ok(true)` if the event was written, `Ok(false)` if it already existed.
-    fn put_audit_event(&self, put: &AuditPut) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    fn put_audit_event(
+        &self,
+        put: &AuditPut,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// `audit_retention_days` of the namespace's system config, if set.
-    fn audit_retention_days(&self, namespace: &str) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
+    fn audit_retention_days(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
 }

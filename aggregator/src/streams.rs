@@ -12,8 +12,16 @@ pub struct DynamoStreams {
     stream_arn: String,
 }
 
-fn stream_error<E: std::error::Error + 'static>(operation: &'static str, target: &str, e: E) -> PollError {
-    PollError::Stream { operation, target: target.into(), message: DisplayErrorContext(&e).to_string() }
+fn stream_error<E: std::error::Error + 'static>(
+    operation: &'static str,
+    target: &str,
+    e: E,
+) -> PollError {
+    PollError::Stream {
+        operation,
+        target: target.into(),
+        message: DisplayErrorContext(&e).to_string(),
+    }
 }
 
 impl DynamoStreams {
@@ -58,10 +66,21 @@ impl StreamSource for DynamoStreams {
                 .send()
                 .await
                 .map_err(|e| stream_error("DescribeStream", &self.stream_arn, e))?;
-            let Some(description) = out.stream_description else { break };
-            shards.extend(description.shards.unwrap_or_default().into_iter().filter_map(|s| {
-                Some(ShardInfo { id: s.shard_id?, parent: s.parent_shard_id })
-            }));
+            let Some(description) = out.stream_description else {
+                break;
+            };
+            shards.extend(
+                description
+                    .shards
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|s| {
+                        Some(ShardInfo {
+                            id: s.shard_id?,
+                            parent: s.parent_shard_id,
+                        })
+                    }),
+            );
             match description.last_evaluated_shard_id {
                 Some(next) => start = Some(next),
                 None => break,
@@ -70,10 +89,19 @@ impl StreamSource for DynamoStreams {
         Ok(shards)
     }
 
-    async fn read_after(&self, shard: &str, after: Option<&SequenceNumber>, limit: i32) -> Result<Vec<Value>, PollError> {
+    async fn read_after(
+        &self,
+        shard: &str,
+        after: Option<&SequenceNumber>,
+        limit: i32,
+    ) -> Result<Vec<Value>, PollError> {
         // A fresh iterator for every read: an iterator held across a cancelled
         // transaction goes blind on moto, and real ones expire after 15 minutes.
-        let request = self.client.get_shard_iterator().stream_arn(&self.stream_arn).shard_id(shard);
+        let request = self
+            .client
+            .get_shard_iterator()
+            .stream_arn(&self.stream_arn)
+            .shard_id(shard);
         let request = match after {
             Some(sequence) => request
                 .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
@@ -85,7 +113,9 @@ impl StreamSource for DynamoStreams {
             .await
             .map_err(|e| stream_error("GetShardIterator", shard, e))?
             .shard_iterator;
-        let Some(iterator) = iterator else { return Ok(Vec::new()) };
+        let Some(iterator) = iterator else {
+            return Ok(Vec::new());
+        };
         let out = self
             .client
             .get_records()
@@ -94,6 +124,11 @@ impl StreamSource for DynamoStreams {
             .send()
             .await
             .map_err(|e| stream_error("GetRecords", shard, e))?;
-        Ok(out.records.unwrap_or_default().iter().map(|r| lambda_record(r, &self.stream_arn)).collect())
+        Ok(out
+            .records
+            .unwrap_or_default()
+            .iter()
+            .map(|r| lambda_record(r, &self.stream_arn))
+            .collect())
     }
 }

@@ -18,14 +18,21 @@ use std::time::{Duration, Instant};
 use zae_aggregator::metrics::validate_emf;
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn python() -> PathBuf {
     let path = std::env::var_os("ZAE_TEST_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join(".venv/bin/python"));
-    assert!(path.exists(), "{} is missing: run ./scripts/test.sh, which creates the test venv", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run ./scripts/test.sh, which creates the test venv",
+        path.display()
+    );
     path
 }
 
@@ -34,7 +41,11 @@ fn harness(script: &str) -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn wait_for_port(port: u16, what: &str, child: &mut Child) {
@@ -43,7 +54,10 @@ fn wait_for_port(port: u16, what: &str, child: &mut Child) {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("{what} exited with {status} before listening on {port}");
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "{what} did not listen on {port} within 60 s");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what} did not listen on {port} within 60 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -83,7 +97,11 @@ fn run_json(script: &str, args: &[&str]) -> Value {
     cmd.arg(harness(script)).args(args);
     aws_env(&mut cmd, moto());
     let out = cmd.output().expect("run python");
-    assert!(out.status.success(), "{script} {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}):\n{text}"))
@@ -91,7 +109,11 @@ fn run_json(script: &str, args: &[&str]) -> Value {
 
 fn unique_table(name: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
-    format!("{name}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 struct Poll {
@@ -99,9 +121,17 @@ struct Poll {
     summary: Value,
 }
 
-fn poll(table: &str, checkpoint: &Path, endpoint: &str, env: &[(&str, &str)], extra: &[&str]) -> Poll {
+fn poll(
+    table: &str,
+    checkpoint: &Path,
+    endpoint: &str,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Poll {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
-    cmd.args(["poll", "--table", table, "--until-idle", "--checkpoint"]).arg(checkpoint).args(extra);
+    cmd.args(["poll", "--table", table, "--until-idle", "--checkpoint"])
+        .arg(checkpoint)
+        .args(extra);
     aws_env(&mut cmd, endpoint);
     for (k, v) in env {
         cmd.env(k, v);
@@ -111,7 +141,9 @@ fn poll(table: &str, checkpoint: &Path, endpoint: &str, env: &[(&str, &str)], ex
     assert!(out.status.success(), "aggregator poll failed:\n{stderr}");
     let emf = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}")))
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"))
+        })
         .collect();
     let summary = stderr
         .lines()
@@ -151,7 +183,16 @@ mod tempdir {
 fn scenario(name: &str, requests: u32) -> Scenario {
     let table = unique_table(name);
     let setup = run_json("client.py", &["setup", "--table", &table]);
-    let driven = run_json("client.py", &["drive", "--table", &table, "--requests", &requests.to_string()]);
+    let driven = run_json(
+        "client.py",
+        &[
+            "drive",
+            "--table",
+            &table,
+            "--requests",
+            &requests.to_string(),
+        ],
+    );
     Scenario {
         namespace: setup["namespace_id"].as_str().unwrap().to_owned(),
         table,
@@ -164,7 +205,11 @@ type Counters = BTreeMap<String, i64>;
 
 fn counters(v: &Value) -> Counters {
     v.as_object()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_i64().unwrap())).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_i64().unwrap()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -188,7 +233,11 @@ fn assert_exact(s: &Scenario, read: &Value, truth: &Value) {
     for entity in ENTITIES {
         let consumed = counters(&s.driven["consumed"][entity]);
         for window in ["hourly", "daily"] {
-            assert_eq!(window_sum(read, entity, window, "counters"), consumed, "{entity} {window} usage");
+            assert_eq!(
+                window_sum(read, entity, window, "counters"),
+                consumed,
+                "{entity} {window} usage"
+            );
             assert_eq!(
                 counters(&read["entities"][entity]["summary"][window]["total"]),
                 consumed,
@@ -201,8 +250,14 @@ fn assert_exact(s: &Scenario, read: &Value, truth: &Value) {
             );
         }
         for (limit, tokens) in &consumed {
-            let bucket = read["entities"][entity]["buckets"][limit]["consumed_milli"].as_i64().unwrap();
-            assert_eq!(bucket / 1000, *tokens, "{entity} {limit}: the bucket's own counter agrees with the driver");
+            let bucket = read["entities"][entity]["buckets"][limit]["consumed_milli"]
+                .as_i64()
+                .unwrap();
+            assert_eq!(
+                bucket / 1000,
+                *tokens,
+                "{entity} {limit}: the bucket's own counter agrees with the driver"
+            );
         }
     }
     // Resource-scoped reads (GSI2) see the same daily totals.
@@ -215,20 +270,39 @@ fn assert_exact(s: &Scenario, read: &Value, truth: &Value) {
                 }
             }
         }
-        assert_eq!(sum, counters(&s.driven["consumed"][entity]), "{entity} via GSI2");
+        assert_eq!(
+            sum,
+            counters(&s.driven["consumed"][entity]),
+            "{entity} via GSI2"
+        );
     }
 }
 
 /// What the client reads back, and what the stream says it must be.
 fn read_back(s: &Scenario) -> (Value, Value) {
-    (run_json("client.py", &["read", "--table", &s.table]), run_json("stream_truth.py", &["--table", &s.table]))
+    (
+        run_json("client.py", &["read", "--table", &s.table]),
+        run_json("stream_truth.py", &["--table", &s.table]),
+    )
 }
 
 /// Polls through a fault proxy that fails every `every`-th write (at most
 /// `budget` of them); returns the poll and the proxy's counts.
-fn poll_through_faults(s: &Scenario, every: u32, budget: Option<u32>, env: &[(&str, &str)], extra: &[&str]) -> (Poll, Value) {
+fn poll_through_faults(
+    s: &Scenario,
+    every: u32,
+    budget: Option<u32>,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> (Poll, Value) {
     let (endpoint, mut proxy) = fault_proxy(every, budget);
-    let run = poll(&s.table, &s.dir.file("checkpoint.json"), &endpoint, env, extra);
+    let run = poll(
+        &s.table,
+        &s.dir.file("checkpoint.json"),
+        &endpoint,
+        env,
+        extra,
+    );
     let stats = proxy_stats(&endpoint);
     let _ = proxy.kill();
     (run, stats)
@@ -256,30 +330,66 @@ fn snapshots_overdraw_counters_and_audit_events_match_the_real_clients_traffic()
         validate_emf(doc).unwrap_or_else(|e| panic!("invalid EMF ({e}): {doc}"));
         for name in ["SoftLimitOverdrawn", "SoftLimitRecovered"] {
             if doc.get(name).is_some() {
-                *metric_count.entry((doc["EntityId"].as_str().unwrap().to_owned(), name)).or_insert(0) += 1;
+                *metric_count
+                    .entry((doc["EntityId"].as_str().unwrap().to_owned(), name))
+                    .or_insert(0) += 1;
                 assert_eq!(doc["Resource"], "gpt-4");
                 assert_eq!(doc["Limit"], "tpm");
             }
         }
     }
     for entity in ENTITIES {
-        for (action, metric) in [("limit_overdrawn", "SoftLimitOverdrawn"), ("limit_recovered", "SoftLimitRecovered")] {
+        for (action, metric) in [
+            ("limit_overdrawn", "SoftLimitOverdrawn"),
+            ("limit_recovered", "SoftLimitRecovered"),
+        ] {
             let expected = s.driven["transitions"][entity][action].as_u64().unwrap() as usize;
             let events = transitions(&read, entity, action);
-            assert_eq!(events.len(), expected, "{entity}: one {action} audit event per transition");
-            assert_eq!(metric_count.get(&(entity.to_owned(), metric)).copied().unwrap_or(0), expected, "{entity} {metric}");
+            assert_eq!(
+                events.len(),
+                expected,
+                "{entity}: one {action} audit event per transition"
+            );
+            assert_eq!(
+                metric_count
+                    .get(&(entity.to_owned(), metric))
+                    .copied()
+                    .unwrap_or(0),
+                expected,
+                "{entity} {metric}"
+            );
             for event in events {
                 assert_eq!(event["resource"], "gpt-4");
                 let d = &event["details"];
-                assert_eq!((d["limit"].as_str(), d["shard"].as_i64()), (Some("tpm"), Some(0)), "{event}");
-                assert_eq!(d["capacity"].as_i64(), Some(if entity == "proj-1" { 4000 } else { 2000 }));
+                assert_eq!(
+                    (d["limit"].as_str(), d["shard"].as_i64()),
+                    (Some("tpm"), Some(0)),
+                    "{event}"
+                );
+                assert_eq!(
+                    d["capacity"].as_i64(),
+                    Some(if entity == "proj-1" { 4000 } else { 2000 })
+                );
                 let balance = d["balance"].as_i64().unwrap();
-                assert!(if action == "limit_overdrawn" { balance < 0 } else { balance >= 0 }, "{event}");
+                assert!(
+                    if action == "limit_overdrawn" {
+                        balance < 0
+                    } else {
+                        balance >= 0
+                    },
+                    "{event}"
+                );
             }
         }
     }
-    assert!(s.driven["transitions"]["key-a"]["limit_recovered"].as_u64() == Some(1), "the scenario includes a recovery");
-    assert_eq!(s.driven["hard_rejections"], 2, "the hard rpm limit rejected");
+    assert!(
+        s.driven["transitions"]["key-a"]["limit_recovered"].as_u64() == Some(1),
+        "the scenario includes a recovery"
+    );
+    assert_eq!(
+        s.driven["hard_rejections"], 2,
+        "the hard rpm limit rejected"
+    );
 }
 
 #[test]
@@ -289,14 +399,31 @@ fn replaying_the_whole_stream_with_a_fresh_checkpoint_changes_no_total() {
     let before = run_json("client.py", &["read", "--table", &s.table]);
     let replay = poll(&s.table, &s.dir.file("b.json"), moto(), &[], &[]);
     let after = run_json("client.py", &["read", "--table", &s.table]);
-    assert!(replay.summary["records_passed_filter"].as_u64().unwrap() > 0, "the replay saw the stream again");
-    assert_eq!(replay.summary["snapshot_writes"], 0, "no snapshot item took anything twice");
+    assert!(
+        replay.summary["records_passed_filter"].as_u64().unwrap() > 0,
+        "the replay saw the stream again"
+    );
+    assert_eq!(
+        replay.summary["snapshot_writes"], 0,
+        "no snapshot item took anything twice"
+    );
     assert_eq!(replay.summary["audit_events_written"], 0);
-    assert!(first.emf.iter().any(|d| d.get("SoftLimitOverdrawn").is_some()));
+    assert!(
+        first
+            .emf
+            .iter()
+            .any(|d| d.get("SoftLimitOverdrawn").is_some())
+    );
     assert!(replay.emf.iter().all(|d| d.get("SoftLimitOverdrawn").is_none() && d.get("SoftLimitRecovered").is_none()));
     for entity in ENTITIES {
-        assert_eq!(before["entities"][entity]["snapshots"], after["entities"][entity]["snapshots"], "{entity}");
-        assert_eq!(before["entities"][entity]["audit_events"], after["entities"][entity]["audit_events"], "{entity}");
+        assert_eq!(
+            before["entities"][entity]["snapshots"], after["entities"][entity]["snapshots"],
+            "{entity}"
+        );
+        assert_eq!(
+            before["entities"][entity]["audit_events"], after["entities"][entity]["audit_events"],
+            "{entity}"
+        );
     }
     // The same checkpoint again: nothing left to read.
     let again = poll(&s.table, &s.dir.file("b.json"), moto(), &[], &[]);
@@ -307,14 +434,23 @@ fn fault_proxy(every: u32, budget: Option<u32>) -> (String, Child) {
     let budget = budget.map(|b| b.to_string());
     let mut child = Command::new(python())
         .arg(harness("fault_proxy.py"))
-        .args(["--target", moto(), "--every", &every.to_string(), "--parent-pid", &std::process::id().to_string()])
+        .args([
+            "--target",
+            moto(),
+            "--every",
+            &every.to_string(),
+            "--parent-pid",
+            &std::process::id().to_string(),
+        ])
         .args(budget.iter().flat_map(|b| ["--budget", b.as_str()]))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start the fault proxy");
     let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let port: u16 = line.trim().parse().expect("the proxy prints its port");
     wait_for_port(port, "fault proxy", &mut child);
     (format!("http://127.0.0.1:{port}"), child)
@@ -332,7 +468,10 @@ fn proxy_stats(endpoint: &str) -> Value {
 fn throttled_writes_and_writes_failed_after_applying_still_give_exact_totals() {
     let s = scenario("faults", 16);
     let (_, stats) = poll_through_faults(&s, 3, None, &[], &[]);
-    assert!(stats["throttled"].as_u64().unwrap() > 0 && stats["failed_after"].as_u64().unwrap() > 0, "{stats}");
+    assert!(
+        stats["throttled"].as_u64().unwrap() > 0 && stats["failed_after"].as_u64().unwrap() > 0,
+        "{stats}"
+    );
     let (read, truth) = read_back(&s);
     assert_exact(&s, &read, &truth);
 }
@@ -341,9 +480,23 @@ fn throttled_writes_and_writes_failed_after_applying_still_give_exact_totals() {
 fn writes_that_exhaust_their_retries_are_redelivered_as_batch_item_failures_and_nothing_is_lost() {
     let s = scenario("redeliver", 16);
     // An outage of eight failed writes, each failing at once (no in-handler retry).
-    let (run, stats) = poll_through_faults(&s, 2, Some(8), &[("WRITE_MAX_ATTEMPTS", "1")], &["--max-retries", "10"]);
-    assert_eq!(stats["throttled"].as_u64().unwrap() + stats["failed_after"].as_u64().unwrap(), 8, "{stats}");
-    assert!(run.summary["redeliveries"].as_u64().unwrap() > 0, "{}", run.summary);
+    let (run, stats) = poll_through_faults(
+        &s,
+        2,
+        Some(8),
+        &[("WRITE_MAX_ATTEMPTS", "1")],
+        &["--max-retries", "10"],
+    );
+    assert_eq!(
+        stats["throttled"].as_u64().unwrap() + stats["failed_after"].as_u64().unwrap(),
+        8,
+        "{stats}"
+    );
+    assert!(
+        run.summary["redeliveries"].as_u64().unwrap() > 0,
+        "{}",
+        run.summary
+    );
     let (read, truth) = read_back(&s);
     assert_exact(&s, &read, &truth);
 }
@@ -354,7 +507,17 @@ fn agrees_with_the_reference_aggregator_except_for_the_documented_fixes() {
     poll(&s.table, &s.dir.file("e.json"), moto(), &[], &[]);
     let (read, truth) = read_back(&s);
     let target = format!("{}-ref", s.table);
-    let reference = run_json("reference_aggregator.py", &["--source", &s.table, "--target", &target, "--namespace", &s.namespace]);
+    let reference = run_json(
+        "reference_aggregator.py",
+        &[
+            "--source",
+            &s.table,
+            "--target",
+            &target,
+            "--namespace",
+            &s.namespace,
+        ],
+    );
     assert_eq!(reference["errors"], 0);
     for entity in ENTITIES {
         let t = &truth["entities"][entity];
@@ -368,8 +531,15 @@ fn agrees_with_the_reference_aggregator_except_for_the_documented_fixes() {
         let r = &reference["snapshots"][entity]["hourly"];
         let mut ref_counters = counters(&r["counters"]);
         ref_counters.retain(|_, v| *v != 0);
-        assert_eq!(ref_counters, expected_ref, "{entity}: hourly usage differs by the bucket's first request only");
-        assert_eq!(counters(&r["overdrawn"]), window_sum(&read, entity, "hourly", "overdrawn"), "{entity} #od");
+        assert_eq!(
+            ref_counters, expected_ref,
+            "{entity}: hourly usage differs by the bucket's first request only"
+        );
+        assert_eq!(
+            counters(&r["overdrawn"]),
+            window_sum(&read, entity, "hourly", "overdrawn"),
+            "{entity} #od"
+        );
         let our_events: i64 = read["entities"][entity]["snapshots"]
             .as_array()
             .unwrap()
@@ -377,14 +547,23 @@ fn agrees_with_the_reference_aggregator_except_for_the_documented_fixes() {
             .filter(|x| x["window"] == "hourly")
             .map(|x| x["total_events"].as_i64().unwrap())
             .sum();
-        assert_eq!(r["total_events"].as_i64().unwrap(), our_events - t["insert_events"].as_i64().unwrap(), "{entity}");
+        assert_eq!(
+            r["total_events"].as_i64().unwrap(),
+            our_events - t["insert_events"].as_i64().unwrap(),
+            "{entity}"
+        );
         // Fix: daily items no longer share the hour-00 item. Outside hour 00 the
         // reference's daily sums match its hourly ones; inside it, they double up.
         let collided = r["keys"].as_array().unwrap().iter().any(|k| {
-            reference["snapshots"][entity]["daily"]["keys"].as_array().is_some_and(|d| d.contains(k))
+            reference["snapshots"][entity]["daily"]["keys"]
+                .as_array()
+                .is_some_and(|d| d.contains(k))
         });
         if !collided {
-            assert_eq!(counters(&reference["snapshots"][entity]["daily"]["counters"]), counters(&r["counters"]));
+            assert_eq!(
+                counters(&reference["snapshots"][entity]["daily"]["counters"]),
+                counters(&r["counters"])
+            );
         }
     }
 }

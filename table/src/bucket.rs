@@ -45,17 +45,23 @@ pub fn split_bucket_attr(attr: &str) -> Option<(&str, &str)> {
 
 impl<'i> BucketImage<'i> {
     pub fn read(image: &'i Image<'_>) -> Result<BucketImage<'i>, AttrError> {
-        let mut bucket = BucketImage { limits: BTreeMap::new(), shard_count: image.int("shard_count")? };
-        for attr in image.names() {
-            let Some((name, field)) = split_bucket_attr(attr) else { continue };
+        let mut bucket = BucketImage {
+            limits: BTreeMap::new(),
+            shard_count: image.int("shard_count")?,
+        };
+        for (attr, value) in image.entries() {
+            let Some((name, field)) = split_bucket_attr(attr) else {
+                continue;
+            };
+            let number = || value.int(attr).map(Some);
             let slot = match field {
                 "tc" | "tk" | "cp" | "soft" => bucket.limits.entry(name).or_default(),
                 _ => continue,
             };
             match field {
-                "tc" => slot.consumed = image.int(attr)?,
-                "tk" => slot.balance = image.int(attr)?,
-                "cp" => slot.capacity = image.int(attr)?,
+                "tc" => slot.consumed = number()?,
+                "tk" => slot.balance = number()?,
+                "cp" => slot.capacity = number()?,
                 _ => slot.soft = true,
             }
         }
@@ -83,7 +89,14 @@ mod tests {
         );
         let b = BucketImage::read(&img).unwrap();
         assert_eq!(b.shard_count, Some(2));
-        assert_eq!(b.limit("tok_in"), Some(&LimitState { consumed: Some(7), balance: Some(-3), ..Default::default() }));
+        assert_eq!(
+            b.limit("tok_in"),
+            Some(&LimitState {
+                consumed: Some(7),
+                balance: Some(-3),
+                ..Default::default()
+            })
+        );
         let tpm = b.limit("tpm").unwrap();
         assert!(tpm.soft);
         assert_eq!(tpm.capacity, Some(50_000));

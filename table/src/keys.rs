@@ -38,11 +38,15 @@ impl BucketKey {
     /// Parses a bucket partition key. The shard is after the last `#`, the entity
     /// before the first; the resource is what lies between.
     pub fn parse(pk: &str) -> Result<BucketKey, KeyError> {
-        let (namespace, rest) = pk.split_once('/').ok_or_else(|| KeyError::NoNamespace(pk.into()))?;
+        let (namespace, rest) = pk
+            .split_once('/')
+            .ok_or_else(|| KeyError::NoNamespace(pk.into()))?;
         let body = rest
             .strip_prefix(BUCKET_PREFIX)
             .ok_or_else(|| KeyError::NotBucket(pk.into()))?;
-        let (entity_resource, shard) = body.rsplit_once('#').ok_or_else(|| KeyError::NotBucket(pk.into()))?;
+        let (entity_resource, shard) = body
+            .rsplit_once('#')
+            .ok_or_else(|| KeyError::NotBucket(pk.into()))?;
         if shard.is_empty() || !shard.bytes().all(|b| b.is_ascii_digit()) {
             return Err(KeyError::BadShard(pk.into()));
         }
@@ -62,7 +66,10 @@ impl BucketKey {
     }
 
     pub fn pk(&self) -> String {
-        format!("{}/{BUCKET_PREFIX}{}#{}#{}", self.namespace, self.entity, self.resource, self.shard)
+        format!(
+            "{}/{BUCKET_PREFIX}{}#{}#{}",
+            self.namespace, self.entity, self.resource, self.shard
+        )
     }
 }
 
@@ -98,7 +105,9 @@ pub fn gsi2_sk_usage(window_key: &str, entity: &str) -> String {
 pub fn sk_usage(resource: &str, window: Window, window_key: &str) -> String {
     match window {
         Window::Hourly => format!("{SK_USAGE}{resource}#{window_key}"),
-        Window::Daily | Window::Monthly => format!("{SK_USAGE}{resource}#{window_key}#{}", window.name()),
+        Window::Daily | Window::Monthly => {
+            format!("{SK_USAGE}{resource}#{window_key}#{}", window.name())
+        }
     }
 }
 
@@ -111,7 +120,12 @@ mod tests {
         let key = BucketKey::parse("UaIlVrPDZbM/BUCKET#key-a#gpt-4#0").unwrap();
         assert_eq!(
             key,
-            BucketKey { namespace: "UaIlVrPDZbM".into(), entity: "key-a".into(), resource: "gpt-4".into(), shard: 0 }
+            BucketKey {
+                namespace: "UaIlVrPDZbM".into(),
+                entity: "key-a".into(),
+                resource: "gpt-4".into(),
+                shard: 0
+            }
         );
         assert_eq!(key.pk(), "UaIlVrPDZbM/BUCKET#key-a#gpt-4#0");
     }
@@ -119,23 +133,47 @@ mod tests {
     #[test]
     fn resource_may_contain_hashes_between_entity_and_shard() {
         let key = BucketKey::parse("ns/BUCKET#e#a#b#12").unwrap();
-        assert_eq!((key.entity.as_str(), key.resource.as_str(), key.shard), ("e", "a#b", 12));
+        assert_eq!(
+            (key.entity.as_str(), key.resource.as_str(), key.shard),
+            ("e", "a#b", 12)
+        );
     }
 
     #[test]
     fn rejects_other_key_shapes_with_the_reason() {
-        assert!(matches!(BucketKey::parse("BUCKET#e#r#0"), Err(KeyError::NoNamespace(_))));
-        assert!(matches!(BucketKey::parse("ns/ENTITY#e"), Err(KeyError::NotBucket(_))));
-        assert!(matches!(BucketKey::parse("ns/BUCKET#e#r#x"), Err(KeyError::BadShard(_))));
-        assert!(matches!(BucketKey::parse("ns/BUCKET#e#r#99999999999"), Err(KeyError::BadShard(_))));
-        assert!(matches!(BucketKey::parse("ns/BUCKET#e#0"), Err(KeyError::NotBucket(_))));
-        assert!(matches!(BucketKey::parse("ns/BUCKET##r#0"), Err(KeyError::EmptyPart(_))));
+        assert!(matches!(
+            BucketKey::parse("BUCKET#e#r#0"),
+            Err(KeyError::NoNamespace(_))
+        ));
+        assert!(matches!(
+            BucketKey::parse("ns/ENTITY#e"),
+            Err(KeyError::NotBucket(_))
+        ));
+        assert!(matches!(
+            BucketKey::parse("ns/BUCKET#e#r#x"),
+            Err(KeyError::BadShard(_))
+        ));
+        assert!(matches!(
+            BucketKey::parse("ns/BUCKET#e#r#99999999999"),
+            Err(KeyError::BadShard(_))
+        ));
+        assert!(matches!(
+            BucketKey::parse("ns/BUCKET#e#0"),
+            Err(KeyError::NotBucket(_))
+        ));
+        assert!(matches!(
+            BucketKey::parse("ns/BUCKET##r#0"),
+            Err(KeyError::EmptyPart(_))
+        ));
     }
 
     #[test]
     fn snapshot_keys_no_longer_collide_across_windows() {
         let at = "2026-03-01T00:00:00Z";
-        let keys: Vec<String> = Window::ALL.iter().map(|w| sk_usage("gpt-4", *w, at)).collect();
+        let keys: Vec<String> = Window::ALL
+            .iter()
+            .map(|w| sk_usage("gpt-4", *w, at))
+            .collect();
         assert_eq!(keys[0], "#USAGE#gpt-4#2026-03-01T00:00:00Z");
         assert_eq!(keys[1], "#USAGE#gpt-4#2026-03-01T00:00:00Z#daily");
         assert_eq!(keys[2], "#USAGE#gpt-4#2026-03-01T00:00:00Z#monthly");

@@ -48,7 +48,10 @@ fn abbreviate(text: &str) -> String {
     if text.len() <= MAX {
         text.to_owned()
     } else {
-        let cut = (0..=MAX).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+        let cut = (0..=MAX)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
         format!("{}…", &text[..cut])
     }
 }
@@ -67,7 +70,10 @@ mod tests {
     #[test]
     fn parse_int_rejects_fractions_exponents_and_garbage() {
         for bad in ["", "-", "1.5", "1e3", " 1", "0x10", "abc", "+1"] {
-            assert!(matches!(parse_int(bad), Err(NumberError::NotInteger(_))), "{bad}");
+            assert!(
+                matches!(parse_int(bad), Err(NumberError::NotInteger(_))),
+                "{bad}"
+            );
         }
     }
 
@@ -88,9 +94,18 @@ mod tests {
     fn whole_token_deltas_telescope_without_loss() {
         // Three records of 400 milli each: 1200 milli is one whole token.
         let readings = [0, 400, 800, 1200];
-        let sum: i64 = readings.windows(2).map(|w| whole_token_delta(w[0], w[1])).sum();
+        let sum: i64 = readings
+            .windows(2)
+            .map(|w| whole_token_delta(w[0], w[1]))
+            .sum();
         assert_eq!(sum, 1);
         // The reference's floor of each delta would have counted 0.
-        assert_eq!(readings.windows(2).map(|w| whole_tokens(w[1] - w[0])).sum::<i64>(), 0);
+        assert_eq!(
+            readings
+                .windows(2)
+                .map(|w| whole_tokens(w[1] - w[0]))
+                .sum::<i64>(),
+            0
+        );
     }
 }

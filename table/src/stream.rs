@@ -10,7 +10,6 @@
 use crate::milli::{self, NumberError};
 use serde::Deserialize;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use thiserror::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,20 +20,79 @@ pub enum EventName {
     Other,
 }
 
+/// A JSON string borrowed from the event text when it has no escapes, owned
+/// when it does. (`Option<Cow<str>>` fields would always allocate: serde
+/// borrows only a bare `Cow<str>` field.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(Visit(std::marker::PhantomData))
+    }
+}
+
 /// One attribute in wire format. Only `S` and `N` carry meaning for the
 /// server side; any other member (BOOL, M, L, ...) is recorded as present.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Attr<'a> {
     #[serde(rename = "S", borrow, default)]
-    pub s: Option<Cow<'a, str>>,
+    pub s: Option<Text<'a>>,
     #[serde(rename = "N", borrow, default)]
-    pub n: Option<Cow<'a, str>>,
+    pub n: Option<Text<'a>>,
 }
 
-/// An item image: attribute name to value.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(transparent)]
-pub struct Image<'a>(#[serde(borrow)] pub HashMap<Cow<'a, str>, Attr<'a>>);
+/// An item image: attribute name to value, in wire order. A list rather than a
+/// hash map: images are small, read once, and mostly scanned whole, so hashing
+/// every name would cost more than the few look-ups save.
+#[derive(Debug, Clone, Default)]
+pub struct Image<'a>(pub Vec<(Text<'a>, Attr<'a>)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Image<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Entries<'a> {
+            type Value = Image<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of attribute names to wire values")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(40));
+                while let Some(entry) = map.next_entry::<Text<'a>, Attr<'a>>()? {
+                    entries.push(entry);
+                }
+                Ok(Image(entries))
+            }
+        }
+        deserializer.deserialize_map(Entries(std::marker::PhantomData))
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum AttrError {
@@ -46,22 +104,40 @@ pub enum AttrError {
     Number { name: String, source: NumberError },
 }
 
+impl Attr<'_> {
+    /// The value as an integer `N`; `name` is the attribute's, for the error.
+    pub fn int(&self, name: &str) -> Result<i64, AttrError> {
+        match &self.n {
+            Some(n) => milli::parse_int(n).map_err(|source| AttrError::Number {
+                name: name.into(),
+                source,
+            }),
+            None => Err(AttrError::WrongType(name.into(), "N")),
+        }
+    }
+}
+
 impl<'a> Image<'a> {
     pub fn get(&self, name: &str) -> Option<&Attr<'a>> {
-        self.0.get(name)
+        self.0.iter().find(|(k, _)| &**k == name).map(|(_, v)| v)
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.0.contains_key(name)
+        self.get(name).is_some()
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(|k| k.as_ref())
+        self.0.iter().map(|(k, _)| &**k)
+    }
+
+    /// Name and value of every attribute.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &Attr<'a>)> {
+        self.0.iter().map(|(k, v)| (&**k, v))
     }
 
     /// An `S` attribute; `None` when absent.
     pub fn string(&self, name: &str) -> Result<Option<&str>, AttrError> {
-        match self.0.get(name) {
+        match self.get(name) {
             None => Ok(None),
             Some(Attr { s: Some(s), .. }) => Ok(Some(s)),
             Some(_) => Err(AttrError::WrongType(name.into(), "S")),
@@ -70,13 +146,7 @@ impl<'a> Image<'a> {
 
     /// An `N` attribute holding an integer; `None` when absent.
     pub fn int(&self, name: &str) -> Result<Option<i64>, AttrError> {
-        match self.0.get(name) {
-            None => Ok(None),
-            Some(Attr { n: Some(n), .. }) => milli::parse_int(n)
-                .map(Some)
-                .map_err(|source| AttrError::Number { name: name.into(), source }),
-            Some(_) => Err(AttrError::WrongType(name.into(), "N")),
-        }
+        self.get(name).map(|attr| attr.int(name)).transpose()
     }
 }
 
@@ -90,10 +160,16 @@ impl SequenceNumber {
     pub const WIDTH: usize = 40;
 
     pub fn parse(text: &str) -> Result<SequenceNumber, RecordError> {
-        if text.is_empty() || text.len() > Self::WIDTH || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(RecordError::BadSequenceNumber(text.chars().take(64).collect()));
+        if text.is_empty() || text.len() > Self::WIDTH || !text.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(RecordError::BadSequenceNumber(
+                text.chars().take(64).collect(),
+            ));
         }
-        Ok(SequenceNumber(format!("{text:0>width$}", width = Self::WIDTH)))
+        Ok(SequenceNumber(format!(
+            "{text:0>width$}",
+            width = Self::WIDTH
+        )))
     }
 
     /// The padded form, as stored in snapshot watermarks.
@@ -109,7 +185,8 @@ impl SequenceNumber {
 
     /// Reads back a padded watermark; `None` if it is not one.
     pub fn from_padded(text: &str) -> Option<SequenceNumber> {
-        (text.len() == Self::WIDTH && text.bytes().all(|b| b.is_ascii_digit())).then(|| SequenceNumber(text.into()))
+        (text.len() == Self::WIDTH && text.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| SequenceNumber(text.into()))
     }
 }
 
@@ -136,9 +213,9 @@ pub enum RecordError {
 #[derive(Deserialize)]
 struct WireRecord<'a> {
     #[serde(rename = "eventID", borrow, default)]
-    event_id: Option<Cow<'a, str>>,
+    event_id: Option<Text<'a>>,
     #[serde(rename = "eventName", borrow, default)]
-    event_name: Option<Cow<'a, str>>,
+    event_name: Option<Text<'a>>,
     #[serde(borrow, default)]
     dynamodb: Option<WireChange<'a>>,
 }
@@ -148,7 +225,7 @@ struct WireChange<'a> {
     #[serde(rename = "ApproximateCreationDateTime", default)]
     approximate_creation: Option<f64>,
     #[serde(rename = "SequenceNumber", borrow, default)]
-    sequence_number: Option<Cow<'a, str>>,
+    sequence_number: Option<Text<'a>>,
     #[serde(rename = "Keys", borrow, default)]
     keys: Option<Image<'a>>,
     #[serde(rename = "NewImage", borrow, default)]
@@ -166,8 +243,8 @@ pub struct StreamRecord<'a> {
     /// `ApproximateCreationDateTime` in epoch milliseconds, when present.
     pub created_ms: Option<i64>,
     pub keys: Image<'a>,
-    pub new_image: Option<Image<'a>>,
-    pub old_image: Option<Image<'a>>,
+    new_image: Option<Image<'a>>,
+    old_image: Option<Image<'a>>,
 }
 
 impl<'a> StreamRecord<'a> {
@@ -175,9 +252,15 @@ impl<'a> StreamRecord<'a> {
         let wire: WireRecord<'a> = serde_json::from_str(text)?;
         let change = wire.dynamodb.ok_or(RecordError::MissingChange)?;
         let sequence_number = SequenceNumber::parse(
-            change.sequence_number.as_deref().ok_or(RecordError::MissingSequenceNumber)?,
+            change
+                .sequence_number
+                .as_deref()
+                .ok_or(RecordError::MissingSequenceNumber)?,
         )?;
-        let created_ms = change.approximate_creation.map(seconds_to_millis).transpose()?;
+        let created_ms = change
+            .approximate_creation
+            .map(seconds_to_millis)
+            .transpose()?;
         let event_name = match wire.event_name.as_deref() {
             Some("INSERT") => EventName::Insert,
             Some("MODIFY") => EventName::Modify,
@@ -185,7 +268,7 @@ impl<'a> StreamRecord<'a> {
             _ => EventName::Other,
         };
         Ok(StreamRecord {
-            event_id: wire.event_id,
+            event_id: wire.event_id.map(|t| t.0),
             event_name,
             sequence_number,
             created_ms,
@@ -195,19 +278,23 @@ impl<'a> StreamRecord<'a> {
         })
     }
 
-    /// The item's partition key, from the keys or else the images.
+    /// The item after the change, if the record carries it.
+    pub fn new_image(&self) -> Option<&Image<'a>> {
+        self.new_image.as_ref()
+    }
+
+    /// The item before the change, if the record carries it.
+    pub fn old_image(&self) -> Option<&Image<'a>> {
+        self.old_image.as_ref()
+    }
+
+    /// The item's partition key (from `Keys`, which every stream record has).
     pub fn partition_key(&self) -> Option<&str> {
-        [Some(&self.keys), self.new_image.as_ref(), self.old_image.as_ref()]
-            .into_iter()
-            .flatten()
-            .find_map(|image| image.get("PK").and_then(|a| a.s.as_deref()))
+        self.keys.get("PK").and_then(|a| a.s.as_deref())
     }
 
     pub fn sort_key(&self) -> Option<&str> {
-        [Some(&self.keys), self.new_image.as_ref(), self.old_image.as_ref()]
-            .into_iter()
-            .flatten()
-            .find_map(|image| image.get("SK").and_then(|a| a.s.as_deref()))
+        self.keys.get("SK").and_then(|a| a.s.as_deref())
     }
 }
 
@@ -241,10 +328,24 @@ mod tests {
         assert_eq!(r.sequence_number.padded().len(), 40);
         assert_eq!(r.partition_key(), Some("ns/BUCKET#a#r#0"));
         assert_eq!(r.sort_key(), Some("#STATE"));
-        let new = r.new_image.as_ref().unwrap();
+        let new = r.new_image().unwrap();
         assert_eq!(new.int("b_tpm_tc").unwrap(), Some(5));
         assert!(new.contains("cascade"));
-        assert!(matches!(new.int("cascade"), Err(AttrError::WrongType(_, "N"))));
+        assert!(matches!(
+            new.int("cascade"),
+            Err(AttrError::WrongType(_, "N"))
+        ));
+    }
+
+    #[test]
+    fn strings_with_escapes_are_decoded_and_plain_ones_borrowed() {
+        let r = StreamRecord::parse(
+            r##"{"dynamodb":{"SequenceNumber":"1","Keys":{"PK":{"S":"ns/BUCKET#a\"b#r#0"}},"NewImage":{"x":{"S":"plain"}}}}"##,
+        )
+        .unwrap();
+        assert_eq!(r.partition_key(), Some("ns/BUCKET#a\"b#r#0"));
+        let plain = &r.new_image().unwrap().get("x").unwrap().s;
+        assert!(matches!(plain, Some(Text(Cow::Borrowed("plain")))));
     }
 
     #[test]
@@ -258,18 +359,28 @@ mod tests {
 
     #[test]
     fn malformed_records_are_errors_not_panics() {
-        assert!(matches!(StreamRecord::parse("{"), Err(RecordError::Json(_))));
-        assert!(matches!(StreamRecord::parse(r##"{"eventName":"MODIFY"}"##), Err(RecordError::MissingChange)));
+        assert!(matches!(
+            StreamRecord::parse("{"),
+            Err(RecordError::Json(_))
+        ));
+        assert!(matches!(
+            StreamRecord::parse(r##"{"eventName":"MODIFY"}"##),
+            Err(RecordError::MissingChange)
+        ));
         assert!(matches!(
             StreamRecord::parse(r##"{"dynamodb":{"SequenceNumber":"12a"}}"##),
             Err(RecordError::BadSequenceNumber(_))
         ));
         assert!(matches!(
-            StreamRecord::parse(r##"{"dynamodb":{"SequenceNumber":"1","ApproximateCreationDateTime":-5}}"##),
+            StreamRecord::parse(
+                r##"{"dynamodb":{"SequenceNumber":"1","ApproximateCreationDateTime":-5}}"##
+            ),
             Err(RecordError::BadCreationTime(_))
         ));
         assert!(matches!(
-            StreamRecord::parse(r##"{"dynamodb":{"SequenceNumber":"1","NewImage":{"a":{"N":5}}}}"##),
+            StreamRecord::parse(
+                r##"{"dynamodb":{"SequenceNumber":"1","NewImage":{"a":{"N":5}}}}"##
+            ),
             Err(RecordError::Json(_))
         ));
     }

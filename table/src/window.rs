@@ -33,16 +33,31 @@ impl Window {
         }
     }
 
-    /// The window's start in the reference's key format, e.g. `2026-03-07T14:00:00Z`.
-    pub fn key(self, at_ms: i64) -> Result<String, WindowError> {
+    /// The start, in epoch milliseconds, of the window holding `at_ms` (UTC).
+    /// Cheap and allocation-free, so records can be grouped by it.
+    pub fn start(self, at_ms: i64) -> Result<i64, WindowError> {
+        const HOUR: i64 = 3_600_000;
         let at: DateTime<Utc> =
             DateTime::from_timestamp_millis(at_ms).ok_or(WindowError::OutOfCalendar(at_ms))?;
-        let (y, m, d, h) = (at.year(), at.month(), at.day(), at.hour());
         Ok(match self {
-            Window::Hourly => format!("{y:04}-{m:02}-{d:02}T{h:02}:00:00Z"),
-            Window::Daily => format!("{y:04}-{m:02}-{d:02}T00:00:00Z"),
-            Window::Monthly => format!("{y:04}-{m:02}-01T00:00:00Z"),
+            Window::Hourly => at_ms.div_euclid(HOUR) * HOUR,
+            Window::Daily => at_ms.div_euclid(24 * HOUR) * 24 * HOUR,
+            Window::Monthly => at
+                .date_naive()
+                .with_day(1)
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .map(|d| d.and_utc().timestamp_millis())
+                .ok_or(WindowError::OutOfCalendar(at_ms))?,
         })
+    }
+
+    /// The window's start in the reference's key format, e.g. `2026-03-07T14:00:00Z`.
+    pub fn key(self, at_ms: i64) -> Result<String, WindowError> {
+        let start = self.start(at_ms)?;
+        let at: DateTime<Utc> =
+            DateTime::from_timestamp_millis(start).ok_or(WindowError::OutOfCalendar(at_ms))?;
+        let (y, m, d, h) = (at.year(), at.month(), at.day(), at.hour());
+        Ok(format!("{y:04}-{m:02}-{d:02}T{h:02}:00:00Z"))
     }
 
     /// Parses a comma-separated list such as `SNAPSHOT_WINDOWS`. Names are
@@ -91,6 +106,18 @@ mod tests {
         assert_eq!(Window::Hourly.key(AT).unwrap(), "2026-03-07T14:00:00Z");
         assert_eq!(Window::Daily.key(AT).unwrap(), "2026-03-07T00:00:00Z");
         assert_eq!(Window::Monthly.key(AT).unwrap(), "2026-03-01T00:00:00Z");
+    }
+
+    #[test]
+    fn starts_and_keys_agree_across_boundaries() {
+        for at in [0, AT, 1_772_323_199_999, 1_772_323_200_000, -1] {
+            for w in Window::ALL {
+                let start = w.start(at).unwrap();
+                assert!(start <= at && w.start(start).unwrap() == start, "{w} {at}");
+                assert_eq!(w.key(at).unwrap(), w.key(start).unwrap());
+            }
+        }
+        assert_eq!(Window::Monthly.key(-1).unwrap(), "1969-12-01T00:00:00Z");
     }
 
     #[test]

@@ -3,10 +3,18 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 fn fixture_records() -> Vec<String> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/lambda_event_sample.json"))
-        .expect("fixture");
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/lambda_event_sample.json"
+    ))
+    .expect("fixture");
     let event: Value = serde_json::from_str(&text).unwrap();
-    event["Records"].as_array().unwrap().iter().map(Value::to_string).collect()
+    event["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Value::to_string)
+        .collect()
 }
 
 fn sum(plan: &BatchPlan, entity: &str, window: Window) -> Totals {
@@ -38,18 +46,37 @@ fn the_recorded_client_batch_counts_every_request_including_the_creating_insert(
         records
             .iter()
             .filter_map(|r| serde_json::from_str::<Value>(r).ok())
-            .filter(|r| r["dynamodb"]["Keys"]["PK"]["S"].as_str().is_some_and(|p| p.ends_with(pk)))
-            .filter_map(|r| r["dynamodb"]["NewImage"][format!("b_{limit}_tc")]["N"].as_str().map(|n| n.parse::<i128>().unwrap()))
-            .last()
+            .filter(|r| {
+                r["dynamodb"]["Keys"]["PK"]["S"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with(pk))
+            })
+            .filter_map(|r| {
+                r["dynamodb"]["NewImage"][format!("b_{limit}_tc")]["N"]
+                    .as_str()
+                    .map(|n| n.parse::<i128>().unwrap())
+            })
+            .next_back()
             .unwrap()
     };
     for entity in ["key-a", "proj-1"] {
         let pk = format!("BUCKET#{entity}#gpt-4#0");
         for window in [Window::Hourly, Window::Daily] {
             let totals = sum(&plan, entity, window);
-            assert_eq!(totals.counters["rpm"], last_tc(&pk, "rpm") / 1000, "{entity} rpm");
-            assert_eq!(totals.counters["tpm"], last_tc(&pk, "tpm") / 1000, "{entity} tpm");
-            assert!(!totals.counters.contains_key("wcu"), "wcu is infrastructure, never usage");
+            assert_eq!(
+                totals.counters["rpm"],
+                last_tc(&pk, "rpm") / 1000,
+                "{entity} rpm"
+            );
+            assert_eq!(
+                totals.counters["tpm"],
+                last_tc(&pk, "tpm") / 1000,
+                "{entity} tpm"
+            );
+            assert!(
+                !totals.counters.contains_key("wcu"),
+                "wcu is infrastructure, never usage"
+            );
         }
     }
     // One update per (entity, resource, window) item, whatever the record count.
@@ -58,7 +85,11 @@ fn the_recorded_client_batch_counts_every_request_including_the_creating_insert(
 
 #[test]
 fn attribution_follows_the_record_time_not_the_buckets_refill_time() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/sample_modify_record.pretty.json")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/sample_modify_record.pretty.json"
+    ))
+    .unwrap();
     let mut record: Value = serde_json::from_str(&text).unwrap();
     // rf says 2026-11-29T16:35:31Z; move the write itself into the next hour.
     record["dynamodb"]["ApproximateCreationDateTime"] = json!(1_795_975_200.5);
@@ -68,18 +99,34 @@ fn attribution_follows_the_record_time_not_the_buckets_refill_time() {
 
 #[test]
 fn a_soft_debit_into_debt_counts_as_overdrawn_and_is_one_transition() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/sample_modify_record.pretty.json")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/sample_modify_record.pretty.json"
+    ))
+    .unwrap();
     let plan = plan_batch(&[text], &[Window::Hourly]);
     let totals = plan.snapshots[0].totals_after(&BTreeMap::new()).unwrap();
-    assert_eq!(totals.counters, BTreeMap::from([("rpm".into(), 1), ("tpm".into(), 100)]));
+    assert_eq!(
+        totals.counters,
+        BTreeMap::from([("rpm".into(), 1), ("tpm".into(), 100)])
+    );
     assert_eq!(totals.overdrawn, BTreeMap::from([("tpm".into(), 1)]));
     assert_eq!(totals.events, 2);
     assert_eq!(plan.transitions.len(), 1);
     let t = &plan.transitions[0];
-    assert_eq!((t.kind, t.limit.as_str(), t.balance, t.capacity), (TransitionKind::Overdrawn, "tpm", -100, Some(50_000)));
+    assert_eq!(
+        (t.kind, t.limit.as_str(), t.balance, t.capacity),
+        (TransitionKind::Overdrawn, "tpm", -100, Some(50_000))
+    );
 }
 
-fn bucket_record(seq: u64, event: &str, old: Option<(i64, i64)>, new: (i64, i64), soft: bool) -> String {
+fn bucket_record(
+    seq: u64,
+    event: &str,
+    old: Option<(i64, i64)>,
+    new: (i64, i64),
+    soft: bool,
+) -> String {
     let image = |(tc, tk): (i64, i64)| {
         let mut m = json!({
             "PK": {"S": "ns/BUCKET#e#r#3"}, "SK": {"S": "#STATE"},
@@ -104,10 +151,26 @@ fn bucket_record(seq: u64, event: &str, old: Option<(i64, i64)>, new: (i64, i64)
 
 #[test]
 fn whole_tokens_are_not_lost_to_per_record_truncation() {
-    let records: Vec<String> = (0..5).map(|i| bucket_record(10 + i, "MODIFY", Some((i as i64 * 400, 0)), ((i as i64 + 1) * 400, 0), false)).collect();
+    let records: Vec<String> = (0..5)
+        .map(|i| {
+            bucket_record(
+                10 + i,
+                "MODIFY",
+                Some((i as i64 * 400, 0)),
+                ((i as i64 + 1) * 400, 0),
+                false,
+            )
+        })
+        .collect();
     let plan = plan_batch(&records, &[Window::Daily]);
     // 2000 milli in five steps of 400: two whole tokens (the reference counts zero).
-    assert_eq!(plan.snapshots[0].totals_after(&BTreeMap::new()).unwrap().counters["tpm"], 2);
+    assert_eq!(
+        plan.snapshots[0]
+            .totals_after(&BTreeMap::new())
+            .unwrap()
+            .counters["tpm"],
+        2
+    );
 }
 
 #[test]
@@ -115,7 +178,10 @@ fn recoveries_and_hard_limits() {
     let out_of_debt = bucket_record(1, "MODIFY", Some((10, -5)), (10, 7), true);
     let hard_into_debt = bucket_record(2, "MODIFY", Some((10, 5)), (20, -5), false);
     let stays_in_debt = bucket_record(3, "MODIFY", Some((10, -5)), (20, -15), true);
-    let plan = plan_batch(&[out_of_debt, hard_into_debt, stays_in_debt], &[Window::Hourly]);
+    let plan = plan_batch(
+        &[out_of_debt, hard_into_debt, stays_in_debt],
+        &[Window::Hourly],
+    );
     assert_eq!(plan.transitions.len(), 1);
     assert_eq!(plan.transitions[0].kind, TransitionKind::Recovered);
     assert_eq!(plan.transitions[0].bucket.shard, 3);
@@ -123,12 +189,25 @@ fn recoveries_and_hard_limits() {
 
 #[test]
 fn watermarks_exclude_what_an_item_already_holds() {
-    let records: Vec<String> = (0..4).map(|i| bucket_record(100 + i, "MODIFY", Some((i as i64 * 1000, 0)), ((i as i64 + 1) * 1000, 0), false)).collect();
+    let records: Vec<String> = (0..4)
+        .map(|i| {
+            bucket_record(
+                100 + i,
+                "MODIFY",
+                Some((i as i64 * 1000, 0)),
+                ((i as i64 + 1) * 1000, 0),
+                false,
+            )
+        })
+        .collect();
     let plan = plan_batch(&records, &[Window::Hourly]);
     let update = &plan.snapshots[0];
     assert_eq!(update.earliest().as_stream(), "100");
     let mark = |s: &str| BTreeMap::from([(3, Some(SequenceNumber::parse(s).unwrap()))]);
-    assert_eq!(update.totals_after(&mark("101")).unwrap().counters["tpm"], 2);
+    assert_eq!(
+        update.totals_after(&mark("101")).unwrap().counters["tpm"],
+        2
+    );
     assert!(update.totals_after(&mark("103")).is_none());
 }
 
@@ -138,12 +217,34 @@ fn malformed_records_are_skipped_with_their_key_and_do_not_stop_the_batch() {
     let bad_number = good.replace("\"3000\"", "\"3e3\"");
     let bad_key = good.replace("ns/BUCKET#e#r#3", "ns/BUCKET#e#r#x");
     let modify_without_old = bucket_record(6, "MODIFY", None, (3000, 0), false);
-    let plan = plan_batch(&[bad_number, "[1,2]".to_owned(), bad_key, modify_without_old, good], &[Window::Hourly]);
+    let plan = plan_batch(
+        &[
+            bad_number,
+            "[1,2]".to_owned(),
+            bad_key,
+            modify_without_old,
+            good,
+        ],
+        &[Window::Hourly],
+    );
     assert_eq!(plan.skipped.len(), 4);
-    assert!(plan.skipped[0].reason.to_string().contains("b_tpm_tc"), "{}", plan.skipped[0].reason);
-    assert_eq!(plan.skipped[0].partition_key.as_deref(), Some("ns/BUCKET#e#r#3"));
+    assert!(
+        plan.skipped[0].reason.to_string().contains("b_tpm_tc"),
+        "{}",
+        plan.skipped[0].reason
+    );
+    assert_eq!(
+        plan.skipped[0].partition_key.as_deref(),
+        Some("ns/BUCKET#e#r#3")
+    );
     assert_eq!(plan.snapshots.len(), 1);
-    assert_eq!(plan.snapshots[0].totals_after(&BTreeMap::new()).unwrap().counters["tpm"], 3);
+    assert_eq!(
+        plan.snapshots[0]
+            .totals_after(&BTreeMap::new())
+            .unwrap()
+            .counters["tpm"],
+        3
+    );
 }
 
 fn arb_number() -> impl Strategy<Value = String> {

@@ -25,12 +25,25 @@ fn num(v: Option<&Val>) -> i128 {
 impl MemTable {
     fn fault(&self, key: &str, applied: bool) -> Option<StoreError> {
         let n = self.calls.load(Ordering::SeqCst);
-        let hit = if applied { self.fail_after.contains(&n) } else { self.fail_before.contains(&n) || self.fail_all_writes };
-        hit.then(|| StoreError::Retryable { operation: "UpdateItem", key: key.into(), message: "injected".into() })
+        let hit = if applied {
+            self.fail_after.contains(&n)
+        } else {
+            self.fail_before.contains(&n) || self.fail_all_writes
+        };
+        hit.then(|| StoreError::Retryable {
+            operation: "UpdateItem",
+            key: key.into(),
+            message: "injected".into(),
+        })
     }
 
     fn snapshot(&self, pk: &str, sk: &str) -> BTreeMap<String, Val> {
-        self.items.lock().unwrap().get(&(pk.into(), sk.into())).cloned().unwrap_or_default()
+        self.items
+            .lock()
+            .unwrap()
+            .get(&(pk.into(), sk.into()))
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -47,7 +60,10 @@ impl Table for MemTable {
         for clause in w.condition.split(" AND ") {
             let clause = clause.trim_matches(|c| c == '(' || c == ')');
             let ok = if let Some((lhs, rhs)) = clause.split_once(" OR ") {
-                let attr = name(lhs.trim_start_matches("attribute_not_exists(").trim_end_matches(')'));
+                let attr = name(
+                    lhs.trim_start_matches("attribute_not_exists(")
+                        .trim_end_matches(')'),
+                );
                 let (_, placeholder) = rhs.split_once(" < ").unwrap();
                 match (item.get(&attr), value(placeholder)) {
                     (None, _) => true,
@@ -61,16 +77,29 @@ impl Table for MemTable {
                 item.get(&name(alias)) == Some(&value(placeholder))
             };
             if !ok {
-                return Err(StoreError::ConditionFailed { operation: "UpdateItem", key: w.pk.clone() });
+                return Err(StoreError::ConditionFailed {
+                    operation: "UpdateItem",
+                    key: w.pk.clone(),
+                });
             }
         }
-        let (set, add) = w.update.strip_prefix("SET ").unwrap().split_once(" ADD ").unwrap();
+        let (set, add) = w
+            .update
+            .strip_prefix("SET ")
+            .unwrap()
+            .split_once(" ADD ")
+            .unwrap();
         for (i, part) in set.split(", #").enumerate() {
-            let part = if i == 0 { part.to_owned() } else { format!("#{part}") };
+            let part = if i == 0 {
+                part.to_owned()
+            } else {
+                format!("#{part}")
+            };
             let (alias, rhs) = part.split_once(" = ").unwrap();
             if rhs.starts_with("if_not_exists(") {
                 let placeholder = rhs.rsplit_once(", ").unwrap().1.trim_end_matches(')');
-                item.entry(name(alias)).or_insert_with(|| value(placeholder));
+                item.entry(name(alias))
+                    .or_insert_with(|| value(placeholder));
             } else {
                 item.insert(name(alias), value(rhs));
             }
@@ -87,7 +116,12 @@ impl Table for MemTable {
         }
     }
 
-    async fn read_strings(&self, pk: &str, sk: &str, attributes: &[String]) -> Result<BTreeMap<String, String>, StoreError> {
+    async fn read_strings(
+        &self,
+        pk: &str,
+        sk: &str,
+        attributes: &[String],
+    ) -> Result<BTreeMap<String, String>, StoreError> {
         Ok(self
             .snapshot(pk, sk)
             .into_iter()
@@ -119,7 +153,11 @@ fn settings() -> Settings {
         windows: vec![Window::Hourly, Window::Daily],
         snapshot_ttl_days: 90,
         concurrency: 4,
-        retry: RetryPolicy { max_attempts: 3, base: Duration::from_millis(1), cap: Duration::from_millis(2) },
+        retry: RetryPolicy {
+            max_attempts: 3,
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(2),
+        },
     }
 }
 
@@ -147,8 +185,15 @@ fn records() -> Vec<String> {
 }
 
 fn usage(table: &MemTable, entity: &str) -> (i128, i128, i128) {
-    let item = table.snapshot(&format!("ns/ENTITY#{entity}"), "#USAGE#r#2026-11-29T16:00:00Z");
-    (num(item.get("tpm")), num(item.get("tpm#od")), num(item.get("total_events")))
+    let item = table.snapshot(
+        &format!("ns/ENTITY#{entity}"),
+        "#USAGE#r#2026-11-29T16:00:00Z",
+    );
+    (
+        num(item.get("tpm")),
+        num(item.get("tpm#od")),
+        num(item.get("total_events")),
+    )
 }
 
 #[tokio::test]
@@ -159,22 +204,46 @@ async fn a_batch_delivered_twice_changes_no_total_and_writes_no_second_event() {
     assert_eq!(first.stats.snapshot_writes, 4);
     assert_eq!(first.metrics.len(), 2, "a and b each go into debt once");
     let second = agg.process(&records(), "p", 0, None).await;
-    assert_eq!((second.stats.snapshot_writes, second.stats.snapshots_already_applied), (0, 4));
+    assert_eq!(
+        (
+            second.stats.snapshot_writes,
+            second.stats.snapshots_already_applied
+        ),
+        (0, 4)
+    );
     assert_eq!(second.stats.audit_events_existing, 2);
-    assert!(second.metrics.is_empty(), "no metric for a transition already recorded");
+    assert!(
+        second.metrics.is_empty(),
+        "no metric for a transition already recorded"
+    );
     assert_eq!(usage(agg.table(), "a"), (6, 4, 6));
 }
 
 #[tokio::test]
 async fn a_failed_item_is_reported_from_its_earliest_record_and_the_redelivery_is_exact() {
-    let table = MemTable { fail_all_writes: false, fail_before: vec![1, 2, 3], ..Default::default() };
-    let agg = Aggregator::new(table, Settings { concurrency: 1, ..settings() });
+    let table = MemTable {
+        fail_all_writes: false,
+        fail_before: vec![1, 2, 3],
+        ..Default::default()
+    };
+    let agg = Aggregator::new(
+        table,
+        Settings {
+            concurrency: 1,
+            ..settings()
+        },
+    );
     let all = records();
     let outcome = agg.process(&all, "p", 0, None).await;
-    let failed = outcome.first_failure.expect("the first item failed three times");
+    let failed = outcome
+        .first_failure
+        .expect("the first item failed three times");
     assert_eq!(outcome.stats.failed_writes, 1);
     // Lambda redelivers from the failed record on.
-    let from = all.iter().position(|r| r.contains(&format!("\"{}\"", failed.as_stream()))).unwrap();
+    let from = all
+        .iter()
+        .position(|r| r.contains(&format!("\"{}\"", failed.as_stream())))
+        .unwrap();
     let retry = agg.process(&all[from..], "p", 0, None).await;
     assert!(retry.first_failure.is_none());
     assert_eq!(usage(agg.table(), "a"), (6, 4, 6));
@@ -183,8 +252,17 @@ async fn a_failed_item_is_reported_from_its_earliest_record_and_the_redelivery_i
 
 #[tokio::test]
 async fn a_write_that_succeeded_but_reported_a_5xx_is_not_applied_twice() {
-    let table = MemTable { fail_after: vec![1, 4], ..Default::default() };
-    let agg = Aggregator::new(table, Settings { concurrency: 1, ..settings() });
+    let table = MemTable {
+        fail_after: vec![1, 4],
+        ..Default::default()
+    };
+    let agg = Aggregator::new(
+        table,
+        Settings {
+            concurrency: 1,
+            ..settings()
+        },
+    );
     let outcome = agg.process(&records(), "p", 0, None).await;
     assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
     assert_eq!(usage(agg.table(), "a"), (6, 4, 6));
@@ -193,11 +271,27 @@ async fn a_write_that_succeeded_but_reported_a_5xx_is_not_applied_twice() {
 
 #[tokio::test]
 async fn retrying_stops_at_the_deadline() {
-    let table = MemTable { fail_all_writes: true, ..Default::default() };
-    let agg = Aggregator::new(table, Settings { retry: RetryPolicy { max_attempts: 20, ..settings().retry }, ..settings() });
+    let table = MemTable {
+        fail_all_writes: true,
+        ..Default::default()
+    };
+    let agg = Aggregator::new(
+        table,
+        Settings {
+            retry: RetryPolicy {
+                max_attempts: 20,
+                ..settings().retry
+            },
+            ..settings()
+        },
+    );
     let outcome = agg.process(&records(), "p", 0, Some(Instant::now())).await;
     assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
-    assert_eq!(agg.table().calls.load(Ordering::SeqCst), 4, "one attempt per item, none after the deadline");
+    assert_eq!(
+        agg.table().calls.load(Ordering::SeqCst),
+        4,
+        "one attempt per item, none after the deadline"
+    );
 }
 
 #[tokio::test]
@@ -207,6 +301,9 @@ async fn skipped_records_are_counted_in_a_metric() {
     batch.insert(3, "{\"eventName\":\"MODIFY\"}".into());
     let outcome = agg.process(&batch, "p", 7, None).await;
     assert_eq!(outcome.stats.skipped, 1);
-    assert!(outcome.metrics.contains(&MetricEvent::RecordsSkipped { at_ms: 7000, count: 1 }));
+    assert!(outcome.metrics.contains(&MetricEvent::RecordsSkipped {
+        at_ms: 7000,
+        count: 1
+    }));
     assert_eq!(usage(agg.table(), "a").0, 6);
 }
