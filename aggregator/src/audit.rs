@@ -3,15 +3,11 @@
 
 use crate::plan::Transition;
 use crate::store::{AuditPut, Val};
-use chrono::DateTime;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use zae_table::keys;
 
-/// The client's default when the system config sets no retention.
-pub const DEFAULT_RETENTION_DAYS: i64 = 90;
-
-const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+pub use zae_table::audit::{DEFAULT_RETENTION_DAYS, timestamp};
 
 /// A ULID made from the stream record instead of a clock and a random source:
 /// the time part is the record's creation time, so the event sorts among the
@@ -29,21 +25,9 @@ pub fn event_id(transition: &Transition) -> String {
         hash.update([0u8]);
     }
     let digest = hash.finalize();
-    let mut entropy = [0u8; 16];
-    entropy[6..].copy_from_slice(&digest[..10]);
-    let millis = u128::from(u64::try_from(transition.at_ms).unwrap_or(0) & 0xFFFF_FFFF_FFFF);
-    let value = (millis << 80) | u128::from_be_bytes(entropy);
-    (0..26)
-        .map(|i| CROCKFORD[((value >> (125 - 5 * i)) & 31) as usize] as char)
-        .collect()
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ`, the client's timestamp format.
-pub fn timestamp(at_ms: i64) -> String {
-    DateTime::from_timestamp_millis(at_ms)
-        .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    let mut entropy = [0u8; 10];
+    entropy.copy_from_slice(&digest[..10]);
+    zae_table::audit::ulid(transition.at_ms, entropy)
 }
 
 pub fn audit_put(transition: &Transition, principal: &str, retention_days: i64) -> AuditPut {
@@ -67,7 +51,7 @@ pub fn audit_put(transition: &Transition, principal: &str, retention_days: i64) 
     if let Some(count) = transition.shard_count {
         details.insert("shard_count".into(), Val::n(count));
     }
-    let ttl = transition.at_ms.div_euclid(1000) + retention_days.saturating_mul(86_400);
+    let ttl = zae_table::audit::expiry(transition.at_ms, retention_days);
     let item = BTreeMap::from([
         ("PK".to_owned(), Val::s(&pk)),
         ("SK".to_owned(), Val::s(&sk)),
@@ -108,7 +92,6 @@ mod tests {
     fn event_ids_are_ulids_stable_per_transition() {
         let a = event_id(&transition("11", TransitionKind::Overdrawn));
         assert_eq!(a.len(), 26);
-        assert!(a.bytes().all(|b| CROCKFORD.contains(&b)));
         assert_eq!(a, event_id(&transition("11", TransitionKind::Overdrawn)));
         assert_ne!(a, event_id(&transition("12", TransitionKind::Overdrawn)));
         assert_ne!(a, event_id(&transition("11", TransitionKind::Recovered)));
@@ -119,11 +102,7 @@ mod tests {
         let mut early = transition("99", TransitionKind::Overdrawn);
         early.at_ms -= 1;
         assert!(event_id(&early) < event_id(&transition("11", TransitionKind::Overdrawn)));
-        // The time part is the first 10 characters of a ULID: 48 bits of milliseconds.
-        let decoded = event_id(&early)[..10].bytes().fold(0u64, |acc, b| {
-            acc * 32 + CROCKFORD.iter().position(|c| *c == b).unwrap() as u64
-        });
-        assert_eq!(decoded as i64, early.at_ms);
+        assert_eq!(zae_table::audit::ulid_millis(&event_id(&early)), Some(early.at_ms));
     }
 
     #[test]

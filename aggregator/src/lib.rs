@@ -19,4 +19,3 @@ pub mod poll;
 pub mod process;
 pub mod store;
 pub mod streams;
-pub mod telemetry;

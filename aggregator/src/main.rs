@@ -11,7 +11,8 @@ use zae_aggregator::metrics::EmfStdout;
 use zae_aggregator::poll::{self, PollOptions};
 use zae_aggregator::process::Aggregator;
 use zae_aggregator::streams::DynamoStreams;
-use zae_aggregator::{config, lambda, telemetry};
+use zae_aggregator::{config, lambda};
+use zae_table::telemetry;
 
 /// zae-limiter stream aggregator. Without a subcommand it runs as the Lambda
 /// function; `poll` drives the same handler from a stream on any endpoint.

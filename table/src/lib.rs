@@ -5,9 +5,15 @@
 //! millitoken arithmetic ([`milli`]) and usage-snapshot windows ([`window`]).
 //! Nothing here touches the network.
 
+pub mod audit;
 pub mod bucket;
 pub mod keys;
 pub mod milli;
+#[cfg(feature = "sdk")]
+pub mod sdk;
+pub mod store_error;
+#[cfg(feature = "telemetry")]
+pub mod telemetry;
 pub mod stream;
 pub mod window;
 

@@ -1,5 +1,5 @@
 //! Logs: one JSON object per line through `tracing`, on stderr so that stdout
-//! carries only EMF documents. The level comes from `AWS_LAMBDA_LOG_LEVEL` or
+//! carries only EMF documents and CLI output. The level comes from `AWS_LAMBDA_LOG_LEVEL` or
 //! `RUST_LOG`, default `info`.
 
 use tracing_subscriber::EnvFilter;

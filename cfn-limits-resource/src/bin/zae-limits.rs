@@ -1,0 +1,163 @@
+//! `zae-limits`: the provisioner's core run directly against a table, for
+//! local work and CI. Endpoint and credentials come from the AWS
+//! environment (`AWS_ENDPOINT_URL_DYNAMODB` and friends).
+
+use aws_config::BehaviorVersion;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use zae_limits::apply::{Caller, Provisioner};
+use zae_limits::cli;
+use zae_limits::dynamo::DynamoStore;
+use zae_limits::invoke::lookup_namespace;
+use zae_limits::manifest::Manifest;
+
+#[derive(Parser)]
+#[command(name = "zae-limits", version, about = "Plan and apply zae-limiter limits manifests")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args)]
+struct Target {
+    /// The limits manifest (YAML).
+    #[arg(long, short = 'f')]
+    file: PathBuf,
+    /// The zae-limiter table (the stack name).
+    #[arg(long, short = 't')]
+    table: String,
+    /// The namespace id; by default the manifest's namespace is looked up.
+    #[arg(long)]
+    namespace_id: Option<String>,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show the levels an apply would write.
+    Plan {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Write the manifest's levels and fan them out to existing buckets.
+    Apply {
+        #[command(flatten)]
+        target: Target,
+        /// Rewrite every declared level and re-run every fan-out.
+        #[arg(long)]
+        full: bool,
+        #[arg(long)]
+        quiet: bool,
+        /// Recorded as the audit events' principal.
+        #[arg(long, default_value = "zae-limits-cli")]
+        principal: String,
+    },
+    /// Report where the table differs from the manifest.
+    Diff {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Print a tenant stack with a Custom::ZaeLimiterLimits resource.
+    CfnTemplate {
+        #[arg(long, short = 'f')]
+        file: PathBuf,
+        /// The stack that exports `<stack>-ProvisionerArn` (and names the table).
+        #[arg(long)]
+        stack: String,
+        #[arg(long)]
+        full: bool,
+    },
+}
+
+fn read_manifest(file: &PathBuf) -> Result<Manifest, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    Manifest::from_yaml(&text).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+async fn run(command: Command) -> Result<bool, String> {
+    let (target, manifest) = match &command {
+        Command::CfnTemplate { file, stack, full } => {
+            print!("{}", cli::cfn_template(&read_manifest(file)?, stack, *full));
+            return Ok(true);
+        }
+        Command::Plan { target, .. } | Command::Apply { target, .. } | Command::Diff { target } => {
+            (target, read_manifest(&target.file)?)
+        }
+    };
+    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &target.table);
+    let namespace = match &target.namespace_id {
+        Some(id) => id.clone(),
+        None => lookup_namespace(&store, &manifest.namespace)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| {
+                format!(
+                    "namespace '{}' is not registered in table '{}'; register it with the \
+                     zae-limiter client first, or pass --namespace-id",
+                    manifest.namespace, target.table
+                )
+            })?,
+    };
+    let provisioner = Provisioner {
+        store: &store,
+        namespace: &namespace,
+    };
+    let (report, text) = match &command {
+        Command::Plan { quiet, .. } => {
+            let report = provisioner.plan(&manifest, false).await.map_err(|e| e.to_string())?.report();
+            let text = cli::render_plan(&report, *quiet);
+            (report, text)
+        }
+        Command::Diff { .. } => {
+            let report = provisioner.plan(&manifest, false).await.map_err(|e| e.to_string())?.report();
+            let text = cli::render_diff(&report);
+            (report, text)
+        }
+        Command::Apply {
+            full,
+            quiet,
+            principal,
+            ..
+        } => {
+            let report = provisioner
+                .apply(&manifest, *full, &Caller::local(principal))
+                .await
+                .map_err(|e| e.to_string())?;
+            let text = cli::render_apply(&report, *quiet);
+            (report, text)
+        }
+        Command::CfnTemplate { .. } => unreachable!("answered above"),
+    };
+    if target.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+    } else {
+        println!("{text}");
+    }
+    let errors = report.errors.unwrap_or_default();
+    if !errors.is_empty() {
+        eprintln!("Errors ({}):", errors.len());
+        for error in &errors {
+            eprintln!("  - {error}");
+        }
+    }
+    Ok(errors.is_empty())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(message) => {
+            eprintln!("Error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The Lambda entry: dispatch between the CloudFormation and direct-invoke
+//! protocols, the deadline guard, and the panic guard.
+
+use crate::apply::Caller;
+use crate::cfn::{self, Envelope, Outcome, Responder};
+use crate::dynamo::DynamoStore;
+use crate::invoke::{self, InvokeRequest};
+use serde_json::{Value, json};
+use serde_norway::Value as Tree;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What every invocation shares.
+pub struct Deps<R> {
+    pub client: aws_sdk_dynamodb::Client,
+    pub default_table: Option<String>,
+    pub responder: R,
+}
+
+/// Time kept back from the Lambda deadline: the apply stops starting work
+/// at twice this before the deadline, and is abandoned at once this, which
+/// leaves room to answer CloudFormation.
+pub fn reserve(remaining: Duration) -> Duration {
+    (remaining / 10).clamp(Duration::from_secs(3), Duration::from_secs(30))
+}
+
+fn remaining_until(deadline_ms: u64) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    Duration::from_millis(deadline_ms.saturating_sub(now))
+}
+
+fn caller(principal: String, remaining: Duration) -> Caller {
+    let reserve = reserve(remaining);
+    Caller {
+        principal,
+        owner: None,
+        stop_at: Instant::now().checked_add(remaining.saturating_sub(reserve * 2)),
+        lease_ms: remaining.as_millis() as i64 + 60_000,
+    }
+}
+
+fn panic_text(err: tokio::task::JoinError) -> String {
+    match err.try_into_panic() {
+        Ok(panic) => panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into()),
+        Err(err) => err.to_string(),
+    }
+}
+
+/// Handles one invocation. The CloudFormation path always answers the
+/// stack and returns `Ok`; the invoke path returns the report or an error.
+pub async fn handle<R: Responder + 'static>(
+    deps: Arc<Deps<R>>,
+    payload: Tree,
+    deadline_ms: u64,
+    function_arn: String,
+) -> Result<Value, String> {
+    let remaining = remaining_until(deadline_ms);
+    let is_cfn = matches!(&payload, Tree::Mapping(m) if m.contains_key("RequestType"));
+    if !is_cfn {
+        let request = InvokeRequest::parse(&payload, deps.default_table.as_deref())
+            .map_err(|e| e.to_string())?;
+        let principal = request.principal.clone().unwrap_or(function_arn);
+        let caller = caller(principal, remaining);
+        let store = DynamoStore::new(deps.client.clone(), &request.table);
+        let mut task = tokio::spawn(async move { invoke::handle(&store, &request, &caller).await });
+        let limit = remaining.saturating_sub(reserve(remaining));
+        return match tokio::time::timeout(limit, &mut task).await {
+            Err(_) => Err({
+                task.abort();
+                format!(
+                "stopped {} s before the Lambda timeout; pending fan-outs are retried by the next apply",
+                reserve(remaining).as_secs()
+            )
+            }),
+            Ok(Err(join)) => Err(format!("provisioner panicked: {}", panic_text(join))),
+            Ok(Ok(Err(err))) => Err(err.to_string()),
+            Ok(Ok(Ok(report))) => serde_json::to_value(&report).map_err(|e| e.to_string()),
+        };
+    }
+
+    let parsed = serde_norway::from_value::<cfn::Request>(payload.clone())
+        .map_err(|e| e.to_string())
+        .and_then(|r| Envelope::from_request(r).ok_or_else(|| "unknown RequestType".to_owned()));
+    let envelope = match parsed {
+        Ok(envelope) => envelope,
+        Err(err) => {
+            // Answer even a request we cannot read, if it says where to.
+            let url = match &payload {
+                Tree::Mapping(m) => m.get("ResponseURL").and_then(Tree::as_str).map(str::to_owned),
+                _ => None,
+            };
+            let text = |k: &str| match &payload {
+                Tree::Mapping(m) => m.get(k).and_then(Tree::as_str).unwrap_or_default().to_owned(),
+                _ => String::new(),
+            };
+            if let Some(url) = url {
+                let envelope = Envelope {
+                    kind: "Unknown",
+                    request_id: text("RequestId"),
+                    response_url: url,
+                    stack_id: text("StackId"),
+                    logical_resource_id: text("LogicalResourceId"),
+                    physical_resource_id: Some(text("PhysicalResourceId")).filter(|s| !s.is_empty()),
+                    properties: Tree::Null,
+                };
+                let outcome = Outcome::failed(&envelope, format!("malformed custom-resource request: {err}"));
+                cfn::answer(&deps.responder, &envelope, &outcome).await?;
+            }
+            return Err(format!("malformed custom-resource request: {err}"));
+        }
+    };
+    let outcome = run_cfn(deps.clone(), envelope.clone(), remaining).await;
+    tracing::info!(
+        request = envelope.kind,
+        success = outcome.success,
+        reason = %outcome.reason,
+        physical_id = %outcome.physical_id,
+        "answering CloudFormation"
+    );
+    cfn::answer(&deps.responder, &envelope, &outcome).await?;
+    Ok(json!({ "Status": if outcome.success { "SUCCESS" } else { "FAILED" } }))
+}
+
+async fn run_cfn<R: Responder + 'static>(deps: Arc<Deps<R>>, envelope: Envelope, remaining: Duration) -> Outcome {
+    let table = match cfn::table_name(&envelope, deps.default_table.as_deref()) {
+        Ok(table) => table,
+        Err(err) => return Outcome::failed(&envelope, err.to_string()),
+    };
+    let caller = caller(envelope.stack_id.clone(), remaining);
+    let store = DynamoStore::new(deps.client.clone(), &table);
+    let task_envelope = envelope.clone();
+    let mut task = tokio::spawn(async move { cfn::handle(&store, &task_envelope, &table, &caller).await });
+    let limit = remaining.saturating_sub(reserve(remaining));
+    match tokio::time::timeout(limit, &mut task).await {
+        Err(_) => {
+            task.abort();
+            Outcome::failed(
+            &envelope,
+            "stopped before the Lambda timeout; config written so far stays, and the \
+             fan-outs still owed are pending for the next apply",
+            )
+        }
+        Ok(Err(join)) => Outcome::failed(&envelope, format!("provisioner panicked: {}", panic_text(join))),
+        Ok(Ok(Err(err))) => Outcome::failed(&envelope, err.to_string()),
+        Ok(Ok(Ok(outcome))) => outcome,
+    }
+}

@@ -1,0 +1,599 @@
+//! End-to-end tests of the provisioner on a real moto server: manifests
+//! applied by the built `zae-limits` and `cfn-limits-resource` binaries,
+//! read back and exercised through the real zae-limiter 0.17.0 client, and
+//! driven by the unmodified Python CLI through a local Lambda endpoint.
+
+#[path = "../../tests/support/harness.rs"]
+mod harness;
+
+use harness::*;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const ZAE_LIMITS: &str = env!("CARGO_BIN_EXE_zae-limits");
+const LAMBDA: &str = env!("CARGO_BIN_EXE_cfn-limits-resource");
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("zae-limits-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn write_manifest(name: &str, yaml: &str) -> PathBuf {
+    let path = scratch(name);
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// A table made by the client, with namespace `default` registered.
+fn setup(name: &str) -> String {
+    let table = unique_table(name);
+    run_json("client.py", &["setup", "--table", &table]);
+    table
+}
+
+fn zae_limits(args: &[&str]) -> Output {
+    let mut cmd = Command::new(ZAE_LIMITS);
+    cmd.args(args);
+    aws_env(&mut cmd, moto());
+    cmd.output().expect("run zae-limits")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn client(args: &[&str]) -> Value {
+    run_json("limits_client.py", args)
+}
+
+fn read_levels(table: &str, namespace: &str, levels: &[&str]) -> Value {
+    client(&[
+        "read",
+        "--table",
+        table,
+        "--namespace",
+        namespace,
+        "--levels",
+        &serde_json::to_string(levels).unwrap(),
+    ])
+}
+
+fn acquire(table: &str, entity: &str, consume: &[&str], times: u32) -> Value {
+    let mut args = vec![
+        "acquire", "--table", table, "--entity", entity, "--resource", "gpt-4",
+    ];
+    for c in consume {
+        args.extend(["--consume", c]);
+    }
+    let times = times.to_string();
+    args.extend(["--times", &times]);
+    client(&args)
+}
+
+/// Every item of the table, keyed by `PK SK`.
+fn items(table: &str) -> std::collections::BTreeMap<String, Value> {
+    client(&["items", "--table", table])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            (
+                format!("{} {}", item["PK"]["S"].as_str().unwrap(), item["SK"]["S"].as_str().unwrap()),
+                item.clone(),
+            )
+        })
+        .collect()
+}
+
+fn limit(name: &str, capacity: u64, refill: u64, period: u64, soft: bool) -> Value {
+    let mut l = json!({"name": name, "capacity": capacity, "refill_amount": refill, "refill_period_seconds": period});
+    if soft {
+        l["soft"] = json!(true);
+    }
+    l
+}
+
+const TENANT: &str = r#"
+namespace: default
+system:
+  on_unavailable: allow
+  limits:
+    rpm: {capacity: 1000}
+    tpm: {capacity: 100000, refill_period: 86400, soft: true}
+resources:
+  gpt-4:
+    limits:
+      rpm: {capacity: 3}
+      tpm: {capacity: 500, refill_period: 86400, soft: true}
+entities:
+  proj-1:
+    resources:
+      gpt-4:
+        limits:
+          tpm: {capacity: 1000, refill_period: 86400, soft: true}
+  key-a:
+    resources:
+      gpt-4:
+        cascade: true
+        limits:
+          rpm: {capacity: 5}
+          tpm: {capacity: 40, refill_period: 86400, soft: true}
+  key-b:
+    resources:
+      _default_:
+        limits:
+          rpm: {capacity: 2}
+"#;
+
+#[test]
+fn a_manifest_reads_back_through_the_client_and_governs_its_acquires() {
+    let table = setup("limits-readback");
+    client(&["entity", "--table", &table, "--entity", "proj-1"]);
+    client(&["entity", "--table", &table, "--entity", "key-a", "--parent", "proj-1"]);
+    let manifest = write_manifest("tenant.yaml", TENANT);
+    let file = manifest.to_str().unwrap();
+    let applied = ok(&zae_limits(&["apply", "-f", file, "-t", &table]));
+    assert!(applied.contains("Applied: 5 created, 0 updated, 0 deleted."), "{applied}");
+
+    let read = read_levels(
+        &table,
+        "default",
+        &["system", "resource:gpt-4", "entity:proj-1/gpt-4", "entity:key-a/gpt-4", "entity:key-b/_default_"],
+    );
+    let levels = &read["levels"];
+    assert_eq!(levels["system"]["on_unavailable"], "allow");
+    assert_eq!(
+        levels["system"]["limits"],
+        json!([limit("rpm", 1000, 1000, 60, false), limit("tpm", 100_000, 100_000, 86_400, true)])
+    );
+    assert_eq!(
+        levels["resource:gpt-4"]["limits"],
+        json!([limit("rpm", 3, 3, 60, false), limit("tpm", 500, 500, 86_400, true)])
+    );
+    assert_eq!(
+        levels["entity:key-a/gpt-4"]["limits"],
+        json!([limit("rpm", 5, 5, 60, false), limit("tpm", 40, 40, 86_400, true)])
+    );
+    assert_eq!(levels["entity:key-b/_default_"]["limits"], json!([limit("rpm", 2, 2, 60, false)]));
+    // Registries and audit events, which the 0.17.0 provisioner never wrote.
+    assert_eq!(read["resources_with_defaults"], json!(["gpt-4"]));
+    assert_eq!(read["resources_with_entity_configs"], json!(["_default_", "gpt-4"]));
+    assert_eq!(read["entities_with_custom_limits"]["gpt-4"], json!(["key-a", "proj-1"]));
+    for audit in ["$SYSTEM", "$RESOURCE:gpt-4", "proj-1", "key-a", "key-b"] {
+        // `create_entity` logs its own event beside ours.
+        let events: Vec<&Value> = read["audit"][audit]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["action"] != "entity_created")
+            .collect();
+        assert_eq!(events.len(), 1, "{audit}: {events:?}");
+        assert_eq!(events[0]["action"], "limits_set");
+        assert_eq!(events[0]["principal"], "zae-limits-cli");
+    }
+
+    // Soft never raises; it overdraws.
+    let soft = acquire(&table, "key-a", &["rpm=1", "tpm=30"], 3);
+    assert_eq!((soft["ok"].as_u64(), soft["rejected"].as_u64()), (Some(3), Some(0)), "{soft}");
+    assert_eq!(soft["overdrawn"], json!(["tpm"]));
+    assert!(soft["buckets"]["tpm"]["tokens_milli"].as_i64().unwrap() < 0);
+    // Hard rejects: rpm 5 on key-a, three already spent.
+    let hard = acquire(&table, "key-a", &["rpm=1"], 4);
+    assert_eq!((hard["ok"].as_u64(), hard["rejected"].as_u64()), (Some(2), Some(2)), "{hard}");
+    assert_eq!(hard["violated"], json!(["rpm"]));
+    // Cascade debited the parent: proj-1 holds 1000 tpm, key-a spent 90.
+    let parent = acquire(&table, "proj-1", &[], 0);
+    let tokens = parent["buckets"]["tpm"]["tokens_milli"].as_i64().unwrap();
+    assert!((909_000..915_000).contains(&tokens), "proj-1 tpm holds {tokens} milli");
+    // key-b runs on its entity-wide `_default_`: rpm 2.
+    let wide = acquire(&table, "key-b", &["rpm=1"], 3);
+    assert_eq!((wide["ok"].as_u64(), wide["rejected"].as_u64()), (Some(2), Some(1)), "{wide}");
+
+    let again = ok(&zae_limits(&["plan", "-f", file, "-t", &table]));
+    assert_eq!(again.trim(), "No changes. Infrastructure is up-to-date.");
+    let diff = ok(&zae_limits(&["diff", "-f", file, "-t", &table]));
+    assert_eq!(diff.trim(), "No drift detected. Live state matches YAML.");
+}
+
+#[test]
+fn config_items_are_the_ones_the_client_writes_and_a_plan_over_them_is_empty() {
+    let table = setup("limits-parity");
+    let ours = client(&["register", "--table", &table, "--namespace", "ours"])["namespace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let theirs = client(&["register", "--table", &table, "--namespace", "theirs"])["namespace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = r#"
+system:
+  on_unavailable: block
+  limits:
+    rpm: {capacity: 1000}
+resources:
+  gpt-4:
+    limits:
+      tpm: {capacity: 500, soft: true, schedule: [{cron: "* 9-17 * * MON-FRI", tz: Europe/Berlin, scale: 0.5}]}
+      day: {capacity: 100, reset_schedule: [{cron: "0 0 * * *", tz: Europe/Berlin}]}
+entities:
+  user-1:
+    resources:
+      gpt-4:
+        limits:
+          session: {capacity: 5, reset_after_seconds: 3600}
+      _default_:
+        limits:
+          rpm: {capacity: 7, refill_amount: 1, refill_period: 10}
+"#;
+    let our_file = write_manifest("parity-ours.yaml", &format!("namespace: ours\n{body}"));
+    let their_file = write_manifest("parity-theirs.yaml", &format!("namespace: theirs\n{body}"));
+    ok(&zae_limits(&["apply", "-f", our_file.to_str().unwrap(), "-t", &table]));
+    client(&["set", "--table", &table, "--namespace", "theirs", "--manifest", their_file.to_str().unwrap()]);
+
+    let all = items(&table);
+    let configs = |ns: &str| -> std::collections::BTreeMap<String, String> {
+        all.iter()
+            .filter(|(key, _)| key.starts_with(&format!("{ns}/")) && key.contains(" #CONFIG"))
+            .map(|(key, item)| (key.replacen(ns, "NS", 1), item.to_string().replace(ns, "NS")))
+            .collect()
+    };
+    let (mine, client_written) = (configs(&ours), configs(&theirs));
+    assert_eq!(mine.len(), 4);
+    for (key, item) in &client_written {
+        assert_eq!(mine.get(key), Some(item), "{key} differs from the client's own");
+    }
+    for registry in ["#RESOURCES", "#ENTITY_CONFIG_RESOURCES"] {
+        let get = |ns: &str| all[&format!("{ns}/SYSTEM# {registry}")].to_string().replace(ns, "NS");
+        assert_eq!(get(&ours), get(&theirs), "{registry}");
+    }
+
+    // Levels the client wrote itself are not drift.
+    let plan = ok(&zae_limits(&["plan", "-f", their_file.to_str().unwrap(), "-t", &table]));
+    assert_eq!(plan.trim(), "No changes. Infrastructure is up-to-date.");
+}
+
+/// The bad manifests, each with the path its error must name.
+const INVALID: &[(&str, &str)] = &[
+    ("system: {limits: {}}", "namespace: is required"),
+    ("namespace: ''", "namespace: is required"),
+    ("namespace: t\nsystem: {cascade: true}", "system.cascade: 'cascade' is not supported"),
+    ("namespace: t\nsystem: {disabled: true}", "system.disabled: 'disabled' is not supported"),
+    ("namespace: t\nsystem: {on_unavailable: maybe}", "system.on_unavailable: must be 'allow' or 'block'"),
+    ("namespace: t\nresources: {gpt-4: {disabled: 'yes'}}", "resources.gpt-4.disabled: must be true, false or 'bypass'"),
+    ("namespace: t\nresources: {gpt-4: {cascade: 1}}", "resources.gpt-4.cascade: must be true or false"),
+    (
+        "namespace: t\nentities: {u1: {resources: {gpt-4: {limits: {tpm: {capacity: 5, soft: 'yes'}}}}}}",
+        "entities.u1.resources.gpt-4.limits.tpm.soft: must be true or false",
+    ),
+    ("namespace: t\nresources: {r: {limits: {tpm: {refill_amount: 5}}}}", "resources.r.limits.tpm.capacity: is required"),
+    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 0}}}}", "resources.r.limits.tpm.capacity: must be positive"),
+    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 1.5}}}}", "resources.r.limits.tpm.capacity: must be a whole number"),
+    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: '10'}}}}", "resources.r.limits.tpm.capacity: must be a whole number"),
+    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 5, refill_period: 0}}}}", "resources.r.limits.tpm.refill_period: must be positive"),
+    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 5, refill_amount: -1}}}}", "resources.r.limits.tpm.refill_amount: must not be negative"),
+    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 5, refill_amount: 0}}}}", "resources.r.limits.tpm.refill_amount: 0 means the limit never drips"),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, refill_amount: 5, reset_schedule: [{cron: '0 0 * * *'}]}}}}",
+        "resources.r.limits.q.refill_amount: a limit drips or resets, never both",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: 60, reset_schedule: [{cron: '0 0 * * *'}]}}}}",
+        "resources.r.limits.q: a limit has one recovery mechanism",
+    ),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: true}}}}", "resources.r.limits.q.reset_after_seconds: must be a whole number"),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: 0}}}}", "resources.r.limits.q.reset_after_seconds: must be positive"),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: 1000000001}}}}", "resources.r.limits.q.reset_after_seconds: must be at most 1000000000"),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: daily}}}}", "resources.r.limits.q.schedule: must be a list of entries"),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [5]}}}}", "resources.r.limits.q.schedule[0]: must be a mapping"),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', scale: 2, every: 1}]}}}}",
+        "resources.r.limits.q.schedule[0]: unknown field(s) every",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_schedule: [{cron: '0 0 * * *', scale: 2}]}}}}",
+        "resources.r.limits.q.reset_schedule[0]: unknown field(s) scale",
+    ),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{scale: 2}]}}}}", "resources.r.limits.q.schedule[0].cron: is required"),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * *', scale: 2}]}}}}", "resources.r.limits.q.schedule[0].cron: invalid cron expression"),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', tz: Mars/Olympus, scale: 2}]}}}}", "resources.r.limits.q.schedule[0].tz: unknown timezone"),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', scale: 2, capacity: 3}]}}}}",
+        "resources.r.limits.q.schedule[0]: must set exactly one of `scale` or the absolute fields",
+    ),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', scale: 0}]}}}}", "resources.r.limits.q.schedule[0].scale: must be above 0"),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', capacity: 1.0}]}}}}", "resources.r.limits.q.schedule[0].capacity: must be a whole number"),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_schedule: [{cron: '0 0 * * *'}], schedule: [{cron: '* 9 * * *', refill_amount: 2}]}}}}",
+        "resources.r.limits.q.schedule[0].refill_amount: sets 2 on a limit that also resets",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {a: {capacity: 5, schedule: [{cron: '* 9 * * *', scale: 2}]}, b: {capacity: 5, schedule: [{cron: '* 9 * * *', tz: Asia/Tokyo, scale: 2}]}}}}",
+        "resources.r.limits: all scheduled limits on one level must share a timezone",
+    ),
+    ("namespace: t\nresources: {r: {limits: {wcu: {capacity: 5}}}}", "resources.r.limits.wcu: 'wcu' is reserved"),
+    ("namespace: t\nresources: {r: {limits: {1x: {capacity: 5}}}}", "resources.r.limits.1x: limit name '1x' must start with a letter"),
+    ("namespace: t\nresources: {_default_: {limits: {}}}", "resources._default_: '_default_' is an entity-level resource"),
+    ("namespace: t\nentities: {'a b': {resources: {}}}", "entities.a b: entity id name 'a b' must start with a letter or digit"),
+    ("namespace: t\nresources: {r: {limts: {}}}", "resources.r: unknown field(s) limts"),
+    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, sotf: true}}}}", "resources.r.limits.q: unknown field(s) sotf"),
+];
+
+#[test]
+fn every_validation_rule_names_its_path_and_writes_nothing() {
+    let table = setup("limits-invalid");
+    let before = items(&table);
+    for (i, (body, expected)) in INVALID.iter().enumerate() {
+        let file = write_manifest(&format!("invalid-{i}.yaml"), body);
+        let output = zae_limits(&["apply", "-f", file.to_str().unwrap(), "-t", &table]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{body:?} was accepted");
+        assert!(
+            stderr.contains(expected),
+            "{body:?}: expected an error naming `{expected}`, got:\n{stderr}"
+        );
+    }
+    assert_eq!(items(&table), before, "a rejected manifest wrote something");
+}
+
+// ---- CloudFormation and the Python CLI, through the real Lambda binary ----
+
+/// A local `ResponseURL`: records each PUT body CloudFormation would receive.
+fn response_receiver() -> (String, mpsc::Receiver<Value>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/cfn-response", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let (_, body) = read_http(&mut stream);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            if tx.send(serde_json::from_slice(&body).unwrap_or(Value::Null)).is_err() {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+/// Reads one HTTP/1.1 message: its head, then `Content-Length` bytes.
+fn read_http(stream: &mut TcpStream) -> (String, Vec<u8>) {
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        head.push_str(&line);
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
+/// The built Lambda under the local Lambda endpoint, as `name`.
+struct Lambda {
+    url: String,
+    child: Child,
+}
+
+impl Drop for Lambda {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn lambda(name: &str) -> Lambda {
+    let mut cmd = Command::new(python());
+    cmd.arg(harness("lambda_shim.py"))
+        .args(["--function-name", name, "--command", LAMBDA, "--timeout", "120"])
+        .args(["--parent-pid", &std::process::id().to_string()])
+        .args(["--log", scratch(&format!("{name}.log")).to_str().unwrap()])
+        .stdout(Stdio::piped());
+    aws_env(&mut cmd, moto());
+    let mut child = cmd.spawn().expect("start the Lambda shim");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("http://"), "the shim printed {line:?}");
+    Lambda {
+        url: line.trim().to_owned(),
+        child,
+    }
+}
+
+impl Lambda {
+    fn invoke(&self, name: &str, payload: &Value) -> Value {
+        let address = self.url.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(address).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(180))).unwrap();
+        let body = payload.to_string();
+        write!(
+            stream,
+            "POST /2015-03-31/functions/{name}/invocations HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let (_, body) = read_http(&mut stream);
+        serde_json::from_slice(&body).unwrap_or(Value::Null)
+    }
+}
+
+fn cfn_event(kind: &str, url: &str, request: &str, physical: Option<&str>, properties: Value) -> Value {
+    let mut event = json!({
+        "RequestType": kind,
+        "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:limits",
+        "ResponseURL": format!("{url}?request={request}"),
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/guid",
+        "RequestId": request,
+        "LogicalResourceId": "TenantLimits",
+        "ResourceType": "Custom::ZaeLimiterLimits",
+        "ResourceProperties": properties,
+    });
+    if let Some(id) = physical {
+        event["PhysicalResourceId"] = json!(id);
+    }
+    if kind == "Update" {
+        event["OldResourceProperties"] = json!({});
+    }
+    event
+}
+
+fn tenant_properties(table: &str, tpm_soft: &str) -> Value {
+    json!({
+        "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:limits",
+        "TableName": table,
+        "Namespace": "default",
+        "Resources": {"gpt-4": {"Limits": {
+            "tpm": {"Capacity": "100", "RefillPeriod": "86400", "Soft": tpm_soft},
+            "rpm": {"Capacity": "50"}
+        }}}
+    })
+}
+
+fn answered(rx: &mpsc::Receiver<Value>) -> Value {
+    rx.recv_timeout(Duration::from_secs(120)).expect("CloudFormation got no answer")
+}
+
+#[test]
+fn a_stack_creates_restamps_and_deletes_its_levels() {
+    let table = setup("limits-cfn");
+    let function = format!("{table}-limits-provisioner");
+    let lambda = lambda(&function);
+    let (url, rx) = response_receiver();
+
+    lambda.invoke(&function, &cfn_event("Create", &url, "c1", None, tenant_properties(&table, "true")));
+    let created = answered(&rx);
+    assert_eq!(created["Status"], "SUCCESS", "{created}");
+    assert!(created.to_string().len() <= 4096);
+    let physical = created["PhysicalResourceId"].as_str().unwrap().to_owned();
+    assert!(physical.starts_with(&format!("{table}/")) && physical.ends_with("/limits-provisioner"));
+    assert_eq!(created["Data"]["created"], 1);
+    let read = read_levels(&table, "default", &["resource:gpt-4"]);
+    assert_eq!(
+        read["levels"]["resource:gpt-4"]["limits"],
+        json!([limit("rpm", 50, 50, 60, false), limit("tpm", 100, 100, 86_400, true)])
+    );
+    assert!(read["audit"]["$RESOURCE:gpt-4"][0]["principal"]
+        .as_str()
+        .unwrap()
+        .starts_with("arn:aws:cloudformation:"));
+
+    // A bucket on the soft default: over the limit, and still admitted.
+    let soft = acquire(&table, "user-1", &["tpm=80"], 2);
+    assert_eq!((soft["ok"].as_u64(), soft["rejected"].as_u64()), (Some(2), Some(0)), "{soft}");
+
+    lambda.invoke(
+        &function,
+        &cfn_event("Update", &url, "u1", Some(&physical), tenant_properties(&table, "false")),
+    );
+    let updated = answered(&rx);
+    assert_eq!(updated["Status"], "SUCCESS", "{updated}");
+    assert_eq!(updated["PhysicalResourceId"], physical.as_str());
+    let bucket = items(&table)
+        .into_iter()
+        .find(|(key, _)| key.contains("/BUCKET#user-1#gpt-4#") && key.ends_with(" #STATE"))
+        .map(|(_, item)| item)
+        .expect("user-1's bucket");
+    assert!(bucket.get("b_tpm_soft").is_none(), "the soft stamp was not removed: {bucket}");
+    let hard = acquire(&table, "user-1", &["tpm=80"], 1);
+    assert_eq!(hard["rejected"], 1, "{hard}");
+    assert_eq!(hard["violated"], json!(["tpm"]));
+
+    lambda.invoke(&function, &cfn_event("Delete", &url, "d1", Some(&physical), tenant_properties(&table, "false")));
+    let deleted = answered(&rx);
+    assert_eq!(deleted["Status"], "SUCCESS", "{deleted}");
+    assert_eq!(deleted["Data"]["deleted"], 1);
+    let read = read_levels(&table, "default", &["resource:gpt-4"]);
+    assert_eq!(read["levels"]["resource:gpt-4"]["limits"], json!([]));
+}
+
+#[test]
+fn a_failed_create_and_its_rollback_leave_the_namespace_alone() {
+    let table = setup("limits-rollback");
+    let existing = write_manifest(
+        "rollback-existing.yaml",
+        "namespace: default\nsystem: {limits: {rpm: {capacity: 77}}}\n",
+    );
+    ok(&zae_limits(&["apply", "-f", existing.to_str().unwrap(), "-t", &table]));
+    let before = items(&table);
+    let function = format!("{table}-limits-provisioner");
+    let lambda = lambda(&function);
+    let (url, rx) = response_receiver();
+
+    let mut bad = tenant_properties(&table, "true");
+    bad["Resources"]["gpt-4"]["Limits"]["rpm"]["Capacity"] = json!("lots");
+    lambda.invoke(&function, &cfn_event("Create", &url, "c2", None, bad.clone()));
+    let failed = answered(&rx);
+    assert_eq!(failed["Status"], "FAILED");
+    assert!(
+        failed["Reason"]
+            .as_str()
+            .unwrap()
+            .contains("Resources.gpt-4.Limits.rpm.Capacity: must be a whole number, got 'lots'"),
+        "{failed}"
+    );
+    let marker = failed["PhysicalResourceId"].as_str().unwrap().to_owned();
+    assert_eq!(items(&table), before, "a failed Create wrote something");
+
+    lambda.invoke(&function, &cfn_event("Delete", &url, "d2", Some(&marker), bad));
+    let rollback = answered(&rx);
+    assert_eq!(rollback["Status"], "SUCCESS", "{rollback}");
+    assert_eq!(items(&table), before, "the rollback Delete wiped the namespace");
+    let read = read_levels(&table, "default", &["system"]);
+    assert_eq!(read["levels"]["system"]["limits"], json!([limit("rpm", 77, 77, 60, false)]));
+}
+
+#[test]
+fn the_python_cli_plans_and_applies_through_the_lambda() {
+    let table = setup("limits-pycli");
+    let function = format!("{table}-limits-provisioner");
+    let lambda = lambda(&function);
+    let manifest = write_manifest("pycli.yaml", TENANT);
+    let cli = |command: &str| -> Output {
+        let mut cmd = Command::new(python().parent().unwrap().join("zae-limiter"));
+        cmd.args(["limits", command, "--name", &table, "--file", manifest.to_str().unwrap()]);
+        aws_env(&mut cmd, moto());
+        // One endpoint per service: DynamoDB on moto, Lambda on the shim.
+        cmd.env_remove("AWS_ENDPOINT_URL")
+            .env("AWS_ENDPOINT_URL_DYNAMODB", moto())
+            .env("AWS_ENDPOINT_URL_LAMBDA", &lambda.url);
+        cmd.output().expect("run zae-limiter")
+    };
+    let plan = ok(&cli("plan"));
+    assert!(plan.starts_with("Plan: 5 change(s)"), "{plan}");
+    assert!(plan.contains("+ create entity: key-b/_default_"), "{plan}");
+    let apply = ok(&cli("apply"));
+    assert!(apply.contains("Applied: 5 created, 0 updated, 0 deleted."), "{apply}");
+    let again = ok(&cli("plan"));
+    assert!(again.contains("No changes. Infrastructure is up-to-date."), "{again}");
+    let diff = ok(&cli("diff"));
+    assert!(diff.contains("No drift detected."), "{diff}");
+    let read = read_levels(&table, "default", &["resource:gpt-4"]);
+    assert_eq!(
+        read["levels"]["resource:gpt-4"]["limits"],
+        json!([limit("rpm", 3, 3, 60, false), limit("tpm", 500, 500, 86_400, true)])
+    );
+    assert!(read["audit"]["$RESOURCE:gpt-4"][0]["principal"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!(":function:{function}")));
+}
