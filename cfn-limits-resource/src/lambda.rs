@@ -53,6 +53,30 @@ fn panic_text(err: tokio::task::JoinError) -> String {
     }
 }
 
+/// Why guarded work did not finish.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stopped {
+    Deadline,
+    Panicked(String),
+}
+
+/// Runs `work` as its own task, abandoned at `limit` and with a panic
+/// caught, so that the caller can still answer.
+pub async fn guarded<T: Send + 'static>(
+    limit: Duration,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, Stopped> {
+    let mut task = tokio::spawn(work);
+    match tokio::time::timeout(limit, &mut task).await {
+        Err(_) => {
+            task.abort();
+            Err(Stopped::Deadline)
+        }
+        Ok(Err(join)) => Err(Stopped::Panicked(panic_text(join))),
+        Ok(Ok(value)) => Ok(value),
+    }
+}
+
 /// Handles one invocation. The CloudFormation path always answers the
 /// stack and returns `Ok`; the invoke path returns the report or an error.
 pub async fn handle<R: Responder + 'static>(
@@ -69,19 +93,15 @@ pub async fn handle<R: Responder + 'static>(
         let principal = request.principal.clone().unwrap_or(function_arn);
         let caller = caller(principal, remaining);
         let store = DynamoStore::new(deps.client.clone(), &request.table);
-        let mut task = tokio::spawn(async move { invoke::handle(&store, &request, &caller).await });
         let limit = remaining.saturating_sub(reserve(remaining));
-        return match tokio::time::timeout(limit, &mut task).await {
-            Err(_) => Err({
-                task.abort();
-                format!(
+        return match guarded(limit, async move { invoke::handle(&store, &request, &caller).await }).await {
+            Err(Stopped::Deadline) => Err(format!(
                 "stopped {} s before the Lambda timeout; pending fan-outs are retried by the next apply",
                 reserve(remaining).as_secs()
-            )
-            }),
-            Ok(Err(join)) => Err(format!("provisioner panicked: {}", panic_text(join))),
-            Ok(Ok(Err(err))) => Err(err.to_string()),
-            Ok(Ok(Ok(report))) => serde_json::to_value(&report).map_err(|e| e.to_string()),
+            )),
+            Err(Stopped::Panicked(text)) => Err(format!("provisioner panicked: {text}")),
+            Ok(Err(err)) => Err(err.to_string()),
+            Ok(Ok(report)) => serde_json::to_value(&report).map_err(|e| e.to_string()),
         };
     }
 
@@ -136,19 +156,37 @@ async fn run_cfn<R: Responder + 'static>(deps: Arc<Deps<R>>, envelope: Envelope,
     let caller = caller(envelope.stack_id.clone(), remaining);
     let store = DynamoStore::new(deps.client.clone(), &table);
     let task_envelope = envelope.clone();
-    let mut task = tokio::spawn(async move { cfn::handle(&store, &task_envelope, &table, &caller).await });
     let limit = remaining.saturating_sub(reserve(remaining));
-    match tokio::time::timeout(limit, &mut task).await {
-        Err(_) => {
-            task.abort();
-            Outcome::failed(
+    let work = async move { cfn::handle(&store, &task_envelope, &table, &caller).await };
+    match guarded(limit, work).await {
+        Err(Stopped::Deadline) => Outcome::failed(
             &envelope,
             "stopped before the Lambda timeout; config written so far stays, and the \
              fan-outs still owed are pending for the next apply",
-            )
-        }
-        Ok(Err(join)) => Outcome::failed(&envelope, format!("provisioner panicked: {}", panic_text(join))),
-        Ok(Ok(Err(err))) => Outcome::failed(&envelope, err.to_string()),
-        Ok(Ok(Ok(outcome))) => outcome,
+        ),
+        Err(Stopped::Panicked(text)) => Outcome::failed(&envelope, format!("provisioner panicked: {text}")),
+        Ok(Err(err)) => Outcome::failed(&envelope, err.to_string()),
+        Ok(Ok(outcome)) => outcome,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_and_a_hang_both_come_back_as_answers() {
+        let panicked = guarded(Duration::from_secs(5), async { panic!("boom") as u8 }).await;
+        assert_eq!(panicked, Err(Stopped::Panicked("boom".into())));
+        let hung = guarded(Duration::from_millis(20), std::future::pending::<u8>()).await;
+        assert_eq!(hung, Err(Stopped::Deadline));
+        assert_eq!(guarded(Duration::from_secs(5), async { 7u8 }).await, Ok(7));
+    }
+
+    #[test]
+    fn the_reserve_leaves_room_to_answer() {
+        assert_eq!(reserve(Duration::from_secs(300)), Duration::from_secs(30));
+        assert_eq!(reserve(Duration::from_secs(60)), Duration::from_secs(6));
+        assert_eq!(reserve(Duration::from_secs(10)), Duration::from_secs(3));
     }
 }

@@ -349,6 +349,183 @@ fn every_validation_rule_names_its_path_and_writes_nothing() {
     assert_eq!(items(&table), before, "a rejected manifest wrote something");
 }
 
+fn acquire_on(table: &str, entity: &str, resource: &str, consume: &[&str], times: u32) -> Value {
+    let mut args = vec!["acquire", "--table", table, "--entity", entity, "--resource", resource];
+    for c in consume {
+        args.extend(["--consume", c]);
+    }
+    let times = times.to_string();
+    args.extend(["--times", &times]);
+    client(&args)
+}
+
+/// The `#STATE` item of the entity's shard-0 bucket for a resource.
+fn bucket(table: &str, entity: &str, resource: &str) -> Value {
+    items(table)
+        .into_iter()
+        .find(|(key, _)| key.ends_with(&format!("/BUCKET#{entity}#{resource}#0 #STATE")))
+        .map(|(_, item)| item)
+        .unwrap_or_else(|| panic!("no bucket for {entity} on {resource}"))
+}
+
+#[test]
+fn changes_reach_buckets_that_already_exist() {
+    let table = setup("limits-fanout");
+    client(&["entity", "--table", &table, "--entity", "proj-1"]);
+    client(&["entity", "--table", &table, "--entity", "u1", "--parent", "proj-1"]);
+    let first = write_manifest(
+        "fanout-1.yaml",
+        r#"
+namespace: default
+system: {limits: {tpm: {capacity: 100}}}
+resources:
+  gpt-4: {limits: {rpm: {capacity: 100}}}
+entities:
+  u1: {resources: {gpt-4: {limits: {rpm: {capacity: 10}}}}}
+"#,
+    );
+    ok(&zae_limits(&["apply", "-f", first.to_str().unwrap(), "-t", &table]));
+    // Buckets on each kind of level: entity (u1), resource (u2), system (u3 on claude).
+    acquire_on(&table, "u1", "gpt-4", &["rpm=1"], 1);
+    acquire_on(&table, "u2", "gpt-4", &["rpm=1"], 1);
+    acquire_on(&table, "u3", "claude", &["tpm=10"], 1);
+    assert!(bucket(&table, "u1", "gpt-4").get("cascade").is_none_or(|c| c["BOOL"] == false));
+
+    let second = write_manifest(
+        "fanout-2.yaml",
+        r#"
+namespace: default
+system: {limits: {tpm: {capacity: 100, soft: true}}}
+resources:
+  gpt-4: {disabled: bypass, limits: {rpm: {capacity: 100}}}
+entities:
+  u1: {resources: {gpt-4: {disabled: false, cascade: true, limits: {rpm: {capacity: 20}}}}}
+"#,
+    );
+    let applied = ok(&zae_limits(&["apply", "-f", second.to_str().unwrap(), "-t", &table]));
+    assert!(applied.contains("Applied: 0 created, 3 updated, 0 deleted."), "{applied}");
+
+    // Resource bypass reaches u2, and not u1, whose own `disabled: false` carves it out.
+    let u2 = bucket(&table, "u2", "gpt-4");
+    assert!(u2["bypass"]["N"].as_str().is_some(), "u2 not stamped: {u2}");
+    let bypassed = acquire_on(&table, "u2", "gpt-4", &["rpm=500"], 1);
+    assert_eq!(bypassed["ok"], 1, "a bypassed resource rejected: {bypassed}");
+    let u1 = bucket(&table, "u1", "gpt-4");
+    assert!(u1.get("bypass").is_none(), "the carve-out was stamped: {u1}");
+    // Entity param sync: u1's bucket now holds rpm 20, in millitokens.
+    assert_eq!(u1["b_rpm_cp"]["N"], "20000");
+    assert_eq!(u1["vu"]["N"], "0");
+    assert!(u1.get("ttl").is_none());
+    // Cascade policy stamped with the parent from META.
+    assert_eq!(u1["cascade"]["BOOL"], true);
+    assert_eq!(u1["parent_id"]["S"], "proj-1");
+    // The client sees the new ceiling; the balance it had stays (9 of the old 10).
+    let limited = acquire_on(&table, "u1", "gpt-4", &["rpm=5"], 1);
+    assert_eq!(limited["ok"], 1, "{limited}");
+    assert_eq!(limited["buckets"]["rpm"]["capacity_milli"], 20_000);
+    let over = acquire_on(&table, "u1", "gpt-4", &["rpm=21"], 1);
+    assert_eq!(over["violated"], json!(["rpm"]), "{over}");
+    // The system-wide soft restamp (GSI4) reaches u3's bucket on the system default.
+    let u3 = bucket(&table, "u3", "claude");
+    assert!(u3["b_tpm_soft"]["N"].as_str().is_some(), "u3 not restamped: {u3}");
+    let metered = acquire_on(&table, "u3", "claude", &["tpm=500"], 1);
+    assert_eq!((metered["ok"].as_u64(), metered["overdrawn"].clone()), (Some(1), json!(["tpm"])));
+
+    // Dropping the entity level hands u1 back to the resource default, with a TTL.
+    let third = write_manifest(
+        "fanout-3.yaml",
+        r#"
+namespace: default
+system: {limits: {tpm: {capacity: 100, soft: true}}}
+resources:
+  gpt-4: {limits: {rpm: {capacity: 100}}}
+"#,
+    );
+    let applied = ok(&zae_limits(&["apply", "-f", third.to_str().unwrap(), "-t", &table]));
+    assert!(applied.contains("1 updated, 1 deleted"), "{applied}");
+    let u1 = bucket(&table, "u1", "gpt-4");
+    assert_eq!(u1["b_rpm_cp"]["N"], "100000");
+    assert!(u1["ttl"]["N"].as_str().is_some(), "fallback limits carry a TTL: {u1}");
+    assert!(bucket(&table, "u2", "gpt-4").get("bypass").is_none(), "leaving bypass unstamps");
+    let pending = ok(&zae_limits(&["plan", "-f", third.to_str().unwrap(), "-t", &table]));
+    assert_eq!(pending.trim(), "No changes. Infrastructure is up-to-date.");
+}
+
+#[test]
+fn features_the_tables_lambdas_cannot_read_are_refused_before_any_write() {
+    let table = setup("limits-gate");
+    client(&["lambda-version", "--table", &table, "--version", "0.16.0"]);
+    let before = items(&table);
+    let soft = write_manifest(
+        "gate.yaml",
+        "namespace: default\nresources: {gpt-4: {limits: {tpm: {capacity: 5, soft: true}}}}\n",
+    );
+    let output = zae_limits(&["apply", "-f", soft.to_str().unwrap(), "-t", &table]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("refusing to store soft limits"), "{stderr}");
+    assert_eq!(items(&table), before);
+
+    client(&["lambda-version", "--table", &table, "--version", "0.17.0"]);
+    ok(&zae_limits(&["apply", "-f", soft.to_str().unwrap(), "-t", &table]));
+    let version = &items(&table)["_/SYSTEM# #VERSION"];
+    assert_eq!(version["client_min_version"]["S"], "0.17.0", "{version}");
+}
+
+/// The provisioner library itself on moto, for what a process boundary hides.
+fn store(table: &str) -> zae_limits::dynamo::DynamoStore {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .endpoint_url(moto())
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "test"))
+        .build();
+    zae_limits::dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(config), table)
+}
+
+fn pending_items(table: &str) -> Vec<String> {
+    items(table)
+        .into_keys()
+        .filter(|key| key.contains(" #PROVISIONER#PENDING#"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_apply_leaves_its_fan_outs_to_the_next() {
+    use zae_limits::apply::{ApplyError, Caller, Provisioner};
+    use zae_limits::manifest::Manifest;
+    let table = setup("limits-resume");
+    let base = write_manifest("resume-base.yaml", "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 9}}}}\n");
+    ok(&zae_limits(&["apply", "-f", base.to_str().unwrap(), "-t", &table]));
+    acquire_on(&table, "u1", "gpt-4", &["rpm=1"], 1);
+    acquire_on(&table, "u2", "gpt-4", &["rpm=1"], 1);
+    let namespace = client(&["register", "--table", &table])["namespace_id"].as_str().unwrap().to_owned();
+    let manifest = Manifest::from_yaml(
+        "namespace: default\nresources: {gpt-4: {disabled: true, limits: {rpm: {capacity: 9}}}}\nentities: {u1: {resources: {gpt-4: {limits: {rpm: {capacity: 3}}}}}}\n",
+    )
+    .unwrap();
+    let store = store(&table);
+    let provisioner = Provisioner { store: &store, namespace: &namespace };
+    let out_of_time = Caller {
+        stop_at: Some(std::time::Instant::now()),
+        ..Caller::local("test")
+    };
+    let stopped = provisioner.apply(&manifest, false, &out_of_time).await;
+    assert!(matches!(stopped, Err(ApplyError::OutOfTime { done: 1, total: 2 })), "{stopped:?}");
+    // Not recorded as applied either: the next plan still has work.
+    assert!(!provisioner.plan(&manifest, false).await.unwrap().changes.is_empty());
+    let owed = pending_items(&table);
+    assert!(!owed.is_empty(), "the owed fan-outs were not recorded");
+    assert!(bucket(&table, "u2", "gpt-4").get("disabled").is_none(), "fanned out before the stop");
+
+    let report = provisioner.apply(&manifest, false, &Caller::local("test")).await.unwrap();
+    assert_eq!(report.errors, Some(vec![]));
+    assert_eq!(report.pending, 0);
+    assert!(pending_items(&table).is_empty(), "{:?}", pending_items(&table));
+    assert_eq!(bucket(&table, "u2", "gpt-4")["disabled"]["BOOL"], true);
+    assert_eq!(bucket(&table, "u1", "gpt-4")["b_rpm_cp"]["N"], "3000");
+}
+
 // ---- CloudFormation and the Python CLI, through the real Lambda binary ----
 
 /// A local `ResponseURL`: records each PUT body CloudFormation would receive.
@@ -496,6 +673,32 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
         .as_str()
         .unwrap()
         .starts_with("arn:aws:cloudformation:"));
+
+    // CloudFormation's own retry of the same request: answered alike, nothing rewritten.
+    lambda.invoke(&function, &cfn_event("Create", &url, "c1", None, tenant_properties(&table, "true")));
+    let retried = answered(&rx);
+    assert_eq!(retried["Status"], "SUCCESS", "{retried}");
+    assert_eq!(retried["PhysicalResourceId"], physical.as_str());
+    assert_eq!((retried["Data"]["created"].as_u64(), retried["Data"]["unchanged"].as_u64()), (Some(0), Some(1)));
+    let events = read_levels(&table, "default", &["resource:gpt-4"])["audit"]["$RESOURCE:gpt-4"].clone();
+    assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
+
+    // Another stack may not take the namespace over, nor delete it.
+    let mut intruder = cfn_event("Create", &url, "c9", None, tenant_properties(&table, "false"));
+    intruder["StackId"] = json!("arn:aws:cloudformation:us-east-1:123456789012:stack/other/guid");
+    lambda.invoke(&function, &intruder);
+    let refused = answered(&rx);
+    assert_eq!(refused["Status"], "FAILED", "{refused}");
+    assert!(refused["Reason"].as_str().unwrap().contains("is managed by another custom resource"));
+    let mut stray = cfn_event("Delete", &url, "d9", Some(&physical), tenant_properties(&table, "false"));
+    stray["StackId"] = json!("arn:aws:cloudformation:us-east-1:123456789012:stack/other/guid");
+    lambda.invoke(&function, &stray);
+    assert_eq!(answered(&rx)["Status"], "SUCCESS");
+    let elsewhere = cfn_event("Delete", &url, "d8", Some("other-table/ns/limits-provisioner"), tenant_properties(&table, "false"));
+    lambda.invoke(&function, &elsewhere);
+    assert_eq!(answered(&rx)["Status"], "SUCCESS");
+    let still = read_levels(&table, "default", &["resource:gpt-4"]);
+    assert_eq!(still["levels"]["resource:gpt-4"]["limits"].as_array().unwrap().len(), 2, "{still}");
 
     // A bucket on the soft default: over the limit, and still admitted.
     let soft = acquire(&table, "user-1", &["tpm=80"], 2);

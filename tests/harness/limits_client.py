@@ -10,6 +10,8 @@ writes limits itself, reads back what the provisioner wrote, and acquires.
                               --consume tpm=100 [--consume rpm=1] [--times K]
     limits_client.py entity   --table T --namespace N --entity E [--parent P] [--cascade]
     limits_client.py items    --table T   every item, as DynamoDB JSON
+    limits_client.py lambda-version --table T --version V
+                              stamp the version record as if Lambdas at V were deployed
 
 LEVELS is a JSON list of "system", "resource:<r>" and "entity:<e>/<r>".
 Endpoint and credentials come from the AWS environment
@@ -176,9 +178,20 @@ def items(table: str) -> dict:
     return {"items": found}
 
 
+def lambda_version(table: str, version: str) -> dict:
+    client = boto3.client("dynamodb", endpoint_url=endpoint(), region_name=region())
+    client.update_item(
+        TableName=table,
+        Key={"PK": {"S": "_/SYSTEM#"}, "SK": {"S": "#VERSION"}},
+        UpdateExpression="SET lambda_version = :v",
+        ExpressionAttributeValues={":v": {"S": version}},
+    )
+    return {"lambda_version": version}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["register", "read", "set", "acquire", "entity", "items"])
+    parser.add_argument("command", choices=["register", "read", "set", "acquire", "entity", "items", "lambda-version"])
     parser.add_argument("--table", required=True)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--levels", default="[]")
@@ -189,6 +202,7 @@ def main() -> None:
     parser.add_argument("--cascade", action="store_true")
     parser.add_argument("--consume", action="append", default=[])
     parser.add_argument("--times", type=int, default=1)
+    parser.add_argument("--version")
     args = parser.parse_args()
     if args.command == "register":
         result = asyncio.run(register(args.table, args.namespace))
@@ -201,6 +215,8 @@ def main() -> None:
         result = asyncio.run(acquire(args.table, args.namespace, args.entity, args.resource, consume, args.times))
     elif args.command == "entity":
         result = asyncio.run(entity(args.table, args.namespace, args.entity, args.parent, args.cascade))
+    elif args.command == "lambda-version":
+        result = lambda_version(args.table, args.version)
     else:
         result = items(args.table)
     json.dump(result, sys.stdout, default=str)
