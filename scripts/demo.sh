@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# The main job on one machine: moto, a table created by the real client, real
-# client traffic (a cascade with a soft tpm and a hard rpm), the aggregator's
+# The main job on one machine: moto, a table created by the real client, the
+# limits of examples/limits.yaml applied by zae-limits (a soft tpm beside a
+# hard rpm, with a cascade), real client traffic under them, the aggregator's
 # poller until idle, then what it produced, read back through the client.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 "$ROOT/scripts/setup-venv.sh"
-cargo build --quiet --release -p zae-aggregator
+cargo build --quiet --release -p zae-aggregator -p cfn-limits-resource --bin aggregator --bin zae-limits
 . "$ROOT/scripts/moto.sh"
 py="$ROOT/.venv/bin/python"
 work="$(mktemp -d)"
 table="zae-demo"
 echo "== moto at $ZAE_MOTO_ENDPOINT; creating table $table with the zae-limiter 0.17.0 client"
 "$py" tests/harness/client.py setup --table "$table" >/dev/null
-echo "== driving traffic: key-a and key-b cascade into proj-1; tpm is soft, rpm is hard"
-"$py" tests/harness/client.py drive --table "$table" --requests "${DEMO_REQUESTS:-40}" > "$work/driven.json"
+manifest="${DEMO_MANIFEST:-examples/limits.yaml}"
+echo "== zae-limits plan, then apply, of $manifest"
+"$ROOT/target/release/zae-limits" plan -f "$manifest" -t "$table"
+"$ROOT/target/release/zae-limits" apply -f "$manifest" -t "$table" --quiet
+echo "== driving traffic under those limits: key-a and key-b cascade into proj-1; tpm is soft, rpm is hard"
+"$py" tests/harness/client.py drive --table "$table" --requests "${DEMO_REQUESTS:-40}" --limits-applied > "$work/driven.json"
+echo "== zae-limits diff after the traffic (the client's own writes are not drift)"
+"$ROOT/target/release/zae-limits" diff -f "$manifest" -t "$table"
 echo "== aggregator poll --until-idle"
 "$ROOT/target/release/aggregator" poll --table "$table" --until-idle --checkpoint "$work/checkpoint.json" \
   > "$work/emf.jsonl" 2> "$work/aggregator.log"

@@ -9,7 +9,7 @@
 
 use crate::audit::{self, AuditContext};
 use crate::config::{AUDIT_RETENTION, LevelConfig, build_item, config_key, item_to_write};
-use crate::fanout::{Directive, FanOuts, now_ms};
+use crate::fanout::{self, Directive, FanOuts, now_ms};
 use crate::gate::{self, GateError};
 use crate::manifest::{Level, LevelDecl, Manifest};
 use crate::pending::{self, FanOut, Holder, Kind, Pending};
@@ -24,6 +24,9 @@ use zae_table::keys;
 const CONCURRENCY: usize = 16;
 const REGISTRY_RESOURCES: &str = "#RESOURCES";
 const REGISTRY_ENTITY_CONFIGS: &str = "#ENTITY_CONFIG_RESOURCES";
+/// From this many owed fan-outs on, buckets are found by one namespace-wide
+/// sweep instead of two queries per fan-out.
+const SWEEP_THRESHOLD: usize = 64;
 /// Rounds of "fan out, re-read config" before a moving level is left pending.
 const FAN_OUT_ROUNDS: usize = 3;
 
@@ -418,6 +421,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
         let fan_outs = FanOuts {
             store: self.store,
             namespace: self.namespace,
+            known: None,
         };
         // The repair pass: an explicit `disabled` is stamped again on every
         // apply, for buckets created while an earlier fan-out ran.
@@ -445,7 +449,24 @@ impl<'a, S: Store> Provisioner<'a, S> {
 
         let mut order: Vec<FanOut> = owed.iter().cloned().collect();
         order.sort_by_key(|f| (f.run_order(), f.level.clone()));
-        let mut released = BTreeSet::new();
+        // Many fan-outs share one namespace-wide discovery, swept before and
+        // after them all (the second sweep catches buckets created meanwhile).
+        let swept = if order.len() >= SWEEP_THRESHOLD {
+            match fanout::sweep(self.store, self.namespace).await {
+                Ok(buckets) => Some(buckets),
+                Err(err) => {
+                    tracing::warn!(error = %err, "bucket sweep failed; discovering per level");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let sweeping = FanOuts {
+            known: swept.as_deref(),
+            ..fan_outs
+        };
+        let mut finished = Vec::new();
         for fan_out in order {
             if caller.out_of_time() {
                 errors.push(format!(
@@ -461,24 +482,46 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 soft_changed: soft_changed.get(&fan_out.level).cloned().unwrap_or_default(),
                 previous: previous.get(&fan_out.level).cloned(),
             };
-            match self.settle(&fan_outs, &fan_out, &directive).await {
-                Ok(true) => {
-                    if let Err(err) = holder.release(&fan_out).await {
-                        tracing::warn!(pending = %fan_out.sk(), error = %err, "releasing a finished fan-out failed");
-                    }
-                    released.insert(fan_out);
-                }
+            match self.settle(&sweeping, &fan_out, &directive).await {
+                Ok(true) => finished.push((fan_out, directive)),
                 Ok(false) => tracing::warn!(
                     pending = %fan_out.sk(),
                     "config kept changing during the fan-out; left pending for the next apply"
                 ),
-                Err(err) => errors.push(format!(
-                    "{} fan-out {} {}: {err} (retried on the next apply)",
-                    fan_out.kind.name(),
-                    fan_out.level.kind(),
-                    fan_out.level.target().unwrap_or_default()
-                )),
+                Err(err) => errors.push(fan_out_error(&fan_out, &err)),
             }
+        }
+        if let Some(first) = &swept {
+            let seen: BTreeSet<String> = first.iter().map(|(key, _)| key.pk()).collect();
+            let fresh: Vec<_> = match fanout::sweep(self.store, self.namespace).await {
+                Ok(all) => all.into_iter().filter(|(key, _)| !seen.contains(&key.pk())).collect(),
+                Err(err) => {
+                    errors.push(format!("bucket sweep: {err} (fan-outs retried on the next apply)"));
+                    finished.clear();
+                    Vec::new()
+                }
+            };
+            if !fresh.is_empty() {
+                let late = FanOuts {
+                    known: Some(&fresh),
+                    ..fan_outs
+                };
+                let mut kept = Vec::new();
+                for (fan_out, directive) in finished {
+                    match late.run(fan_out.kind, &fan_out.level, &directive).await {
+                        Ok(_) => kept.push((fan_out, directive)),
+                        Err(err) => errors.push(fan_out_error(&fan_out, &err)),
+                    }
+                }
+                finished = kept;
+            }
+        }
+        let mut released = BTreeSet::new();
+        for (fan_out, _) in finished {
+            if let Err(err) = holder.release(&fan_out).await {
+                tracing::warn!(pending = %fan_out.sk(), error = %err, "releasing a finished fan-out failed");
+            }
+            released.insert(fan_out);
         }
         let later = now_ms();
         for fan_out in held.difference(&released) {
@@ -541,7 +584,9 @@ impl<'a, S: Store> Provisioner<'a, S> {
         let (pk, sk) = config_key(self.namespace, &fan_out.level);
         let mut before = self.store.get(&pk, &sk, true).await?;
         for _ in 0..FAN_OUT_ROUNDS {
-            fan_outs.run(fan_out.kind, &fan_out.level, directive).await?;
+            fan_outs
+                .run_on(fan_out.kind, &fan_out.level, before.as_ref(), directive)
+                .await?;
             let after = self.store.get(&pk, &sk, true).await?;
             let still = match (&before, &after) {
                 (Some(a), Some(b)) => same_item(a, b),
@@ -699,6 +744,15 @@ impl<'a, S: Store> Provisioner<'a, S> {
             .await?;
         Ok(old)
     }
+}
+
+fn fan_out_error(fan_out: &FanOut, err: &StoreError) -> String {
+    format!(
+        "{} fan-out {} {}: {err} (retried on the next apply)",
+        fan_out.kind.name(),
+        fan_out.level.kind(),
+        fan_out.level.target().unwrap_or_default()
+    )
 }
 
 fn entity_registry(namespace: &str, resource: &str, delta: i64, with_keys: bool) -> Update {

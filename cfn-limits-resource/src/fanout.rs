@@ -71,6 +71,12 @@ impl<'a, S: Store> Resolver<'a, S> {
         Ok(config)
     }
 
+    /// Records a level already read, so the fan-out does not read it again.
+    pub fn seed(&self, level: &Level, config: Option<LevelConfig>) {
+        let key = config_key(self.namespace, level);
+        self.cache.lock().expect("not poisoned").insert(key, config);
+    }
+
     /// Entity level, the entity's `_default_`, the resource, and with
     /// `system` the system level: the client's resolution order.
     fn walk(entity: &str, resource: &str, system: bool) -> Vec<Level> {
@@ -133,8 +139,32 @@ impl<'a, S: Store> Resolver<'a, S> {
     }
 }
 
+/// Whether a bucket is one a level's fan-out must reach.
+fn in_scope(level: &Level, key: &BucketKey) -> bool {
+    match level {
+        Level::System => true,
+        Level::Resource(resource) => key.resource == *resource,
+        Level::Entity { entity, resource } => {
+            key.entity == *entity && (resource == DEFAULT_RESOURCE || key.resource == *resource)
+        }
+    }
+}
+
+/// Every bucket of the namespace, from one GSI4 query: cheaper than one
+/// query per level when an apply owes many fan-outs.
+pub async fn sweep(store: &impl Store, namespace: &str) -> Result<Vec<(BucketKey, Item)>, StoreError> {
+    let items = store.query(&discovery(namespace, &Level::System)).await?;
+    Ok(items
+        .into_iter()
+        .filter_map(|item| {
+            let key = BucketKey::parse(item.get("PK").and_then(Attr::as_s)?).ok()?;
+            Some((key, item))
+        })
+        .collect())
+}
+
 /// Where a fan-out looks for buckets.
-fn discovery(namespace: &str, level: &Level, system_wide: bool) -> Query {
+fn discovery(namespace: &str, level: &Level) -> Query {
     let prefix = keys::BUCKET_PREFIX.to_owned();
     match level {
         Level::System => Query {
@@ -158,7 +188,7 @@ fn discovery(namespace: &str, level: &Level, system_wide: bool) -> Query {
             pk_attr: "GSI3PK",
             pk: keys::pk_entity(namespace, entity),
             sk_attr: "GSI3SK",
-            sk_prefix: if resource == DEFAULT_RESOURCE || system_wide {
+            sk_prefix: if resource == DEFAULT_RESOURCE {
                 prefix
             } else {
                 format!("{prefix}{resource}#")
@@ -190,13 +220,29 @@ pub struct Directive {
 pub struct FanOuts<'a, S> {
     pub store: &'a S,
     pub namespace: &'a str,
+    /// Buckets already found by a [`sweep`]; `None` queries per level.
+    pub known: Option<&'a [(BucketKey, Item)]>,
 }
 
 impl<'a, S: Store> FanOuts<'a, S> {
-    /// Runs one fan-out of `kind` for `level`.
+    /// Runs one fan-out of `kind` for `level`, from its config as read now.
     pub async fn run(&self, kind: Kind, level: &Level, directive: &Directive) -> Result<Tally, StoreError> {
+        let (pk, sk) = config_key(self.namespace, level);
+        let live = self.store.get(&pk, &sk, true).await?;
+        self.run_on(kind, level, live.as_ref(), directive).await
+    }
+
+    /// Runs one fan-out from a config item the caller has just read.
+    pub async fn run_on(
+        &self,
+        kind: Kind,
+        level: &Level,
+        live: Option<&Item>,
+        directive: &Directive,
+    ) -> Result<Tally, StoreError> {
         let resolver = Resolver::new(self.store, self.namespace);
-        let live = resolver.level(level).await?;
+        let live = live.map(LevelConfig::decode);
+        resolver.seed(level, live.clone());
         match kind {
             Kind::Disabled => self.disabled(&resolver, level, live.as_ref(), directive).await,
             Kind::Cascade => self.cascade(&resolver, level).await,
@@ -205,8 +251,13 @@ impl<'a, S: Store> FanOuts<'a, S> {
         }
     }
 
-    /// Every bucket the index lists, twice over, each PK once.
-    async fn buckets(&self, query: &Query) -> Result<Vec<(BucketKey, Item)>, StoreError> {
+    /// The buckets in the level's reach: from the sweep, or from its index,
+    /// queried twice over, each PK once.
+    async fn buckets(&self, level: &Level) -> Result<Vec<(BucketKey, Item)>, StoreError> {
+        if let Some(known) = self.known {
+            return Ok(known.iter().filter(|(key, _)| in_scope(level, key)).cloned().collect());
+        }
+        let query = &discovery(self.namespace, level);
         let mut seen = HashSet::new();
         let mut found = Vec::new();
         for _pass in 0..2 {
@@ -272,7 +323,7 @@ impl<'a, S: Store> FanOuts<'a, S> {
                     .reassert
                     .or_else(|| live.and_then(|c| c.disabled))
                     .unwrap_or(Disabled::No);
-                for (key, item) in self.buckets(&discovery(self.namespace, level, false)).await? {
+                for (key, item) in self.buckets(level).await? {
                     if directive.reassert.is_some() && carries(&item, wanted) {
                         tally.skipped += 1;
                         continue;
@@ -289,7 +340,7 @@ impl<'a, S: Store> FanOuts<'a, S> {
                 }
             }
             Level::Entity { entity, resource } => {
-                for (key, _) in self.buckets(&discovery(self.namespace, level, false)).await? {
+                for (key, _) in self.buckets(level).await? {
                     if key.entity != *entity {
                         continue;
                     }
@@ -314,7 +365,7 @@ impl<'a, S: Store> FanOuts<'a, S> {
             return Ok(tally);
         }
         let mut metas: HashMap<String, Option<Item>> = HashMap::new();
-        for (key, _) in self.buckets(&discovery(self.namespace, level, false)).await? {
+        for (key, _) in self.buckets(level).await? {
             if let Level::Entity { entity, .. } = level {
                 if key.entity != *entity {
                     continue;
@@ -387,7 +438,7 @@ impl<'a, S: Store> FanOuts<'a, S> {
         if let Some(live) = live {
             names.extend(live.limits.iter().map(|l| l.name.clone()));
         }
-        for (key, _) in self.buckets(&discovery(self.namespace, level, false)).await? {
+        for (key, _) in self.buckets(level).await? {
             let t = now_ms();
             let resolved = resolver.limits(&key.entity, &key.resource, &[]).await?;
             let soft: BTreeSet<String> = match &resolved {
@@ -441,7 +492,7 @@ impl<'a, S: Store> FanOuts<'a, S> {
             .flat_map(|c| c.limits.iter().map(|l| l.name.clone()))
             .collect();
         let declared_names: BTreeSet<String> = declared.iter().map(|l| l.name.clone()).collect();
-        for (key, _) in self.buckets(&discovery(self.namespace, level, false)).await? {
+        for (key, _) in self.buckets(level).await? {
             if key.entity != *entity {
                 continue;
             }

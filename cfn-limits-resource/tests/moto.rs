@@ -452,6 +452,39 @@ resources:
 }
 
 #[test]
+fn a_large_apply_finds_buckets_with_one_sweep_and_misses_none() {
+    let table = setup("limits-sweep");
+    let entities = |capacity: u32| -> String {
+        (0..70)
+            .map(|i| format!("  u{i}: {{resources: {{gpt-4: {{limits: {{rpm: {{capacity: {capacity}}}}}}}}}}}\n"))
+            .collect()
+    };
+    let first = write_manifest(
+        "sweep-1.yaml",
+        &format!("namespace: default\nresources: {{gpt-4: {{limits: {{rpm: {{capacity: 100}}}}}}}}\nentities:\n{}", entities(10)),
+    );
+    ok(&zae_limits(&["apply", "-f", first.to_str().unwrap(), "-t", &table]));
+    for entity in ["u0", "u69", "stranger"] {
+        acquire_on(&table, entity, "gpt-4", &["rpm=1"], 1);
+    }
+    let second = write_manifest(
+        "sweep-2.yaml",
+        &format!("namespace: default\nresources: {{gpt-4: {{limits: {{rpm: {{capacity: 100}}}}}}}}\nentities:\n{}", entities(30)),
+    );
+    let output = zae_limits(&["apply", "-f", second.to_str().unwrap(), "-t", &table, "--stats"]);
+    let applied = ok(&output);
+    assert!(applied.contains("Applied: 0 created, 70 updated, 0 deleted"), "{applied}");
+    let stats = String::from_utf8_lossy(&output.stderr);
+    let calls: Value = serde_json::from_str(stats.lines().last().unwrap()).unwrap();
+    assert!(calls["dynamodb_calls"]["Query"].as_u64().unwrap() <= 4, "not swept: {calls}");
+    for entity in ["u0", "u69"] {
+        assert_eq!(bucket(&table, entity, "gpt-4")["b_rpm_cp"]["N"], "30000", "{entity}");
+    }
+    assert_eq!(bucket(&table, "stranger", "gpt-4")["b_rpm_cp"]["N"], "100000");
+    assert!(pending_items(&table).is_empty());
+}
+
+#[test]
 fn features_the_tables_lambdas_cannot_read_are_refused_before_any_write() {
     let table = setup("limits-gate");
     client(&["lambda-version", "--table", &table, "--version", "0.16.0"]);
@@ -512,8 +545,9 @@ async fn an_interrupted_apply_leaves_its_fan_outs_to_the_next() {
     };
     let stopped = provisioner.apply(&manifest, false, &out_of_time).await;
     assert!(matches!(stopped, Err(ApplyError::OutOfTime { done: 1, total: 2 })), "{stopped:?}");
-    // Not recorded as applied either: the next plan still has work.
-    assert!(!provisioner.plan(&manifest, false).await.unwrap().changes.is_empty());
+    // Not recorded as applied either: the managed set is still the first manifest's.
+    let record = items(&table)[&format!("{namespace}/SYSTEM# #PROVISIONER")].clone();
+    assert_eq!(record["managed_entities"], json!({"M": {}}), "{record}");
     let owed = pending_items(&table);
     assert!(!owed.is_empty(), "the owed fan-outs were not recorded");
     assert!(bucket(&table, "u2", "gpt-4").get("disabled").is_none(), "fanned out before the stop");

@@ -1,7 +1,10 @@
 """The real zae-limiter 0.17.0 client, as the tests and the demo use it.
 
     client.py setup --table T                 create the table as the library defines it, TTL on, namespace "default"
-    client.py drive --table T [--requests N]  limits and traffic; prints what was consumed, as JSON
+    client.py drive --table T [--requests N] [--limits-applied]
+                                              limits and traffic; prints what was consumed, as JSON;
+                                              with --limits-applied the limits come from
+                                              examples/limits.yaml, applied beforehand
     client.py read  --table T                 snapshots, summaries, audit events and buckets, as JSON
 
 Endpoint and credentials come from the AWS environment (AWS_ENDPOINT_URL, ...).
@@ -74,19 +77,20 @@ class Ledger:
         self.balance[entity] = CAPACITY[entity]
 
 
-async def drive(table: str, requests: int) -> dict:
+async def drive(table: str, requests: int, limits_applied: bool) -> dict:
     repo = await open_repo(table)
     limiter = RateLimiter(repository=repo)
     ledger = Ledger()
-    await limiter.set_system_defaults([Limit.per_minute("rpm", 100_000), Limit.per_minute("tpm", 10_000_000)])
-    await limiter.set_resource_defaults(
-        RESOURCE, [Limit.per_minute("rpm", 10_000), Limit.per_day("tpm", 5_000, soft=True)]
-    )
+    if not limits_applied:
+        await limiter.set_system_defaults([Limit.per_minute("rpm", 100_000), Limit.per_minute("tpm", 10_000_000)])
+        await limiter.set_resource_defaults(
+            RESOURCE, [Limit.per_minute("rpm", 10_000), Limit.per_day("tpm", 5_000, soft=True)]
+        )
     await limiter.create_entity(PARENT, name="Project 1")
     await limiter.create_entity(CHILD, parent_id=PARENT, cascade=True)
     await limiter.create_entity(HARD_CHILD, parent_id=PARENT, cascade=True)
     rpm = {PARENT: 20_000, CHILD: 5_000, HARD_CHILD: 5}
-    for entity in ENTITIES:
+    for entity in ENTITIES if not limits_applied else ():
         await limiter.set_limits(
             entity,
             [Limit.per_minute("rpm", rpm[entity]), Limit.per_day("tpm", CAPACITY[entity], soft=True)],
@@ -189,11 +193,12 @@ def main() -> None:
     parser.add_argument("command", choices=["setup", "drive", "read"])
     parser.add_argument("--table", required=True)
     parser.add_argument("--requests", type=int, default=24)
+    parser.add_argument("--limits-applied", action="store_true")
     args = parser.parse_args()
     if args.command == "setup":
         result = asyncio.run(setup(args.table))
     elif args.command == "drive":
-        result = asyncio.run(drive(args.table, args.requests))
+        result = asyncio.run(drive(args.table, args.requests, args.limits_applied))
     else:
         result = asyncio.run(read(args.table))
     json.dump(result, sys.stdout, default=str)

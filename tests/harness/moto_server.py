@@ -5,9 +5,10 @@ writes a cascade's child and parent concurrently, and threaded moto can then
 give two stream records one SequenceNumber.
 
 TransactWriteItems is patched: moto backs a transaction up by deep-copying the
-table with its whole stream (slow on a long stream) and on cancellation swaps
-the copy in, after which older shard iterators see phantom records. Here the
-stream is shared instead, and a cancelled transaction's records are cut off.
+whole table with its stream (time and memory grow with the table: a 2,000-level
+apply reached 16 GB), and on cancellation swaps the copy in, after which older
+shard iterators see phantom records. Here a transaction backs up only the items
+it touches, restores them on cancellation, and cuts off its stream records.
 
 With --parent-pid the server exits when that process is gone, so a test run
 that dies never leaves it behind.
@@ -19,32 +20,73 @@ import sys
 import threading
 import time
 
+import copy
+
 from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.table import StreamShard
+from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.table import Table
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import run_simple
 
 
 def patch_transactions() -> None:
-    StreamShard.__deepcopy__ = lambda self, memo: self
+    """A transaction backs up only the items it touches, and restores them
+    (and cuts its stream records) when it is cancelled."""
     original = DynamoDBBackend.transact_write_items
 
+    def touched(backend, transact_items):
+        keys = []
+        for entry in transact_items:
+            for op in entry.values():
+                if not isinstance(op, dict) or op.get("TableName") not in backend.tables:
+                    continue
+                table = backend.tables[op["TableName"]]
+                source = op.get("Item") or op.get("Key") or {}
+                if table.hash_key_attr not in source:
+                    continue
+                hash_key = DynamoType(source[table.hash_key_attr])
+                range_key = DynamoType(source[table.range_key_attr]) if table.range_key_attr in source else None
+                keys.append((table, hash_key, range_key))
+        return keys
+
+    def restore(table, hash_key, range_key, item) -> None:
+        if range_key is None:
+            if item is None:
+                table.items.pop(hash_key, None)
+            else:
+                table.items[hash_key] = item
+        elif item is None:
+            table.items.get(hash_key, {}).pop(range_key, None)
+        else:
+            table.items[hash_key][range_key] = item
+
     def transact_write_items(self, transact_items):
-        tables = {op.get("TableName") for item in transact_items for op in item.values() if isinstance(op, dict)}
-        lengths = {
-            name: (self.tables[name].stream_shard, len(self.tables[name].stream_shard.items))
-            for name in tables
-            if name in self.tables and self.tables[name].stream_shard is not None
+        keys = touched(self, transact_items)
+        saved = []
+        for table, hash_key, range_key in keys:
+            try:
+                item = table.get_item(hash_key, range_key)
+            except Exception:
+                item = None
+            saved.append((table, hash_key, range_key, copy.deepcopy(item)))
+        shards = {
+            id(table): (table, table.stream_shard, len(table.stream_shard.items))
+            for table, _, _ in keys
+            if table.stream_shard is not None
         }
+        # moto's own backup deep-copies whole tables (and their streams): skip it.
+        Table.__deepcopy__ = lambda table, memo: table
         try:
             return original(self, transact_items)
         except Exception:
-            for name, (shard, length) in lengths.items():
+            for table, hash_key, range_key, item in reversed(saved):
+                restore(table, hash_key, range_key, item)
+            for table, shard, length in shards.values():
                 del shard.items[length:]
-                if name in self.tables:
-                    self.tables[name].stream_shard = shard
-                    shard.table = self.tables[name]
+                table.stream_shard = shard
             raise
+        finally:
+            del Table.__deepcopy__
 
     DynamoDBBackend.transact_write_items = transact_write_items
 

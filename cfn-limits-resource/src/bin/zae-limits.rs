@@ -11,6 +11,7 @@ use zae_limits::cli;
 use zae_limits::dynamo::DynamoStore;
 use zae_limits::invoke::lookup_namespace;
 use zae_limits::manifest::Manifest;
+use zae_limits::store::Counted;
 
 #[derive(Parser)]
 #[command(name = "zae-limits", version, about = "Plan and apply zae-limiter limits manifests")]
@@ -33,6 +34,9 @@ struct Target {
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Print the DynamoDB calls made, by operation, as JSON on stderr.
+    #[arg(long)]
+    stats: bool,
 }
 
 #[derive(Subcommand)]
@@ -90,7 +94,7 @@ async fn run(command: Command) -> Result<bool, String> {
         }
     };
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &target.table);
+    let store = Counted::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &target.table));
     let namespace = match &target.namespace_id {
         Some(id) => id.clone(),
         None => lookup_namespace(&store, &manifest.namespace)
@@ -138,6 +142,9 @@ async fn run(command: Command) -> Result<bool, String> {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
     } else {
         println!("{text}");
+    }
+    if target.stats {
+        eprintln!("{}", serde_json::json!({ "dynamodb_calls": store.counts() }));
     }
     let errors = report.errors.unwrap_or_default();
     if !errors.is_empty() {
