@@ -435,7 +435,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 continue;
             }
             let directive = Directive {
-                reassert: matches!(level, Level::Resource(_)).then_some(disabled),
+                reassert: Some(disabled),
                 ..Directive::default()
             };
             if let Err(err) = fan_outs.run(Kind::Disabled, level, &directive).await {
@@ -530,17 +530,25 @@ impl<'a, S: Store> Provisioner<'a, S> {
             }
         }
 
-        let owner = caller.owner.clone().or(plan.state.owner.clone());
-        let record = State {
+        let state = State {
             managed: manifest.managed_set(),
-            owner,
+            owner: caller.owner.clone().or(plan.state.owner.clone()),
             cascade_pending: Vec::new(),
+            applied_hash: Some(manifest.applied_hash()),
+        };
+        // A no-change apply costs reads only: the record is rewritten only
+        // when what it says changes (`last_applied` is the last apply that did).
+        if state != plan.state {
+            let record = state.encode(
+                self.namespace,
+                &state::iso_now(),
+                state.applied_hash.as_deref().unwrap_or_default(),
+            );
+            self.store
+                .put(&record, None)
+                .await
+                .map_err(store_err("writing the #PROVISIONER record"))?;
         }
-        .encode(self.namespace, &state::iso_now(), &manifest.applied_hash());
-        self.store
-            .put(&record, None)
-            .await
-            .map_err(store_err("writing the #PROVISIONER record"))?;
         report.pending = pending::read(self.store, self.namespace)
             .await
             .map_err(store_err("counting pending fan-outs"))?

@@ -350,6 +350,15 @@ impl<'a, S: Store> FanOuts<'a, S> {
                         resource.as_str()
                     };
                     let wanted = resolver.disabled(entity, bucket_resource).await?;
+                    // A repair pass only writes what is missing; GSI3 projects
+                    // keys only, so the bucket is read to know.
+                    if directive.reassert.is_some() {
+                        let current = self.store.get(&key.pk(), keys::SK_STATE, true).await?;
+                        if current.is_none_or(|item| carries(&item, wanted)) {
+                            tally.skipped += 1;
+                            continue;
+                        }
+                    }
                     let mut update = UpdateBuilder::new();
                     Self::disabled_stamp(&mut update, wanted, started);
                     tally.stamped += usize::from(self.write(&key, update, None).await?);

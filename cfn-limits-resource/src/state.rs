@@ -16,6 +16,8 @@ pub struct State {
     pub owner: Option<String>,
     /// A 0.16 record's unfinished cascade fan-outs, owed by the next apply.
     pub cascade_pending: Vec<Level>,
+    /// The hash of the manifest last applied.
+    pub applied_hash: Option<String>,
 }
 
 fn strings(attr: Option<&Attr>) -> Vec<String> {
@@ -60,6 +62,7 @@ impl State {
             },
             owner: item.get("cfn_owner").and_then(Attr::as_s).map(str::to_owned),
             cascade_pending,
+            applied_hash: item.get("applied_hash").and_then(Attr::as_s).map(str::to_owned),
         }
     }
 
@@ -115,6 +118,7 @@ mod tests {
             },
             owner: Some("arn:stack|TenantLimits".into()),
             cascade_pending: Vec::new(),
+            applied_hash: Some("sha256:x".into()),
         };
         let item = state.encode("a7x3kq", "2026-11-29T18:00:00.000000+00:00", "sha256:x");
         assert_eq!(item["PK"], Attr::s("a7x3kq/SYSTEM#"));

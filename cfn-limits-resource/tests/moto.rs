@@ -405,6 +405,14 @@ entities:
     let applied = ok(&zae_limits(&["apply", "-f", second.to_str().unwrap(), "-t", &table]));
     assert!(applied.contains("Applied: 0 created, 3 updated, 0 deleted."), "{applied}");
 
+    // Re-applying it unchanged costs reads only, explicit `disabled` repairs included.
+    let output = zae_limits(&["apply", "-f", second.to_str().unwrap(), "-t", &table, "--stats"]);
+    ok(&output);
+    let stats = String::from_utf8_lossy(&output.stderr);
+    let calls: Value = serde_json::from_str(stats.lines().last().unwrap()).unwrap();
+    let operations: Vec<&String> = calls["dynamodb_calls"].as_object().unwrap().keys().collect();
+    assert_eq!(operations, ["GetItem", "Query"], "{calls}");
+
     // Resource bypass reaches u2, and not u1, whose own `disabled: false` carves it out.
     let u2 = bucket(&table, "u2", "gpt-4");
     assert!(u2["bypass"]["N"].as_str().is_some(), "u2 not stamped: {u2}");
