@@ -315,14 +315,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
         }
         // Recorded before the first config write: a run that dies after it
         // leaves the work owed, not lost.
-        let ahead: Vec<FanOut> = owed.difference(&held).cloned().collect();
-        for fan_out in ahead {
-            holder
-                .write_ahead(&fan_out)
-                .await
-                .map_err(store_err(format!("recording pending {}", fan_out.sk())))?;
-            held.insert(fan_out);
-        }
+        record_ahead(&holder, &owed, &mut held).await?;
 
         let retention = self.retention_days().await;
         let mut report = Report {
@@ -401,22 +394,8 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 )),
             }
         }
-        if full && !plan.resumed {
-            for change in &plan.changes {
-                owed.extend(every_kind(&change.level).into_iter().map(|kind| FanOut {
-                    kind,
-                    level: change.level.clone(),
-                }));
-            }
-        }
-        let image_only: Vec<FanOut> = owed.difference(&held).cloned().collect();
-        for fan_out in image_only {
-            holder
-                .write_ahead(&fan_out)
-                .await
-                .map_err(store_err(format!("recording pending {}", fan_out.sk())))?;
-            held.insert(fan_out);
-        }
+        // What only the writes' old images showed.
+        record_ahead(&holder, &owed, &mut held).await?;
 
         let fan_outs = FanOuts {
             store: self.store,
@@ -752,6 +731,23 @@ impl<'a, S: Store> Provisioner<'a, S> {
             .await?;
         Ok(old)
     }
+}
+
+/// Writes a pending share for every owed fan-out not held yet.
+async fn record_ahead<S: Store>(
+    holder: &Holder<'_, S>,
+    owed: &BTreeSet<FanOut>,
+    held: &mut BTreeSet<FanOut>,
+) -> Result<(), ApplyError> {
+    let missing: Vec<FanOut> = owed.difference(held).cloned().collect();
+    for fan_out in missing {
+        holder
+            .write_ahead(&fan_out)
+            .await
+            .map_err(store_err(format!("recording pending {}", fan_out.sk())))?;
+        held.insert(fan_out);
+    }
+    Ok(())
 }
 
 fn fan_out_error(fan_out: &FanOut, err: &StoreError) -> String {

@@ -206,6 +206,12 @@ fn a_manifest_reads_back_through_the_client_and_governs_its_acquires() {
     assert_eq!(again.trim(), "No changes. Infrastructure is up-to-date.");
     let diff = ok(&zae_limits(&["diff", "-f", file, "-t", &table]));
     assert_eq!(diff.trim(), "No drift detected. Live state matches YAML.");
+    // A full apply rewrites every level and re-runs every fan-out, and finishes them.
+    let full = ok(&zae_limits(&["apply", "-f", file, "-t", &table, "--full", "--json"]));
+    let report: Value = serde_json::from_str(&full).unwrap();
+    assert_eq!((report["updated"].as_u64(), report["created"].as_u64()), (Some(5), Some(0)), "{report}");
+    assert_eq!((report["full"].as_bool(), report["pending"].as_u64()), (Some(true), Some(0)));
+    assert_eq!(report["errors"], json!([]));
 }
 
 #[test]
@@ -260,6 +266,13 @@ entities:
         let get = |ns: &str| all[&format!("{ns}/SYSTEM# {registry}")].to_string().replace(ns, "NS");
         assert_eq!(get(&ours), get(&theirs), "{registry}");
     }
+
+    // And the client decodes what we stored, schedules included.
+    let levels = ["system", "resource:gpt-4", "entity:user-1/gpt-4", "entity:user-1/_default_"];
+    let (read_ours, read_theirs) = (read_levels(&table, "ours", &levels), read_levels(&table, "theirs", &levels));
+    assert_eq!(read_ours["levels"], read_theirs["levels"]);
+    let tpm = &read_ours["levels"]["resource:gpt-4"]["limits"][1];
+    assert_eq!(tpm["schedule"][0]["cron"], "* 9-17 * * 1-5", "{tpm}");
 
     // Levels the client wrote itself are not drift.
     let plan = ok(&zae_limits(&["plan", "-f", their_file.to_str().unwrap(), "-t", &table]));
