@@ -337,7 +337,11 @@ fn python_json(value: &serde_json::Value) -> String {
         match value {
             Value::Object(map) => {
                 out.push('{');
-                for (i, (key, item)) in map.iter().enumerate() {
+                // Sorted here: serde_json keeps insertion order when any crate
+                // in the build turns on its `preserve_order` feature.
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                for (i, (key, item)) in entries.into_iter().enumerate() {
                     if i > 0 {
                         out.push_str(", ");
                     }
@@ -836,3 +840,28 @@ fn parse_limit(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<
         soft,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_applied_hash_matches_the_reference_provisioners() {
+        // The value the 0.17.0 provisioner computes for the same manifest.
+        let manifest = Manifest::from_yaml(
+            r#"namespace: tenant-é
+system: {on_unavailable: allow, limits: {rpm: {capacity: 10000}}}
+resources:
+  gpt-4: {cascade: true, disabled: bypass, limits: {tpm: {capacity: 50000, soft: true, schedule: [{cron: "* 9-17 * * 1-5", tz: UTC, scale: 0.5}]}}}
+entities:
+  user-1: {resources: {_default_: {disabled: false}, gpt-4: {limits: {d: {capacity: 100, reset_schedule: [{cron: "0 0 * * *", tz: UTC}]}, s: {capacity: 5, reset_after_seconds: 60}}}}}
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            manifest.applied_hash(),
+            "sha256:f5e6ce46f6630c81c606fb7393d858c806c938caabcb38a3d42984e7daa297d3"
+        );
+    }
+}
+

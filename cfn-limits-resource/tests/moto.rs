@@ -251,10 +251,14 @@ entities:
     client(&["set", "--table", &table, "--namespace", "theirs", "--manifest", their_file.to_str().unwrap()]);
 
     let all = items(&table);
-    let configs = |ns: &str| -> std::collections::BTreeMap<String, String> {
+    // Items as values with the namespace id masked (attribute order is not the point).
+    let masked = |item: &Value, ns: &str| -> Value {
+        serde_json::from_str(&item.to_string().replace(ns, "NS")).unwrap()
+    };
+    let configs = |ns: &str| -> std::collections::BTreeMap<String, Value> {
         all.iter()
             .filter(|(key, _)| key.starts_with(&format!("{ns}/")) && key.contains(" #CONFIG"))
-            .map(|(key, item)| (key.replacen(ns, "NS", 1), item.to_string().replace(ns, "NS")))
+            .map(|(key, item)| (key.replacen(ns, "NS", 1), masked(item, ns)))
             .collect()
     };
     let (mine, client_written) = (configs(&ours), configs(&theirs));
@@ -263,7 +267,7 @@ entities:
         assert_eq!(mine.get(key), Some(item), "{key} differs from the client's own");
     }
     for registry in ["#RESOURCES", "#ENTITY_CONFIG_RESOURCES"] {
-        let get = |ns: &str| all[&format!("{ns}/SYSTEM# {registry}")].to_string().replace(ns, "NS");
+        let get = |ns: &str| masked(&all[&format!("{ns}/SYSTEM# {registry}")], ns);
         assert_eq!(get(&ours), get(&theirs), "{registry}");
     }
 
