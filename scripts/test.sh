@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs every test: unit, property and end-to-end (moto + the real zae-limiter
-# 0.17.0 client + the built aggregator binary).
+# Runs every test: the template checks (cfn-lint, SAM translation, IAM policy),
+# then unit, property and end-to-end tests (moto + the real zae-limiter 0.17.0
+# client + the built binaries).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 "$ROOT/scripts/setup-venv.sh"
 export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
+"$ROOT/.venv/bin/python" "$ROOT/tests/template/check_template.py"
 . "$ROOT/scripts/moto.sh"
 cargo test --workspace --all-targets "$@"

@@ -75,3 +75,17 @@ fn requests_parse_with_their_properties_in_order() {
     assert_eq!(names, ["tpm", "rpm"], "declaration order survives");
     assert_eq!(table_name(&envelope, Some("env")).unwrap(), "env");
 }
+
+#[test]
+fn the_tenant_stack_example_is_a_valid_manifest() {
+    let template: Tree = serde_norway::from_str(include_str!("../../../examples/tenant-limits.yaml")).unwrap();
+    let properties = &template["Resources"]["TenantLimits"]["Properties"];
+    let tree = cfn_props::to_manifest_tree(properties, "tenant").unwrap();
+    let manifest = Manifest::parse(&tree, Spelling::CloudFormation).unwrap();
+    let (resource, level) = &manifest.resources[0];
+    assert_eq!(resource, "gpt-4");
+    let soft: Vec<(&str, bool)> = level.limits.iter().map(|(n, l)| (n.as_str(), l.soft)).collect();
+    assert_eq!(soft, [("tpm", true), ("rpm", false)]);
+    let (entity, levels) = &manifest.entities[0];
+    assert_eq!((entity.as_str(), levels[0].1.limits[1].1.capacity), ("big-customer", 5000));
+}

@@ -1,0 +1,193 @@
+"""Checks template.yaml without AWS: cfn-lint on the SAM template, SAM's own
+translation to CloudFormation (aws-sam-translator, offline), cfn-lint on
+that, and a policy check on the translated IAM: no statement may reach
+beyond the table, its indexes and stream, the dead-letter queue and the
+functions' own log groups.
+
+    check_template.py [TEMPLATE]      exit 0 when every check passes
+
+The policy check is also run on a copy with one broadened statement, which
+it must reject (a check that cannot fail proves nothing).
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LAMBDA_VERSION = "0.17.0"
+
+TABLE_ARN = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${ExistingTableName}"
+ALLOWED_RESOURCES = [
+    {"Fn::GetAtt": ["Table", "Arn"]},
+    {"Fn::Sub": "${Table.Arn}/index/*"},
+    {"Fn::Sub": "${Table.Arn}/stream/*"},
+    {"Fn::Sub": TABLE_ARN},
+    {"Fn::Sub": TABLE_ARN + "/index/*"},
+    {"Fn::Sub": TABLE_ARN + "/stream/*"},
+    {"Fn::GetAtt": ["AggregatorDeadLetters", "Arn"]},
+    {"Fn::GetAtt": ["AggregatorLogs", "Arn"]},
+    {"Fn::GetAtt": ["ProvisionerLogs", "Arn"]},
+]
+# What each function's code really calls, and nothing more.
+ALLOWED_ACTIONS = {
+    "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+    "dynamodb:Query", "dynamodb:DescribeStream", "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator", "dynamodb:ListStreams", "sqs:SendMessage",
+    "logs:CreateLogStream", "logs:PutLogEvents", "sts:AssumeRole",
+}
+
+
+class StubPolicyLoader:
+    """SAM asks IAM for managed policy ARNs; offline there are none to give."""
+
+    def load(self):
+        return {}
+
+
+def lint(path: str, what: str) -> list[str]:
+    """cfn-lint errors are problems; its warnings are printed. (On the
+    translated template it warns that the existing-stream parameter's empty
+    default is no ARN, in the branch that creates the table instead.)"""
+    out = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "cfn-lint"), "--format", "parseable", path],
+        capture_output=True,
+        text=True,
+    )
+    findings = [line for line in out.stdout.splitlines() if line.strip()]
+    errors = [line for line in findings if ":E" in line]
+    for line in findings:
+        if line not in errors:
+            print(f"cfn-lint {what}: {line}")
+    failed = out.returncode & 1 or (out.returncode & 2 and not errors)
+    return [f"cfn-lint {what}: {line}" for line in errors] + (
+        [f"cfn-lint {what} failed ({out.returncode}): {out.stderr}"] if failed else []
+    )
+
+
+def translate(template: dict) -> dict:
+    template = copy.deepcopy(template)
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            # What `sam build` / `sam deploy` put there: the uploaded zip.
+            resource["Properties"]["CodeUri"] = "s3://bucket/key.zip"
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    return transform(template, {}, StubPolicyLoader())
+
+
+def resources_of(value) -> list:
+    """The resources a statement names, through `Fn::If` branches."""
+    if isinstance(value, list):
+        return [r for item in value for r in resources_of(item)]
+    if isinstance(value, dict) and "Fn::If" in value:
+        return resources_of(value["Fn::If"][1]) + resources_of(value["Fn::If"][2])
+    return [value]
+
+
+def policy_problems(cfn: dict) -> list[str]:
+    problems = []
+    for name, resource in cfn["Resources"].items():
+        if resource["Type"] not in ("AWS::IAM::Role", "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            continue
+        props = resource["Properties"]
+        if props.get("ManagedPolicyArns"):
+            problems.append(f"{name}: managed policies {props['ManagedPolicyArns']} are not least privilege")
+        documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
+        if "PolicyDocument" in props:
+            documents.append(props["PolicyDocument"])
+        for document in documents:
+            for statement in document["Statement"]:
+                if statement.get("Effect") != "Allow":
+                    continue
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                for action in actions:
+                    if "*" in action or action not in ALLOWED_ACTIONS:
+                        problems.append(f"{name}: action {action} is not one the code calls")
+                for target in resources_of(statement.get("Resource", "*")):
+                    if target not in ALLOWED_RESOURCES:
+                        problems.append(f"{name}: resource {json.dumps(target)} is broader than the table, its indexes and stream, the queue and the logs")
+    return problems
+
+
+def shape_problems(cfn: dict) -> list[str]:
+    problems = []
+    functions = {n: r for n, r in cfn["Resources"].items() if r["Type"] == "AWS::Lambda::Function"}
+    for name in ("Aggregator", "Provisioner"):
+        props = functions[name]["Properties"]
+        tags = {t["Key"]: t["Value"] for t in props.get("Tags", [])}
+        if tags.get("zae-limiter:lambda-version") != LAMBDA_VERSION:
+            problems.append(f"{name}: tag zae-limiter:lambda-version is {tags.get('zae-limiter:lambda-version')!r}")
+        if props["Runtime"] != "provided.al2023" or props["Handler"] != "bootstrap":
+            problems.append(f"{name}: not a provided.al2023 bootstrap function")
+    mappings = [r["Properties"] for r in cfn["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    if len(mappings) != 1:
+        return problems + [f"expected one event source mapping, found {len(mappings)}"]
+    mapping = mappings[0]
+    for key, want in (
+        ("FunctionResponseTypes", ["ReportBatchItemFailures"]),
+        ("BisectBatchOnFunctionError", True),
+    ):
+        if mapping.get(key) != want:
+            problems.append(f"event source mapping: {key} is {mapping.get(key)!r}")
+    for key in ("MaximumRetryAttempts", "MaximumRecordAgeInSeconds"):
+        if not isinstance(mapping.get(key), int) or mapping[key] < 0:
+            problems.append(f"event source mapping: {key} must be bounded")
+    if "OnFailure" not in mapping.get("DestinationConfig", {}):
+        problems.append("event source mapping: no on-failure destination")
+    patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    state = {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"Keys": {"SK": {"S": ["#STATE"]}}}}
+    with open(os.path.join(ROOT, "aggregator/filter-criteria.json")) as f:
+        poller = [json.loads(p["Pattern"]) for p in json.load(f)["Filters"]]
+    if state not in patterns or state not in poller:
+        problems.append("the #STATE filter differs from aggregator/filter-criteria.json")
+    audit = [p for p in patterns if p.get("eventName") == ["REMOVE"]]
+    sk = audit[0]["dynamodb"]["Keys"].get("SK", {}).get("S", []) if audit else []
+    if sk != [{"prefix": "#AUDIT#"}]:
+        problems.append(f"audit REMOVE filter {audit} does not match namespaced audit items")
+    alarms = {r["Properties"]["MetricName"] for r in cfn["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    for metric in ("SoftLimitOverdrawn", "IteratorAge", "Errors", "ApproximateNumberOfMessagesVisible"):
+        if metric not in alarms:
+            problems.append(f"no alarm on {metric}")
+    exports = {o.get("Export", {}).get("Name", {}).get("Fn::Sub") for o in cfn["Outputs"].values()}
+    if "${AWS::StackName}-ProvisionerArn" not in exports:
+        problems.append("the provisioner's ARN is not exported as <stack>-ProvisionerArn")
+    return problems
+
+
+def main() -> None:
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "template.yaml")
+    with open(path) as f:
+        template = yaml_parse(f.read())
+    problems = lint(path, "template.yaml")
+    cfn = translate(template)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cfn, f, indent=1)
+        translated = f.name
+    try:
+        problems += lint(translated, "translated")
+    finally:
+        os.unlink(translated)
+    problems += lint(os.path.join(ROOT, "examples/tenant-limits.yaml"), "examples/tenant-limits.yaml")
+    problems += policy_problems(cfn)
+    problems += shape_problems(cfn)
+
+    broadened = copy.deepcopy(cfn)
+    role = broadened["Resources"]["ProvisionerRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+    role["Statement"][0]["Resource"] = "*"
+    if not policy_problems(broadened):
+        problems.append("the policy check accepted a statement on every resource")
+
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    print(f"template checks passed: cfn-lint (SAM and translated), {len(cfn['Resources'])} resources, IAM least privilege")
+
+
+if __name__ == "__main__":
+    main()
