@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the template checks (cfn-lint, SAM translation, IAM policy),
-# then unit, property and end-to-end tests (moto + the real zae-limiter 0.17.0
-# client + the built binaries).
+# unit, property and end-to-end tests (moto + the real zae-limiter 0.17.0
+# client + the built binaries), then the Lambda packages built by
+# `cargo lambda build` run under `cargo lambda watch`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -10,3 +11,7 @@ export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 "$ROOT/.venv/bin/python" "$ROOT/tests/template/check_template.py"
 . "$ROOT/scripts/moto.sh"
 cargo test --workspace --all-targets "$@"
+# cargo-lambda and Zig come from the venv.
+export PATH="$ROOT/.venv/bin:$PATH"
+cargo lambda build --release --bin aggregator --bin cfn-limits-resource
+"$ROOT/.venv/bin/python" "$ROOT/tests/lambda/watch_e2e.py"

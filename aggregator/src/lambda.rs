@@ -27,8 +27,7 @@ pub async fn handle<T: Table, M: MetricSink>(
     event: LambdaEvent<StreamEvent>,
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let remaining =
-        Duration::from_millis(u64::try_from(event.context.deadline as i64 - now_ms).unwrap_or(0));
+    let remaining = zae_table::deadline::remaining(event.context.deadline);
     let deadline = Instant::now() + remaining.saturating_sub(DEADLINE_MARGIN);
     let texts: Vec<&str> = event.payload.records.iter().map(|r| r.get()).collect();
     let principal = match event.context.invoked_function_arn.as_str() {

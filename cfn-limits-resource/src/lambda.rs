@@ -8,7 +8,7 @@ use crate::invoke::{self, InvokeRequest};
 use serde_json::{Value, json};
 use serde_norway::Value as Tree;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// What every invocation shares.
 pub struct Deps<R> {
@@ -19,17 +19,12 @@ pub struct Deps<R> {
 
 /// Time kept back from the Lambda deadline: the apply stops starting work
 /// at twice this before the deadline, and is abandoned at once this, which
-/// leaves room to answer CloudFormation.
+/// leaves room to answer CloudFormation. A tenth of the time, 3 to 30 s, but
+/// never more than a quarter, so a short timeout still leaves time to work.
 pub fn reserve(remaining: Duration) -> Duration {
-    (remaining / 10).clamp(Duration::from_secs(3), Duration::from_secs(30))
-}
-
-fn remaining_until(deadline_ms: u64) -> Duration {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64;
-    Duration::from_millis(deadline_ms.saturating_sub(now))
+    (remaining / 10)
+        .clamp(Duration::from_secs(3), Duration::from_secs(30))
+        .min(remaining / 4)
 }
 
 fn caller(principal: String, remaining: Duration) -> Caller {
@@ -85,7 +80,7 @@ pub async fn handle<R: Responder + 'static>(
     deadline_ms: u64,
     function_arn: String,
 ) -> Result<Value, String> {
-    let remaining = remaining_until(deadline_ms);
+    let remaining = zae_table::deadline::remaining(deadline_ms);
     let is_cfn = matches!(&payload, Tree::Mapping(m) if m.contains_key("RequestType"));
     if !is_cfn {
         let request = InvokeRequest::parse(&payload, deps.default_table.as_deref())
@@ -187,6 +182,8 @@ mod tests {
     fn the_reserve_leaves_room_to_answer() {
         assert_eq!(reserve(Duration::from_secs(300)), Duration::from_secs(30));
         assert_eq!(reserve(Duration::from_secs(60)), Duration::from_secs(6));
-        assert_eq!(reserve(Duration::from_secs(10)), Duration::from_secs(3));
+        assert_eq!(reserve(Duration::from_secs(20)), Duration::from_secs(3));
+        // Lambda's default timeout: work gets half of it, not nothing.
+        assert_eq!(reserve(Duration::from_secs(3)), Duration::from_millis(750));
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod bucket;
+pub mod deadline;
 pub mod keys;
 pub mod milli;
 #[cfg(feature = "sdk")]
