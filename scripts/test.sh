@@ -13,5 +13,5 @@ export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 cargo test --workspace --all-targets "$@"
 # cargo-lambda and Zig come from the venv.
 export PATH="$ROOT/.venv/bin:$PATH"
-cargo lambda build --release --bin aggregator --bin cfn-limits-resource
+cargo lambda build --release --output-format zip --bin aggregator --bin cfn-limits-resource
 "$ROOT/.venv/bin/python" "$ROOT/tests/lambda/watch_e2e.py"

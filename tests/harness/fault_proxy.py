@@ -13,12 +13,11 @@ Usage: fault_proxy.py --target http://127.0.0.1:PORT --every N [--budget K] [--p
 import argparse
 import http.client
 import json
-import os
-import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
+
+from parent import exit_with_parent
 
 WRITES = ("DynamoDB_20120810.UpdateItem", "DynamoDB_20120810.PutItem")
 state = {"writes": 0, "throttled": 0, "failed_after": 0}
@@ -96,14 +95,7 @@ def main() -> None:
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(args.target, args.every, args.budget))
     if args.parent_pid:
-        def watch():
-            while True:
-                try:
-                    os.kill(args.parent_pid, 0)
-                except OSError:
-                    os._exit(0)
-                time.sleep(0.5)
-        threading.Thread(target=watch, daemon=True).start()
+        exit_with_parent(args.parent_pid)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

@@ -33,6 +33,8 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
 
+from parent import exit_with_parent
+
 ACCOUNT, REGION = "123456789012", "us-east-1"
 
 
@@ -349,14 +351,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
     if args.parent_pid:
-        def watch():
-            while True:
-                try:
-                    os.kill(args.parent_pid, 0)
-                except OSError:
-                    shutdown()
-                time.sleep(0.5)
-        threading.Thread(target=watch, daemon=True).start()
+        exit_with_parent(args.parent_pid, shutdown)
 
     with shim.cond:
         shim.start_child()  # warm instance: init runs before the first invoke, as on Lambda

@@ -15,18 +15,17 @@ that dies never leaves it behind.
 
 Usage: python moto_server.py PORT [--parent-pid PID]
 """
+import copy
 import os
 import sys
-import threading
-import time
-
-import copy
 
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import run_simple
+
+from parent import exit_with_parent
 
 
 def patch_transactions() -> None:
@@ -89,18 +88,6 @@ def patch_transactions() -> None:
             del Table.__deepcopy__
 
     DynamoDBBackend.transact_write_items = transact_write_items
-
-
-def exit_with_parent(pid: int) -> None:
-    def watch() -> None:
-        while True:
-            try:
-                os.kill(pid, 0)
-            except OSError:
-                os._exit(0)
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def main() -> None:

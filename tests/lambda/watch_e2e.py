@@ -1,6 +1,7 @@
-"""The built `bootstrap` binaries (target/lambda/*/bootstrap, from `cargo
-lambda build --release`) run under `cargo lambda watch --only-lambda-apis`,
-the Lambda runtime emulator, with DynamoDB on moto:
+"""The Lambda packages (target/lambda/*/bootstrap.zip, from `cargo lambda
+build --release --output-format zip`): the `bootstrap` in each zip runs under
+`cargo lambda watch --only-lambda-apis`, the Lambda runtime emulator, with
+DynamoDB on moto:
 
   * the aggregator gets a stream batch recorded from the real client's
     traffic, and the client then reads the snapshots and audit events;
@@ -21,6 +22,7 @@ import sys
 import threading
 import time
 import urllib.request
+import zipfile
 
 import boto3
 
@@ -126,6 +128,18 @@ def cfn_event(url: str, request: str, table: str, capacity: str) -> dict:
     }
 
 
+def unpack(function: str) -> str:
+    """The `bootstrap` of a function's zip, as Lambda would unpack it."""
+    package = os.path.join(ROOT, "target/lambda", function, "bootstrap.zip")
+    target = os.path.join(ROOT, "target/lambda", function, "unpacked")
+    with zipfile.ZipFile(package) as archive:
+        if archive.namelist() != ["bootstrap"]:
+            raise SystemExit(f"{package} holds {archive.namelist()}, not one bootstrap")
+        path = archive.extract("bootstrap", target)
+    os.chmod(path, 0o755)
+    return path
+
+
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise SystemExit(f"FAILED: {message}")
@@ -155,7 +169,7 @@ def main() -> None:
                 TABLE_NAME=table,
                 AWS_ENDPOINT_URL=moto,
             )
-            binary = os.path.join(ROOT, "target/lambda", function, "bootstrap")
+            binary = unpack(function)
             children.append(subprocess.Popen([binary], env=env, stdout=logs, stderr=subprocess.STDOUT))
 
         # The aggregator, on a batch of the real client's traffic.
