@@ -571,9 +571,15 @@ impl<'a, S: Store> Provisioner<'a, S> {
         let (pk, sk) = config_key(self.namespace, &fan_out.level);
         let mut before = self.store.get(&pk, &sk, true).await?;
         for _ in 0..FAN_OUT_ROUNDS {
-            fan_outs
+            let tally = fan_outs
                 .run_on(fan_out.kind, &fan_out.level, before.as_ref(), directive)
                 .await?;
+            tracing::info!(
+                fan_out = %fan_out.sk(),
+                stamped = tally.stamped,
+                skipped = tally.skipped,
+                "fan-out ran"
+            );
             let after = self.store.get(&pk, &sk, true).await?;
             let still = match (&before, &after) {
                 (Some(a), Some(b)) => same_item(a, b),

@@ -10,7 +10,7 @@ use crate::apply::{ApplyError, Caller, Provisioner, Report};
 use crate::cfn_props;
 use crate::manifest::Manifest;
 use crate::path::{Invalid, Path, Spelling};
-use crate::store::{Attr, Store};
+use crate::store::Store;
 use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest;
 use serde_json::{Value, json};
 use serde_norway::Value as Tree;
@@ -205,18 +205,9 @@ pub async fn namespace_id(store: &impl Store, envelope: &Envelope) -> Result<Opt
         return Ok(Some(id));
     }
     let name = envelope.text("Namespace").unwrap_or_else(|| "default".into());
-    let item = store
-        .get("_/SYSTEM#", &format!("#NAMESPACE#{name}"), true)
+    crate::state::namespace_id(store, &name)
         .await
-        .map_err(|source| CfnError::Lookup {
-            name: name.clone(),
-            source,
-        })?;
-    Ok(item
-        .as_ref()
-        .and_then(|i| i.get("namespace_id"))
-        .and_then(Attr::as_s)
-        .map(str::to_owned))
+        .map_err(|source| CfnError::Lookup { name, source })
 }
 
 pub fn physical_id(table: &str, namespace: &str) -> String {

@@ -2,7 +2,7 @@
 //! / `set_resource_defaults` / `set_limits` build them, and decoded the way
 //! its readers decode them.
 
-use crate::manifest::{DEFAULT_RESOURCE, Disabled, Level, LevelDecl, LimitDecl};
+use crate::manifest::{Disabled, Level, LevelDecl, LimitDecl};
 use crate::schedule;
 use crate::store::{Attr, Item};
 use std::collections::BTreeMap;
@@ -242,19 +242,6 @@ pub fn item_to_write(built: &Item, live: Option<&Item>) -> Item {
         }
     }
     item
-}
-
-/// Whether the level's entity-config registry counts it (entity levels
-/// only, including `_default_`).
-pub fn registry_resource(level: &Level) -> Option<&str> {
-    match level {
-        Level::Entity { resource, .. } => Some(resource),
-        _ => None,
-    }
-}
-
-pub fn is_default(resource: &str) -> bool {
-    resource == DEFAULT_RESOURCE
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 use crate::apply::{ApplyError, Caller, Provisioner, Report};
 use crate::manifest::Manifest;
 use crate::path::{Invalid, Spelling};
-use crate::store::{Attr, Store, StoreError};
+use crate::state;
+use crate::store::{Store, StoreError};
 use serde_norway::Value as Tree;
 
 #[derive(Debug, thiserror::Error)]
@@ -64,16 +65,6 @@ impl InvokeRequest {
     }
 }
 
-/// Resolves a namespace name to its id through the registry.
-pub async fn lookup_namespace(store: &impl Store, name: &str) -> Result<Option<String>, StoreError> {
-    let item = store.get("_/SYSTEM#", &format!("#NAMESPACE#{name}"), true).await?;
-    Ok(item
-        .as_ref()
-        .and_then(|i| i.get("namespace_id"))
-        .and_then(Attr::as_s)
-        .map(str::to_owned))
-}
-
 pub async fn handle(
     store: &impl Store,
     request: &InvokeRequest,
@@ -86,7 +77,7 @@ pub async fn handle(
     // An empty id would write under `/SYSTEM#`; resolve the manifest's name instead.
     let namespace = match &request.namespace_id {
         Some(id) => id.clone(),
-        None => lookup_namespace(store, &manifest.namespace)
+        None => state::namespace_id(store, &manifest.namespace)
             .await
             .map_err(|source| InvokeError::Lookup {
                 name: manifest.namespace.clone(),

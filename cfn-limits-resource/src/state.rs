@@ -2,7 +2,7 @@
 //! in the 0.17.0 layout, plus the CloudFormation resource that owns it.
 
 use crate::manifest::{Level, ManagedSet};
-use crate::store::{Attr, Item};
+use crate::store::{Attr, Item, Store, StoreError};
 use std::collections::BTreeMap;
 use zae_table::keys;
 
@@ -95,6 +95,17 @@ impl State {
         }
         item
     }
+}
+
+/// The id of a namespace name, from the client's registry (`_/SYSTEM#`,
+/// `#NAMESPACE#<name>`); `None` when the name is not registered.
+pub async fn namespace_id(store: &impl Store, name: &str) -> Result<Option<String>, StoreError> {
+    let item = store.get("_/SYSTEM#", &format!("#NAMESPACE#{name}"), true).await?;
+    Ok(item
+        .as_ref()
+        .and_then(|i| i.get("namespace_id"))
+        .and_then(Attr::as_s)
+        .map(str::to_owned))
 }
 
 /// `2026-11-29T18:00:00.123456+00:00`, Python's `datetime.isoformat()` in UTC.

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use zae_limits::apply::{Caller, Provisioner};
 use zae_limits::cli;
 use zae_limits::dynamo::DynamoStore;
-use zae_limits::invoke::lookup_namespace;
 use zae_limits::manifest::Manifest;
+use zae_limits::state;
 use zae_limits::store::Counted;
 
 #[derive(Parser)]
@@ -97,7 +97,7 @@ async fn run(command: Command) -> Result<bool, String> {
     let store = Counted::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &target.table));
     let namespace = match &target.namespace_id {
         Some(id) => id.clone(),
-        None => lookup_namespace(&store, &manifest.namespace)
+        None => state::namespace_id(&store, &manifest.namespace)
             .await
             .map_err(|e| e.to_string())?
             .ok_or_else(|| {
