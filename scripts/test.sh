@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test: the template checks (cfn-lint, SAM translation, IAM policy),
-# unit, property and end-to-end tests (moto + the real zae-limiter 0.17.0
-# client + the built binaries), then the Lambda packages built by
-# `cargo lambda build` run under `cargo lambda watch`.
+# Runs every test: formatting and clippy, the template checks (cfn-lint, SAM
+# translation, IAM policy), unit, property and end-to-end tests (moto + the
+# real zae-limiter 0.17.0 client + the built binaries), then the Lambda
+# packages built by `cargo lambda build` run under `cargo lambda watch`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
 "$ROOT/scripts/setup-venv.sh"
 export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 "$ROOT/.venv/bin/python" "$ROOT/tests/template/check_template.py"

@@ -7,8 +7,8 @@
 //! Run: `taskset -c 0 cargo run --release -p zae-aggregator --example bench_plan`.
 
 use std::time::Instant;
-use zae_aggregator::filter::Filter;
 use zae_aggregator::plan::plan_batch;
+use zae_aggregator::poll::filter::Filter;
 use zae_table::Window;
 
 const ROUNDS: usize = 2_000;

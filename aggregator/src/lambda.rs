@@ -1,13 +1,13 @@
 //! The Lambda entry: a DynamoDB stream event in, batch-item failures out.
 
 use crate::metrics::MetricSink;
-use crate::process::Aggregator;
-use crate::store::Table;
+use crate::write::Aggregator;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::time::{Duration, Instant};
+use zae_table::store::Store;
 
 /// The event with each record kept as raw JSON, so that one malformed record
 /// is skipped on its own instead of failing the whole batch.
@@ -21,13 +21,13 @@ pub struct StreamEvent {
 /// answer with the failures.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
 
-pub async fn handle<T: Table, M: MetricSink>(
-    aggregator: &Aggregator<T>,
+pub async fn handle<S: Store, M: MetricSink>(
+    aggregator: &Aggregator<S>,
     sink: &M,
     event: LambdaEvent<StreamEvent>,
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let remaining = zae_table::deadline::remaining(event.context.deadline);
+    let remaining = zae_runtime::deadline::remaining(event.context.deadline);
     let deadline = Instant::now() + remaining.saturating_sub(DEADLINE_MARGIN);
     let texts: Vec<&str> = event.payload.records.iter().map(|r| r.get()).collect();
     let principal = match event.context.invoked_function_arn.as_str() {

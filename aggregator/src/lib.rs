@@ -1,21 +1,15 @@
 //! The zae-limiter stream aggregator: exact usage snapshots and soft-limit
 //! overdraw signals from a 0.17.0 table's DynamoDB stream.
 //!
-//! The logic ([`plan`], [`expressions`], [`audit`], [`process`], [`poll`]) does no
-//! I/O of its own; it talks to DynamoDB, the stream and CloudWatch through the
-//! [`store::Table`], [`poll::StreamSource`] and [`metrics::MetricSink`] seams, whose
-//! SDK adapters live in [`dynamo`], [`streams`] and [`cloudwatch`].
+//! A batch flows from an entry ([`lambda`], or [`poll`] outside Lambda)
+//! through [`plan`] (records to snapshot updates and overdraw transitions,
+//! pure) to [`write`] (the batch writer: snapshot writes, audit events,
+//! retries), which talks to the table through `zae_table::store::Store`;
+//! [`metrics`] publishes what it found. [`settings`] reads the environment.
 
-pub mod audit;
-pub mod cloudwatch;
-pub mod config;
-pub mod dynamo;
-pub mod expressions;
-pub mod filter;
 pub mod lambda;
 pub mod metrics;
 pub mod plan;
 pub mod poll;
-pub mod process;
-pub mod store;
-pub mod streams;
+pub mod settings;
+pub mod write;

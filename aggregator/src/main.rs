@@ -1,18 +1,21 @@
+//! The `aggregator` binary: the Lambda function, or `poll` against any endpoint.
+
 use aws_config::BehaviorVersion;
+use aws_config::SdkConfig;
 use aws_config::retry::RetryConfig;
 use clap::{Parser, Subcommand, ValueEnum};
 use lambda_runtime::service_fn;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use zae_aggregator::cloudwatch::{CloudWatchSink, SelectedSink};
-use zae_aggregator::dynamo::DynamoTable;
 use zae_aggregator::metrics::EmfStdout;
+use zae_aggregator::metrics::cloudwatch::{CloudWatchSink, SelectedSink};
+use zae_aggregator::poll::streams::DynamoStreams;
 use zae_aggregator::poll::{self, PollOptions};
-use zae_aggregator::process::Aggregator;
-use zae_aggregator::streams::DynamoStreams;
-use zae_aggregator::{config, lambda};
-use zae_table::telemetry;
+use zae_aggregator::settings::{self, Environment};
+use zae_aggregator::{lambda, write::Aggregator};
+use zae_runtime::telemetry;
+use zae_table::sdk::DynamoStore;
 
 /// zae-limiter stream aggregator. Without a subcommand it runs as the Lambda
 /// function; `poll` drives the same handler from a stream on any endpoint.
@@ -53,6 +56,8 @@ enum MetricsTarget {
     Cloudwatch,
 }
 
+type Store = DynamoStore;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -61,8 +66,8 @@ async fn main() -> ExitCode {
         .command
         .as_ref()
         .map(|Command::Poll { table, .. }| table.clone());
-    let config = match config::from_env(table_arg) {
-        Ok(c) => c,
+    let environment = match settings::from_env(table_arg) {
+        Ok(e) => e,
         Err(e) => {
             tracing::error!(error = %e, "invalid configuration");
             eprintln!("aggregator: {e}");
@@ -71,47 +76,62 @@ async fn main() -> ExitCode {
     };
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
     // The aggregator retries table writes itself, with its own classification and deadline.
-    let dynamodb_config = aws_sdk_dynamodb::config::Builder::from(&sdk)
-        .retry_config(RetryConfig::disabled())
-        .build();
-    let dynamodb = aws_sdk_dynamodb::Client::from_conf(dynamodb_config);
-    let aggregator = Aggregator::new(
-        DynamoTable::new(dynamodb.clone(), &config.table_name),
-        config.settings.clone(),
+    let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&sdk)
+            .retry_config(RetryConfig::disabled())
+            .build(),
     );
-    let emf = EmfStdout {
-        namespace: config.metric_namespace.clone(),
-        table: config.table_name.clone(),
-    };
+    let aggregator = Aggregator::new(
+        DynamoStore::new(dynamodb.clone(), &environment.table_name),
+        environment.settings.clone(),
+    );
+    match cli.command {
+        None => run_lambda(&aggregator, &environment).await,
+        Some(command) => run_poll(command, &aggregator, &environment, &sdk, &dynamodb).await,
+    }
+}
 
-    let Some(Command::Poll {
+fn emf(environment: &Environment) -> EmfStdout {
+    EmfStdout {
+        namespace: environment.metric_namespace.clone(),
+        table: environment.table_name.clone(),
+    }
+}
+
+async fn run_lambda(aggregator: &Aggregator<Store>, environment: &Environment) -> ExitCode {
+    let sink = SelectedSink::Emf(emf(environment));
+    let run =
+        lambda_runtime::run(service_fn(|event| lambda::handle(aggregator, &sink, event))).await;
+    match run {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "lambda runtime stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_poll(
+    command: Command,
+    aggregator: &Aggregator<Store>,
+    environment: &Environment,
+    sdk: &SdkConfig,
+    dynamodb: &aws_sdk_dynamodb::Client,
+) -> ExitCode {
+    let Command::Poll {
         until_idle,
         batch_size,
         checkpoint,
         metrics,
         max_retries,
         ..
-    }) = cli.command
-    else {
-        let sink = SelectedSink::Emf(emf);
-        let run = lambda_runtime::run(service_fn(|event| {
-            lambda::handle(&aggregator, &sink, event)
-        }))
-        .await;
-        return match run {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                tracing::error!(error = %e, "lambda runtime stopped");
-                ExitCode::FAILURE
-            }
-        };
-    };
+    } = command;
     let sink = match metrics {
-        MetricsTarget::Emf => SelectedSink::Emf(emf),
+        MetricsTarget::Emf => SelectedSink::Emf(emf(environment)),
         MetricsTarget::Cloudwatch => SelectedSink::CloudWatch(CloudWatchSink {
-            client: aws_sdk_cloudwatch::Client::new(&sdk),
-            namespace: config.metric_namespace.clone(),
-            table: config.table_name.clone(),
+            client: aws_sdk_cloudwatch::Client::new(sdk),
+            namespace: environment.metric_namespace.clone(),
+            table: environment.table_name.clone(),
         }),
     };
     let options = PollOptions {
@@ -123,13 +143,9 @@ async fn main() -> ExitCode {
         principal: "zae-aggregator-poll".into(),
     };
     let result = async {
-        let source = DynamoStreams::for_table(
-            &dynamodb,
-            aws_sdk_dynamodbstreams::Client::new(&sdk),
-            &config.table_name,
-        )
-        .await?;
-        poll::run(&source, &aggregator, &sink, &options).await
+        let streams = aws_sdk_dynamodbstreams::Client::new(sdk);
+        let source = DynamoStreams::for_table(dynamodb, streams, &environment.table_name).await?;
+        poll::run(&source, aggregator, &sink, &options).await
     }
     .await;
     match result {

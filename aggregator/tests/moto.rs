@@ -6,16 +6,13 @@
 //! `ZAE_MOTO_ENDPOINT` when the test script started it, otherwise one started
 //! here on a free port, which exits with this process. Each test has its own table.
 
-#[path = "../../tests/support/harness.rs"]
-mod harness;
-
-use harness::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::path::Path;
-use zae_aggregator::metrics::validate_emf;
+use std::process::{Child, Command, Stdio};
+use zae_test_support::emf::validate_emf;
+use zae_test_support::harness::*;
 
 struct Poll {
     emf: Vec<Value>,

@@ -3,12 +3,12 @@
 //! the plan or apply report out. An error becomes the Lambda error payload,
 //! whose `errorMessage` the CLI prints.
 
+use crate::apply::state::namespace_id;
 use crate::apply::{ApplyError, Caller, Provisioner, Report};
-use crate::manifest::Manifest;
-use crate::path::{Invalid, Spelling};
-use crate::state;
-use crate::store::{Store, StoreError};
+use crate::manifest::problem::{Invalid, Spelling};
+use crate::manifest::{Manifest, type_name};
 use serde_norway::Value as Tree;
+use zae_table::store::{Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
@@ -18,7 +18,9 @@ pub enum InvokeError {
     Apply(#[from] ApplyError),
     #[error("the request names no table (table_name) and TABLE_NAME is not set")]
     NoTable,
-    #[error("namespace '{0}' is not registered in this table; `zae-limiter limits apply` registers it")]
+    #[error(
+        "namespace '{0}' is not registered in this table; `zae-limiter limits apply` registers it"
+    )]
     UnknownNamespace(String),
     #[error("looking up namespace '{name}': {source}")]
     Lookup {
@@ -43,9 +45,12 @@ pub struct InvokeRequest {
 impl InvokeRequest {
     /// Reads the payload the way the 0.17.0 provisioner does: any action
     /// other than `plan` applies, and only a JSON `true` turns on `full`.
-    pub fn parse(payload: &Tree, default_table: Option<&str>) -> Result<InvokeRequest, InvokeError> {
+    pub fn parse(
+        payload: &Tree,
+        default_table: Option<&str>,
+    ) -> Result<InvokeRequest, InvokeError> {
         let Tree::Mapping(map) = payload else {
-            return Err(InvokeError::NotAnObject(crate::manifest::type_name(payload)));
+            return Err(InvokeError::NotAnObject(type_name(payload)));
         };
         let text = |key: &str| match map.get(key) {
             Some(Tree::String(s)) if !s.is_empty() => Some(s.clone()),
@@ -77,7 +82,7 @@ pub async fn handle(
     // An empty id would write under `/SYSTEM#`; resolve the manifest's name instead.
     let namespace = match &request.namespace_id {
         Some(id) => id.clone(),
-        None => state::namespace_id(store, &manifest.namespace)
+        None => namespace_id(store, &manifest.namespace)
             .await
             .map_err(|source| InvokeError::Lookup {
                 name: manifest.namespace.clone(),
@@ -110,7 +115,8 @@ mod tests {
         assert!(!request.plan_only);
         assert_eq!(request.namespace_id, None);
         assert!(!request.full, "only a JSON true turns on a full apply");
-        let plan = InvokeRequest::parse(&serde_norway::from_str("{}").unwrap(), Some("env")).unwrap();
+        let plan =
+            InvokeRequest::parse(&serde_norway::from_str("{}").unwrap(), Some("env")).unwrap();
         assert!(plan.plan_only);
         assert_eq!(plan.table, "env");
         assert!(matches!(

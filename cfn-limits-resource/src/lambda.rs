@@ -1,18 +1,34 @@
 //! The Lambda entry: dispatch between the CloudFormation and direct-invoke
-//! protocols, the deadline guard, and the panic guard.
+//! protocols, the deadline guard, and the panic guard. Tables are opened
+//! through the [`Tables`] seam, so the whole entry runs on the in-memory
+//! store in unit tests.
 
 use crate::apply::Caller;
-use crate::cfn::{self, Envelope, Outcome, Responder};
-use crate::dynamo::DynamoStore;
+use crate::cloudformation::{self, Envelope, Outcome, Responder};
 use crate::invoke::{self, InvokeRequest};
 use serde_json::{Value, json};
 use serde_norway::Value as Tree;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use zae_table::sdk::DynamoStore;
+use zae_table::store::Store;
+
+/// Opens a table by name: DynamoDB in the Lambda, memory in tests.
+pub trait Tables: Send + Sync + 'static {
+    type Store: Store + 'static;
+    fn open(&self, table: &str) -> Self::Store;
+}
+
+impl Tables for aws_sdk_dynamodb::Client {
+    type Store = DynamoStore;
+    fn open(&self, table: &str) -> DynamoStore {
+        DynamoStore::new(self.clone(), table)
+    }
+}
 
 /// What every invocation shares.
-pub struct Deps<R> {
-    pub client: aws_sdk_dynamodb::Client,
+pub struct Deps<T, R> {
+    pub tables: T,
     pub default_table: Option<String>,
     pub responder: R,
 }
@@ -74,62 +90,23 @@ pub async fn guarded<T: Send + 'static>(
 
 /// Handles one invocation. The CloudFormation path always answers the
 /// stack and returns `Ok`; the invoke path returns the report or an error.
-pub async fn handle<R: Responder + 'static>(
-    deps: Arc<Deps<R>>,
+pub async fn handle<T: Tables, R: Responder + 'static>(
+    deps: Arc<Deps<T, R>>,
     payload: Tree,
     deadline_ms: u64,
     function_arn: String,
 ) -> Result<Value, String> {
-    let remaining = zae_table::deadline::remaining(deadline_ms);
+    let remaining = zae_runtime::deadline::remaining(deadline_ms);
     let is_cfn = matches!(&payload, Tree::Mapping(m) if m.contains_key("RequestType"));
     if !is_cfn {
-        let request = InvokeRequest::parse(&payload, deps.default_table.as_deref())
-            .map_err(|e| e.to_string())?;
-        let principal = request.principal.clone().unwrap_or(function_arn);
-        let caller = caller(principal, remaining);
-        let store = DynamoStore::new(deps.client.clone(), &request.table);
-        let limit = remaining.saturating_sub(reserve(remaining));
-        return match guarded(limit, async move { invoke::handle(&store, &request, &caller).await }).await {
-            Err(Stopped::Deadline) => Err(format!(
-                "stopped {} s before the Lambda timeout; pending fan-outs are retried by the next apply",
-                reserve(remaining).as_secs()
-            )),
-            Err(Stopped::Panicked(text)) => Err(format!("provisioner panicked: {text}")),
-            Ok(Err(err)) => Err(err.to_string()),
-            Ok(Ok(report)) => serde_json::to_value(&report).map_err(|e| e.to_string()),
-        };
+        return handle_invoke(&deps, &payload, remaining, function_arn).await;
     }
-
-    let parsed = serde_norway::from_value::<cfn::Request>(payload.clone())
+    let parsed = serde_norway::from_value::<cloudformation::Request>(payload.clone())
         .map_err(|e| e.to_string())
         .and_then(|r| Envelope::from_request(r).ok_or_else(|| "unknown RequestType".to_owned()));
     let envelope = match parsed {
         Ok(envelope) => envelope,
-        Err(err) => {
-            // Answer even a request we cannot read, if it says where to.
-            let url = match &payload {
-                Tree::Mapping(m) => m.get("ResponseURL").and_then(Tree::as_str).map(str::to_owned),
-                _ => None,
-            };
-            let text = |k: &str| match &payload {
-                Tree::Mapping(m) => m.get(k).and_then(Tree::as_str).unwrap_or_default().to_owned(),
-                _ => String::new(),
-            };
-            if let Some(url) = url {
-                let envelope = Envelope {
-                    kind: "Unknown",
-                    request_id: text("RequestId"),
-                    response_url: url,
-                    stack_id: text("StackId"),
-                    logical_resource_id: text("LogicalResourceId"),
-                    physical_resource_id: Some(text("PhysicalResourceId")).filter(|s| !s.is_empty()),
-                    properties: Tree::Null,
-                };
-                let outcome = Outcome::failed(&envelope, format!("malformed custom-resource request: {err}"));
-                cfn::answer(&deps.responder, &envelope, &outcome).await?;
-            }
-            return Err(format!("malformed custom-resource request: {err}"));
-        }
+        Err(err) => return answer_malformed(&deps.responder, &payload, err).await,
     };
     let outcome = run_cfn(deps.clone(), envelope.clone(), remaining).await;
     tracing::info!(
@@ -139,51 +116,99 @@ pub async fn handle<R: Responder + 'static>(
         physical_id = %outcome.physical_id,
         "answering CloudFormation"
     );
-    cfn::answer(&deps.responder, &envelope, &outcome).await?;
+    cloudformation::answer(&deps.responder, &envelope, &outcome).await?;
     Ok(json!({ "Status": if outcome.success { "SUCCESS" } else { "FAILED" } }))
 }
 
-async fn run_cfn<R: Responder + 'static>(deps: Arc<Deps<R>>, envelope: Envelope, remaining: Duration) -> Outcome {
-    let table = match cfn::table_name(&envelope, deps.default_table.as_deref()) {
+/// The direct invoke of the Python CLI: the report, or an error message.
+async fn handle_invoke<T: Tables, R>(
+    deps: &Deps<T, R>,
+    payload: &Tree,
+    remaining: Duration,
+    function_arn: String,
+) -> Result<Value, String> {
+    let request =
+        InvokeRequest::parse(payload, deps.default_table.as_deref()).map_err(|e| e.to_string())?;
+    let principal = request.principal.clone().unwrap_or(function_arn);
+    let caller = caller(principal, remaining);
+    let store = deps.tables.open(&request.table);
+    let limit = remaining.saturating_sub(reserve(remaining));
+    match guarded(limit, async move {
+        invoke::handle(&store, &request, &caller).await
+    })
+    .await
+    {
+        Err(Stopped::Deadline) => Err(format!(
+            "stopped {} s before the Lambda timeout; pending fan-outs are retried by the next apply",
+            reserve(remaining).as_secs()
+        )),
+        Err(Stopped::Panicked(text)) => Err(format!("provisioner panicked: {text}")),
+        Ok(Err(err)) => Err(err.to_string()),
+        Ok(Ok(report)) => serde_json::to_value(&report).map_err(|e| e.to_string()),
+    }
+}
+
+/// Answers even a request we cannot read, if it says where to.
+async fn answer_malformed<R: Responder>(
+    responder: &R,
+    payload: &Tree,
+    err: String,
+) -> Result<Value, String> {
+    let text = |k: &str| match payload {
+        Tree::Mapping(m) => m
+            .get(k)
+            .and_then(Tree::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        _ => String::new(),
+    };
+    let url = text("ResponseURL");
+    if !url.is_empty() {
+        let envelope = Envelope {
+            kind: "Unknown",
+            request_id: text("RequestId"),
+            response_url: url,
+            stack_id: text("StackId"),
+            logical_resource_id: text("LogicalResourceId"),
+            physical_resource_id: Some(text("PhysicalResourceId")).filter(|s| !s.is_empty()),
+            properties: Tree::Null,
+        };
+        let outcome = Outcome::failed(
+            &envelope,
+            format!("malformed custom-resource request: {err}"),
+        );
+        cloudformation::answer(responder, &envelope, &outcome).await?;
+    }
+    Err(format!("malformed custom-resource request: {err}"))
+}
+
+async fn run_cfn<T: Tables, R: Responder + 'static>(
+    deps: Arc<Deps<T, R>>,
+    envelope: Envelope,
+    remaining: Duration,
+) -> Outcome {
+    let table = match cloudformation::table_name(&envelope, deps.default_table.as_deref()) {
         Ok(table) => table,
         Err(err) => return Outcome::failed(&envelope, err.to_string()),
     };
     let caller = caller(envelope.stack_id.clone(), remaining);
-    let store = DynamoStore::new(deps.client.clone(), &table);
+    let store = deps.tables.open(&table);
     let task_envelope = envelope.clone();
     let limit = remaining.saturating_sub(reserve(remaining));
-    let work = async move { cfn::handle(&store, &task_envelope, &table, &caller).await };
+    let work = async move { cloudformation::handle(&store, &task_envelope, &table, &caller).await };
     match guarded(limit, work).await {
         Err(Stopped::Deadline) => Outcome::failed(
             &envelope,
             "stopped before the Lambda timeout; config written so far stays, and the \
              fan-outs still owed are pending for the next apply",
         ),
-        Err(Stopped::Panicked(text)) => Outcome::failed(&envelope, format!("provisioner panicked: {text}")),
+        Err(Stopped::Panicked(text)) => {
+            Outcome::failed(&envelope, format!("provisioner panicked: {text}"))
+        }
         Ok(Err(err)) => Outcome::failed(&envelope, err.to_string()),
         Ok(Ok(outcome)) => outcome,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_panic_and_a_hang_both_come_back_as_answers() {
-        let panicked = guarded(Duration::from_secs(5), async { panic!("boom") as u8 }).await;
-        assert_eq!(panicked, Err(Stopped::Panicked("boom".into())));
-        let hung = guarded(Duration::from_millis(20), std::future::pending::<u8>()).await;
-        assert_eq!(hung, Err(Stopped::Deadline));
-        assert_eq!(guarded(Duration::from_secs(5), async { 7u8 }).await, Ok(7));
-    }
-
-    #[test]
-    fn the_reserve_leaves_room_to_answer() {
-        assert_eq!(reserve(Duration::from_secs(300)), Duration::from_secs(30));
-        assert_eq!(reserve(Duration::from_secs(60)), Duration::from_secs(6));
-        assert_eq!(reserve(Duration::from_secs(20)), Duration::from_secs(3));
-        // Lambda's default timeout: work gets half of it, not nothing.
-        assert_eq!(reserve(Duration::from_secs(3)), Duration::from_millis(750));
-    }
-}
+mod tests;

@@ -1,27 +1,18 @@
-//! The `Custom::ZaeLimiterLimits` provisioner for zae-limiter 0.17.0 tables:
-//! a limits manifest ([`manifest`]) applied as config items the client
-//! reads ([`config`]), with the bucket fan-outs ([`fanout`]) that carry each
-//! change to buckets that already exist, behind one pipeline ([`apply`])
-//! that CloudFormation ([`cfn`]), the direct invoke ([`invoke`]) and the
-//! `zae-limits` CLI share. Nothing here but [`dynamo`] and the response PUT
-//! touches the network.
+//! The `Custom::ZaeLimiterLimits` provisioner for zae-limiter 0.17.0 tables.
+//!
+//! A request enters through the Lambda ([`lambda`]) or the `zae-limits` CLI
+//! (`bin/zae-limits.rs`), speaks one of two protocols ([`cloudformation`],
+//! [`invoke`]), and becomes a limits manifest ([`manifest`]: parsed,
+//! validated, each problem at its path). [`apply`] turns the manifest into
+//! writes, phase by phase: plan, version gate, claim pending fan-outs, config
+//! items with registries and audit events, bucket fan-outs, release, state
+//! record. Everything the table holds is modelled in `zae_table`, and every
+//! read and write goes through its `Store` seam. [`report`] renders what an
+//! apply did, in the Python CLI's words.
 
 pub mod apply;
-pub mod audit;
-pub mod cfn;
-pub mod cli;
-pub mod cfn_props;
-pub mod config;
-pub mod dynamo;
-pub mod expr;
-pub mod fanout;
-pub mod gate;
+pub mod cloudformation;
 pub mod invoke;
 pub mod lambda;
 pub mod manifest;
-pub mod names;
-pub mod path;
-pub mod pending;
-pub mod schedule;
-pub mod state;
-pub mod store;
+pub mod report;

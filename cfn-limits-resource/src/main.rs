@@ -1,20 +1,24 @@
 //! The provisioner Lambda (`bootstrap`): CloudFormation custom-resource
 //! events and direct invokes of the zae-limiter CLI.
 
+// The whole apply is one future inside the runtime's: its type nests deeper
+// than the default limit allows the compiler to lay out.
+#![recursion_limit = "256"]
+
 use aws_config::BehaviorVersion;
+use cfn_limits_resource::cloudformation::HttpResponder;
+use cfn_limits_resource::lambda::{self, Deps};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_norway::Value as Tree;
 use std::sync::Arc;
-use zae_limits::cfn::HttpResponder;
-use zae_limits::lambda::{self, Deps};
-use zae_table::telemetry;
+use zae_runtime::telemetry;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
     let deps = Arc::new(Deps {
-        client: aws_sdk_dynamodb::Client::new(&sdk),
+        tables: aws_sdk_dynamodb::Client::new(&sdk),
         default_table: std::env::var("TABLE_NAME").ok().filter(|t| !t.is_empty()),
         responder: HttpResponder::new()?,
     });
@@ -22,9 +26,14 @@ async fn main() -> Result<(), Error> {
         let deps = deps.clone();
         async move {
             let context = event.context;
-            lambda::handle(deps, event.payload, context.deadline, context.invoked_function_arn)
-                .await
-                .map_err(Error::from)
+            lambda::handle(
+                deps,
+                event.payload,
+                context.deadline,
+                context.invoked_function_arn,
+            )
+            .await
+            .map_err(Error::from)
         }
     }))
     .await

@@ -3,10 +3,6 @@
 //! read back and exercised through the real zae-limiter 0.17.0 client, and
 //! driven by the unmodified Python CLI through a local Lambda endpoint.
 
-#[path = "../../tests/support/harness.rs"]
-mod harness;
-
-use harness::*;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -14,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+use zae_test_support::harness::*;
 
 const ZAE_LIMITS: &str = env!("CARGO_BIN_EXE_zae-limits");
 const LAMBDA: &str = env!("CARGO_BIN_EXE_cfn-limits-resource");
@@ -73,7 +70,13 @@ fn read_levels(table: &str, namespace: &str, levels: &[&str]) -> Value {
 
 fn acquire(table: &str, entity: &str, consume: &[&str], times: u32) -> Value {
     let mut args = vec![
-        "acquire", "--table", table, "--entity", entity, "--resource", "gpt-4",
+        "acquire",
+        "--table",
+        table,
+        "--entity",
+        entity,
+        "--resource",
+        "gpt-4",
     ];
     for c in consume {
         args.extend(["--consume", c]);
@@ -91,7 +94,11 @@ fn items(table: &str) -> std::collections::BTreeMap<String, Value> {
         .iter()
         .map(|item| {
             (
-                format!("{} {}", item["PK"]["S"].as_str().unwrap(), item["SK"]["S"].as_str().unwrap()),
+                format!(
+                    "{} {}",
+                    item["PK"]["S"].as_str().unwrap(),
+                    item["SK"]["S"].as_str().unwrap()
+                ),
                 item.clone(),
             )
         })
@@ -142,36 +149,65 @@ entities:
 fn a_manifest_reads_back_through_the_client_and_governs_its_acquires() {
     let table = setup("limits-readback");
     client(&["entity", "--table", &table, "--entity", "proj-1"]);
-    client(&["entity", "--table", &table, "--entity", "key-a", "--parent", "proj-1"]);
+    client(&[
+        "entity", "--table", &table, "--entity", "key-a", "--parent", "proj-1",
+    ]);
     let manifest = write_manifest("tenant.yaml", TENANT);
     let file = manifest.to_str().unwrap();
     let applied = ok(&zae_limits(&["apply", "-f", file, "-t", &table]));
-    assert!(applied.contains("Applied: 5 created, 0 updated, 0 deleted."), "{applied}");
+    assert!(
+        applied.contains("Applied: 5 created, 0 updated, 0 deleted."),
+        "{applied}"
+    );
 
     let read = read_levels(
         &table,
         "default",
-        &["system", "resource:gpt-4", "entity:proj-1/gpt-4", "entity:key-a/gpt-4", "entity:key-b/_default_"],
+        &[
+            "system",
+            "resource:gpt-4",
+            "entity:proj-1/gpt-4",
+            "entity:key-a/gpt-4",
+            "entity:key-b/_default_",
+        ],
     );
     let levels = &read["levels"];
     assert_eq!(levels["system"]["on_unavailable"], "allow");
     assert_eq!(
         levels["system"]["limits"],
-        json!([limit("rpm", 1000, 1000, 60, false), limit("tpm", 100_000, 100_000, 86_400, true)])
+        json!([
+            limit("rpm", 1000, 1000, 60, false),
+            limit("tpm", 100_000, 100_000, 86_400, true)
+        ])
     );
     assert_eq!(
         levels["resource:gpt-4"]["limits"],
-        json!([limit("rpm", 3, 3, 60, false), limit("tpm", 500, 500, 86_400, true)])
+        json!([
+            limit("rpm", 3, 3, 60, false),
+            limit("tpm", 500, 500, 86_400, true)
+        ])
     );
     assert_eq!(
         levels["entity:key-a/gpt-4"]["limits"],
-        json!([limit("rpm", 5, 5, 60, false), limit("tpm", 40, 40, 86_400, true)])
+        json!([
+            limit("rpm", 5, 5, 60, false),
+            limit("tpm", 40, 40, 86_400, true)
+        ])
     );
-    assert_eq!(levels["entity:key-b/_default_"]["limits"], json!([limit("rpm", 2, 2, 60, false)]));
+    assert_eq!(
+        levels["entity:key-b/_default_"]["limits"],
+        json!([limit("rpm", 2, 2, 60, false)])
+    );
     // Registries and audit events, which the 0.17.0 provisioner never wrote.
     assert_eq!(read["resources_with_defaults"], json!(["gpt-4"]));
-    assert_eq!(read["resources_with_entity_configs"], json!(["_default_", "gpt-4"]));
-    assert_eq!(read["entities_with_custom_limits"]["gpt-4"], json!(["key-a", "proj-1"]));
+    assert_eq!(
+        read["resources_with_entity_configs"],
+        json!(["_default_", "gpt-4"])
+    );
+    assert_eq!(
+        read["entities_with_custom_limits"]["gpt-4"],
+        json!(["key-a", "proj-1"])
+    );
     for audit in ["$SYSTEM", "$RESOURCE:gpt-4", "proj-1", "key-a", "key-b"] {
         // `create_entity` logs its own event beside ours.
         let events: Vec<&Value> = read["audit"][audit]
@@ -187,30 +223,54 @@ fn a_manifest_reads_back_through_the_client_and_governs_its_acquires() {
 
     // Soft never raises; it overdraws.
     let soft = acquire(&table, "key-a", &["rpm=1", "tpm=30"], 3);
-    assert_eq!((soft["ok"].as_u64(), soft["rejected"].as_u64()), (Some(3), Some(0)), "{soft}");
+    assert_eq!(
+        (soft["ok"].as_u64(), soft["rejected"].as_u64()),
+        (Some(3), Some(0)),
+        "{soft}"
+    );
     assert_eq!(soft["overdrawn"], json!(["tpm"]));
     assert!(soft["buckets"]["tpm"]["tokens_milli"].as_i64().unwrap() < 0);
     // Hard rejects: rpm 5 on key-a, three already spent.
     let hard = acquire(&table, "key-a", &["rpm=1"], 4);
-    assert_eq!((hard["ok"].as_u64(), hard["rejected"].as_u64()), (Some(2), Some(2)), "{hard}");
+    assert_eq!(
+        (hard["ok"].as_u64(), hard["rejected"].as_u64()),
+        (Some(2), Some(2)),
+        "{hard}"
+    );
     assert_eq!(hard["violated"], json!(["rpm"]));
     // Cascade debited the parent: proj-1 holds 1000 tpm, key-a spent 90.
     let parent = acquire(&table, "proj-1", &[], 0);
     let tokens = parent["buckets"]["tpm"]["tokens_milli"].as_i64().unwrap();
-    assert!((909_000..915_000).contains(&tokens), "proj-1 tpm holds {tokens} milli");
+    assert!(
+        (909_000..915_000).contains(&tokens),
+        "proj-1 tpm holds {tokens} milli"
+    );
     // key-b runs on its entity-wide `_default_`: rpm 2.
     let wide = acquire(&table, "key-b", &["rpm=1"], 3);
-    assert_eq!((wide["ok"].as_u64(), wide["rejected"].as_u64()), (Some(2), Some(1)), "{wide}");
+    assert_eq!(
+        (wide["ok"].as_u64(), wide["rejected"].as_u64()),
+        (Some(2), Some(1)),
+        "{wide}"
+    );
 
     let again = ok(&zae_limits(&["plan", "-f", file, "-t", &table]));
     assert_eq!(again.trim(), "No changes. Infrastructure is up-to-date.");
     let diff = ok(&zae_limits(&["diff", "-f", file, "-t", &table]));
     assert_eq!(diff.trim(), "No drift detected. Live state matches YAML.");
     // A full apply rewrites every level and re-runs every fan-out, and finishes them.
-    let full = ok(&zae_limits(&["apply", "-f", file, "-t", &table, "--full", "--json"]));
+    let full = ok(&zae_limits(&[
+        "apply", "-f", file, "-t", &table, "--full", "--json",
+    ]));
     let report: Value = serde_json::from_str(&full).unwrap();
-    assert_eq!((report["updated"].as_u64(), report["created"].as_u64()), (Some(5), Some(0)), "{report}");
-    assert_eq!((report["full"].as_bool(), report["pending"].as_u64()), (Some(true), Some(0)));
+    assert_eq!(
+        (report["updated"].as_u64(), report["created"].as_u64()),
+        (Some(5), Some(0)),
+        "{report}"
+    );
+    assert_eq!(
+        (report["full"].as_bool(), report["pending"].as_u64()),
+        (Some(true), Some(0))
+    );
     assert_eq!(report["errors"], json!([]));
 }
 
@@ -247,8 +307,22 @@ entities:
 "#;
     let our_file = write_manifest("parity-ours.yaml", &format!("namespace: ours\n{body}"));
     let their_file = write_manifest("parity-theirs.yaml", &format!("namespace: theirs\n{body}"));
-    ok(&zae_limits(&["apply", "-f", our_file.to_str().unwrap(), "-t", &table]));
-    client(&["set", "--table", &table, "--namespace", "theirs", "--manifest", their_file.to_str().unwrap()]);
+    ok(&zae_limits(&[
+        "apply",
+        "-f",
+        our_file.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
+    client(&[
+        "set",
+        "--table",
+        &table,
+        "--namespace",
+        "theirs",
+        "--manifest",
+        their_file.to_str().unwrap(),
+    ]);
 
     let all = items(&table);
     // Items as values with the namespace id masked (attribute order is not the point).
@@ -264,7 +338,11 @@ entities:
     let (mine, client_written) = (configs(&ours), configs(&theirs));
     assert_eq!(mine.len(), 4);
     for (key, item) in &client_written {
-        assert_eq!(mine.get(key), Some(item), "{key} differs from the client's own");
+        assert_eq!(
+            mine.get(key),
+            Some(item),
+            "{key} differs from the client's own"
+        );
     }
     for registry in ["#RESOURCES", "#ENTITY_CONFIG_RESOURCES"] {
         let get = |ns: &str| masked(&all[&format!("{ns}/SYSTEM# {registry}")], ns);
@@ -272,14 +350,28 @@ entities:
     }
 
     // And the client decodes what we stored, schedules included.
-    let levels = ["system", "resource:gpt-4", "entity:user-1/gpt-4", "entity:user-1/_default_"];
-    let (read_ours, read_theirs) = (read_levels(&table, "ours", &levels), read_levels(&table, "theirs", &levels));
+    let levels = [
+        "system",
+        "resource:gpt-4",
+        "entity:user-1/gpt-4",
+        "entity:user-1/_default_",
+    ];
+    let (read_ours, read_theirs) = (
+        read_levels(&table, "ours", &levels),
+        read_levels(&table, "theirs", &levels),
+    );
     assert_eq!(read_ours["levels"], read_theirs["levels"]);
     let tpm = &read_ours["levels"]["resource:gpt-4"]["limits"][1];
     assert_eq!(tpm["schedule"][0]["cron"], "* 9-17 * * 1-5", "{tpm}");
 
     // Levels the client wrote itself are not drift.
-    let plan = ok(&zae_limits(&["plan", "-f", their_file.to_str().unwrap(), "-t", &table]));
+    let plan = ok(&zae_limits(&[
+        "plan",
+        "-f",
+        their_file.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
     assert_eq!(plan.trim(), "No changes. Infrastructure is up-to-date.");
 }
 
@@ -287,22 +379,58 @@ entities:
 const INVALID: &[(&str, &str)] = &[
     ("system: {limits: {}}", "namespace: is required"),
     ("namespace: ''", "namespace: is required"),
-    ("namespace: t\nsystem: {cascade: true}", "system.cascade: 'cascade' is not supported"),
-    ("namespace: t\nsystem: {disabled: true}", "system.disabled: 'disabled' is not supported"),
-    ("namespace: t\nsystem: {on_unavailable: maybe}", "system.on_unavailable: must be 'allow' or 'block'"),
-    ("namespace: t\nresources: {gpt-4: {disabled: 'yes'}}", "resources.gpt-4.disabled: must be true, false or 'bypass'"),
-    ("namespace: t\nresources: {gpt-4: {cascade: 1}}", "resources.gpt-4.cascade: must be true or false"),
+    (
+        "namespace: t\nsystem: {cascade: true}",
+        "system.cascade: 'cascade' is not supported",
+    ),
+    (
+        "namespace: t\nsystem: {disabled: true}",
+        "system.disabled: 'disabled' is not supported",
+    ),
+    (
+        "namespace: t\nsystem: {on_unavailable: maybe}",
+        "system.on_unavailable: must be 'allow' or 'block'",
+    ),
+    (
+        "namespace: t\nresources: {gpt-4: {disabled: 'yes'}}",
+        "resources.gpt-4.disabled: must be true, false or 'bypass'",
+    ),
+    (
+        "namespace: t\nresources: {gpt-4: {cascade: 1}}",
+        "resources.gpt-4.cascade: must be true or false",
+    ),
     (
         "namespace: t\nentities: {u1: {resources: {gpt-4: {limits: {tpm: {capacity: 5, soft: 'yes'}}}}}}",
         "entities.u1.resources.gpt-4.limits.tpm.soft: must be true or false",
     ),
-    ("namespace: t\nresources: {r: {limits: {tpm: {refill_amount: 5}}}}", "resources.r.limits.tpm.capacity: is required"),
-    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 0}}}}", "resources.r.limits.tpm.capacity: must be positive"),
-    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 1.5}}}}", "resources.r.limits.tpm.capacity: must be a whole number"),
-    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: '10'}}}}", "resources.r.limits.tpm.capacity: must be a whole number"),
-    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 5, refill_period: 0}}}}", "resources.r.limits.tpm.refill_period: must be positive"),
-    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 5, refill_amount: -1}}}}", "resources.r.limits.tpm.refill_amount: must not be negative"),
-    ("namespace: t\nresources: {r: {limits: {tpm: {capacity: 5, refill_amount: 0}}}}", "resources.r.limits.tpm.refill_amount: 0 means the limit never drips"),
+    (
+        "namespace: t\nresources: {r: {limits: {tpm: {refill_amount: 5}}}}",
+        "resources.r.limits.tpm.capacity: is required",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {tpm: {capacity: 0}}}}",
+        "resources.r.limits.tpm.capacity: must be positive",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {tpm: {capacity: 1.5}}}}",
+        "resources.r.limits.tpm.capacity: must be a whole number",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {tpm: {capacity: '10'}}}}",
+        "resources.r.limits.tpm.capacity: must be a whole number",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {tpm: {capacity: 5, refill_period: 0}}}}",
+        "resources.r.limits.tpm.refill_period: must be positive",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {tpm: {capacity: 5, refill_amount: -1}}}}",
+        "resources.r.limits.tpm.refill_amount: must not be negative",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {tpm: {capacity: 5, refill_amount: 0}}}}",
+        "resources.r.limits.tpm.refill_amount: 0 means the limit never drips",
+    ),
     (
         "namespace: t\nresources: {r: {limits: {q: {capacity: 5, refill_amount: 5, reset_schedule: [{cron: '0 0 * * *'}]}}}}",
         "resources.r.limits.q.refill_amount: a limit drips or resets, never both",
@@ -311,11 +439,26 @@ const INVALID: &[(&str, &str)] = &[
         "namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: 60, reset_schedule: [{cron: '0 0 * * *'}]}}}}",
         "resources.r.limits.q: a limit has one recovery mechanism",
     ),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: true}}}}", "resources.r.limits.q.reset_after_seconds: must be a whole number"),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: 0}}}}", "resources.r.limits.q.reset_after_seconds: must be positive"),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: 1000000001}}}}", "resources.r.limits.q.reset_after_seconds: must be at most 1000000000"),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: daily}}}}", "resources.r.limits.q.schedule: must be a list of entries"),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [5]}}}}", "resources.r.limits.q.schedule[0]: must be a mapping"),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: true}}}}",
+        "resources.r.limits.q.reset_after_seconds: must be a whole number",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: 0}}}}",
+        "resources.r.limits.q.reset_after_seconds: must be positive",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_after_seconds: 1000000001}}}}",
+        "resources.r.limits.q.reset_after_seconds: must be at most 1000000000",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: daily}}}}",
+        "resources.r.limits.q.schedule: must be a list of entries",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [5]}}}}",
+        "resources.r.limits.q.schedule[0]: must be a mapping",
+    ),
     (
         "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', scale: 2, every: 1}]}}}}",
         "resources.r.limits.q.schedule[0]: unknown field(s) every",
@@ -324,15 +467,30 @@ const INVALID: &[(&str, &str)] = &[
         "namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_schedule: [{cron: '0 0 * * *', scale: 2}]}}}}",
         "resources.r.limits.q.reset_schedule[0]: unknown field(s) scale",
     ),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{scale: 2}]}}}}", "resources.r.limits.q.schedule[0].cron: is required"),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * *', scale: 2}]}}}}", "resources.r.limits.q.schedule[0].cron: invalid cron expression"),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', tz: Mars/Olympus, scale: 2}]}}}}", "resources.r.limits.q.schedule[0].tz: unknown timezone"),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{scale: 2}]}}}}",
+        "resources.r.limits.q.schedule[0].cron: is required",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * *', scale: 2}]}}}}",
+        "resources.r.limits.q.schedule[0].cron: invalid cron expression",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', tz: Mars/Olympus, scale: 2}]}}}}",
+        "resources.r.limits.q.schedule[0].tz: unknown timezone",
+    ),
     (
         "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', scale: 2, capacity: 3}]}}}}",
         "resources.r.limits.q.schedule[0]: must set exactly one of `scale` or the absolute fields",
     ),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', scale: 0}]}}}}", "resources.r.limits.q.schedule[0].scale: must be above 0"),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', capacity: 1.0}]}}}}", "resources.r.limits.q.schedule[0].capacity: must be a whole number"),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', scale: 0}]}}}}",
+        "resources.r.limits.q.schedule[0].scale: must be above 0",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, schedule: [{cron: '* * * * *', capacity: 1.0}]}}}}",
+        "resources.r.limits.q.schedule[0].capacity: must be a whole number",
+    ),
     (
         "namespace: t\nresources: {r: {limits: {q: {capacity: 5, reset_schedule: [{cron: '0 0 * * *'}], schedule: [{cron: '* 9 * * *', refill_amount: 2}]}}}}",
         "resources.r.limits.q.schedule[0].refill_amount: sets 2 on a limit that also resets",
@@ -341,12 +499,30 @@ const INVALID: &[(&str, &str)] = &[
         "namespace: t\nresources: {r: {limits: {a: {capacity: 5, schedule: [{cron: '* 9 * * *', scale: 2}]}, b: {capacity: 5, schedule: [{cron: '* 9 * * *', tz: Asia/Tokyo, scale: 2}]}}}}",
         "resources.r.limits: all scheduled limits on one level must share a timezone",
     ),
-    ("namespace: t\nresources: {r: {limits: {wcu: {capacity: 5}}}}", "resources.r.limits.wcu: 'wcu' is reserved"),
-    ("namespace: t\nresources: {r: {limits: {1x: {capacity: 5}}}}", "resources.r.limits.1x: limit name '1x' must start with a letter"),
-    ("namespace: t\nresources: {_default_: {limits: {}}}", "resources._default_: '_default_' is an entity-level resource"),
-    ("namespace: t\nentities: {'a b': {resources: {}}}", "entities.a b: entity id name 'a b' must start with a letter or digit"),
-    ("namespace: t\nresources: {r: {limts: {}}}", "resources.r: unknown field(s) limts"),
-    ("namespace: t\nresources: {r: {limits: {q: {capacity: 5, sotf: true}}}}", "resources.r.limits.q: unknown field(s) sotf"),
+    (
+        "namespace: t\nresources: {r: {limits: {wcu: {capacity: 5}}}}",
+        "resources.r.limits.wcu: 'wcu' is reserved",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {1x: {capacity: 5}}}}",
+        "resources.r.limits.1x: limit name '1x' must start with a letter",
+    ),
+    (
+        "namespace: t\nresources: {_default_: {limits: {}}}",
+        "resources._default_: '_default_' is an entity-level resource",
+    ),
+    (
+        "namespace: t\nentities: {'a b': {resources: {}}}",
+        "entities.a b: entity id name 'a b' must start with a letter or digit",
+    ),
+    (
+        "namespace: t\nresources: {r: {limts: {}}}",
+        "resources.r: unknown field(s) limts",
+    ),
+    (
+        "namespace: t\nresources: {r: {limits: {q: {capacity: 5, sotf: true}}}}",
+        "resources.r.limits.q: unknown field(s) sotf",
+    ),
 ];
 
 #[test]
@@ -367,7 +543,15 @@ fn every_validation_rule_names_its_path_and_writes_nothing() {
 }
 
 fn acquire_on(table: &str, entity: &str, resource: &str, consume: &[&str], times: u32) -> Value {
-    let mut args = vec!["acquire", "--table", table, "--entity", entity, "--resource", resource];
+    let mut args = vec![
+        "acquire",
+        "--table",
+        table,
+        "--entity",
+        entity,
+        "--resource",
+        resource,
+    ];
     for c in consume {
         args.extend(["--consume", c]);
     }
@@ -389,7 +573,9 @@ fn bucket(table: &str, entity: &str, resource: &str) -> Value {
 fn changes_reach_buckets_that_already_exist() {
     let table = setup("limits-fanout");
     client(&["entity", "--table", &table, "--entity", "proj-1"]);
-    client(&["entity", "--table", &table, "--entity", "u1", "--parent", "proj-1"]);
+    client(&[
+        "entity", "--table", &table, "--entity", "u1", "--parent", "proj-1",
+    ]);
     let first = write_manifest(
         "fanout-1.yaml",
         r#"
@@ -401,12 +587,22 @@ entities:
   u1: {resources: {gpt-4: {limits: {rpm: {capacity: 10}}}}}
 "#,
     );
-    ok(&zae_limits(&["apply", "-f", first.to_str().unwrap(), "-t", &table]));
+    ok(&zae_limits(&[
+        "apply",
+        "-f",
+        first.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
     // Buckets on each kind of level: entity (u1), resource (u2), system (u3 on claude).
     acquire_on(&table, "u1", "gpt-4", &["rpm=1"], 1);
     acquire_on(&table, "u2", "gpt-4", &["rpm=1"], 1);
     acquire_on(&table, "u3", "claude", &["tpm=10"], 1);
-    assert!(bucket(&table, "u1", "gpt-4").get("cascade").is_none_or(|c| c["BOOL"] == false));
+    assert!(
+        bucket(&table, "u1", "gpt-4")
+            .get("cascade")
+            .is_none_or(|c| c["BOOL"] == false)
+    );
 
     let second = write_manifest(
         "fanout-2.yaml",
@@ -419,24 +615,50 @@ entities:
   u1: {resources: {gpt-4: {disabled: false, cascade: true, limits: {rpm: {capacity: 20}}}}}
 "#,
     );
-    let applied = ok(&zae_limits(&["apply", "-f", second.to_str().unwrap(), "-t", &table]));
-    assert!(applied.contains("Applied: 0 created, 3 updated, 0 deleted."), "{applied}");
+    let applied = ok(&zae_limits(&[
+        "apply",
+        "-f",
+        second.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
+    assert!(
+        applied.contains("Applied: 0 created, 3 updated, 0 deleted."),
+        "{applied}"
+    );
 
     // Re-applying it unchanged costs reads only, explicit `disabled` repairs included.
-    let output = zae_limits(&["apply", "-f", second.to_str().unwrap(), "-t", &table, "--stats"]);
+    let output = zae_limits(&[
+        "apply",
+        "-f",
+        second.to_str().unwrap(),
+        "-t",
+        &table,
+        "--stats",
+    ]);
     ok(&output);
     let stats = String::from_utf8_lossy(&output.stderr);
     let calls: Value = serde_json::from_str(stats.lines().last().unwrap()).unwrap();
-    let operations: Vec<&String> = calls["dynamodb_calls"].as_object().unwrap().keys().collect();
+    let operations: Vec<&String> = calls["dynamodb_calls"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
     assert_eq!(operations, ["GetItem", "Query"], "{calls}");
 
     // Resource bypass reaches u2, and not u1, whose own `disabled: false` carves it out.
     let u2 = bucket(&table, "u2", "gpt-4");
     assert!(u2["bypass"]["N"].as_str().is_some(), "u2 not stamped: {u2}");
     let bypassed = acquire_on(&table, "u2", "gpt-4", &["rpm=500"], 1);
-    assert_eq!(bypassed["ok"], 1, "a bypassed resource rejected: {bypassed}");
+    assert_eq!(
+        bypassed["ok"], 1,
+        "a bypassed resource rejected: {bypassed}"
+    );
     let u1 = bucket(&table, "u1", "gpt-4");
-    assert!(u1.get("bypass").is_none(), "the carve-out was stamped: {u1}");
+    assert!(
+        u1.get("bypass").is_none(),
+        "the carve-out was stamped: {u1}"
+    );
     // Entity param sync: u1's bucket now holds rpm 20, in millitokens.
     assert_eq!(u1["b_rpm_cp"]["N"], "20000");
     assert_eq!(u1["vu"]["N"], "0");
@@ -452,9 +674,15 @@ entities:
     assert_eq!(over["violated"], json!(["rpm"]), "{over}");
     // The system-wide soft restamp (GSI4) reaches u3's bucket on the system default.
     let u3 = bucket(&table, "u3", "claude");
-    assert!(u3["b_tpm_soft"]["N"].as_str().is_some(), "u3 not restamped: {u3}");
+    assert!(
+        u3["b_tpm_soft"]["N"].as_str().is_some(),
+        "u3 not restamped: {u3}"
+    );
     let metered = acquire_on(&table, "u3", "claude", &["tpm=500"], 1);
-    assert_eq!((metered["ok"].as_u64(), metered["overdrawn"].clone()), (Some(1), json!(["tpm"])));
+    assert_eq!(
+        (metered["ok"].as_u64(), metered["overdrawn"].clone()),
+        (Some(1), json!(["tpm"]))
+    );
 
     // Dropping the entity level hands u1 back to the resource default, with a TTL.
     let third = write_manifest(
@@ -466,13 +694,31 @@ resources:
   gpt-4: {limits: {rpm: {capacity: 100}}}
 "#,
     );
-    let applied = ok(&zae_limits(&["apply", "-f", third.to_str().unwrap(), "-t", &table]));
+    let applied = ok(&zae_limits(&[
+        "apply",
+        "-f",
+        third.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
     assert!(applied.contains("1 updated, 1 deleted"), "{applied}");
     let u1 = bucket(&table, "u1", "gpt-4");
     assert_eq!(u1["b_rpm_cp"]["N"], "100000");
-    assert!(u1["ttl"]["N"].as_str().is_some(), "fallback limits carry a TTL: {u1}");
-    assert!(bucket(&table, "u2", "gpt-4").get("bypass").is_none(), "leaving bypass unstamps");
-    let pending = ok(&zae_limits(&["plan", "-f", third.to_str().unwrap(), "-t", &table]));
+    assert!(
+        u1["ttl"]["N"].as_str().is_some(),
+        "fallback limits carry a TTL: {u1}"
+    );
+    assert!(
+        bucket(&table, "u2", "gpt-4").get("bypass").is_none(),
+        "leaving bypass unstamps"
+    );
+    let pending = ok(&zae_limits(&[
+        "plan",
+        "-f",
+        third.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
     assert_eq!(pending.trim(), "No changes. Infrastructure is up-to-date.");
 }
 
@@ -486,26 +732,58 @@ fn a_large_apply_finds_buckets_with_one_sweep_and_misses_none() {
     };
     let first = write_manifest(
         "sweep-1.yaml",
-        &format!("namespace: default\nresources: {{gpt-4: {{limits: {{rpm: {{capacity: 100}}}}}}}}\nentities:\n{}", entities(10)),
+        &format!(
+            "namespace: default\nresources: {{gpt-4: {{limits: {{rpm: {{capacity: 100}}}}}}}}\nentities:\n{}",
+            entities(10)
+        ),
     );
-    ok(&zae_limits(&["apply", "-f", first.to_str().unwrap(), "-t", &table]));
+    ok(&zae_limits(&[
+        "apply",
+        "-f",
+        first.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
     for entity in ["u0", "u69", "stranger"] {
         acquire_on(&table, entity, "gpt-4", &["rpm=1"], 1);
     }
     let second = write_manifest(
         "sweep-2.yaml",
-        &format!("namespace: default\nresources: {{gpt-4: {{limits: {{rpm: {{capacity: 100}}}}}}}}\nentities:\n{}", entities(30)),
+        &format!(
+            "namespace: default\nresources: {{gpt-4: {{limits: {{rpm: {{capacity: 100}}}}}}}}\nentities:\n{}",
+            entities(30)
+        ),
     );
-    let output = zae_limits(&["apply", "-f", second.to_str().unwrap(), "-t", &table, "--stats"]);
+    let output = zae_limits(&[
+        "apply",
+        "-f",
+        second.to_str().unwrap(),
+        "-t",
+        &table,
+        "--stats",
+    ]);
     let applied = ok(&output);
-    assert!(applied.contains("Applied: 0 created, 70 updated, 0 deleted"), "{applied}");
+    assert!(
+        applied.contains("Applied: 0 created, 70 updated, 0 deleted"),
+        "{applied}"
+    );
     let stats = String::from_utf8_lossy(&output.stderr);
     let calls: Value = serde_json::from_str(stats.lines().last().unwrap()).unwrap();
-    assert!(calls["dynamodb_calls"]["Query"].as_u64().unwrap() <= 4, "not swept: {calls}");
+    assert!(
+        calls["dynamodb_calls"]["Query"].as_u64().unwrap() <= 4,
+        "not swept: {calls}"
+    );
     for entity in ["u0", "u69"] {
-        assert_eq!(bucket(&table, entity, "gpt-4")["b_rpm_cp"]["N"], "30000", "{entity}");
+        assert_eq!(
+            bucket(&table, entity, "gpt-4")["b_rpm_cp"]["N"],
+            "30000",
+            "{entity}"
+        );
     }
-    assert_eq!(bucket(&table, "stranger", "gpt-4")["b_rpm_cp"]["N"], "100000");
+    assert_eq!(
+        bucket(&table, "stranger", "gpt-4")["b_rpm_cp"]["N"],
+        "100000"
+    );
     assert!(pending_items(&table).is_empty());
 }
 
@@ -525,20 +803,28 @@ fn features_the_tables_lambdas_cannot_read_are_refused_before_any_write() {
     assert_eq!(items(&table), before);
 
     client(&["lambda-version", "--table", &table, "--version", "0.17.0"]);
-    ok(&zae_limits(&["apply", "-f", soft.to_str().unwrap(), "-t", &table]));
+    ok(&zae_limits(&[
+        "apply",
+        "-f",
+        soft.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
     let version = &items(&table)["_/SYSTEM# #VERSION"];
     assert_eq!(version["client_min_version"]["S"], "0.17.0", "{version}");
 }
 
 /// The provisioner library itself on moto, for what a process boundary hides.
-fn store(table: &str) -> zae_limits::dynamo::DynamoStore {
+fn store(table: &str) -> zae_table::sdk::DynamoStore {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
         .endpoint_url(moto())
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "test"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "test",
+        ))
         .build();
-    zae_limits::dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(config), table)
+    zae_table::sdk::DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(config), table)
 }
 
 fn pending_items(table: &str) -> Vec<String> {
@@ -550,37 +836,65 @@ fn pending_items(table: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_apply_leaves_its_fan_outs_to_the_next() {
-    use zae_limits::apply::{ApplyError, Caller, Provisioner};
-    use zae_limits::manifest::Manifest;
+    use cfn_limits_resource::apply::{ApplyError, Caller, Provisioner};
+    use cfn_limits_resource::manifest::Manifest;
     let table = setup("limits-resume");
-    let base = write_manifest("resume-base.yaml", "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 9}}}}\n");
-    ok(&zae_limits(&["apply", "-f", base.to_str().unwrap(), "-t", &table]));
+    let base = write_manifest(
+        "resume-base.yaml",
+        "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 9}}}}\n",
+    );
+    ok(&zae_limits(&[
+        "apply",
+        "-f",
+        base.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
     acquire_on(&table, "u1", "gpt-4", &["rpm=1"], 1);
     acquire_on(&table, "u2", "gpt-4", &["rpm=1"], 1);
-    let namespace = client(&["register", "--table", &table])["namespace_id"].as_str().unwrap().to_owned();
+    let namespace = client(&["register", "--table", &table])["namespace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let manifest = Manifest::from_yaml(
         "namespace: default\nresources: {gpt-4: {disabled: true, limits: {rpm: {capacity: 9}}}}\nentities: {u1: {resources: {gpt-4: {limits: {rpm: {capacity: 3}}}}}}\n",
     )
     .unwrap();
     let store = store(&table);
-    let provisioner = Provisioner { store: &store, namespace: &namespace };
+    let provisioner = Provisioner {
+        store: &store,
+        namespace: &namespace,
+    };
     let out_of_time = Caller {
         stop_at: Some(std::time::Instant::now()),
         ..Caller::local("test")
     };
     let stopped = provisioner.apply(&manifest, false, &out_of_time).await;
-    assert!(matches!(stopped, Err(ApplyError::OutOfTime { done: 1, total: 2 })), "{stopped:?}");
+    assert!(
+        matches!(stopped, Err(ApplyError::OutOfTime { done: 1, total: 2 })),
+        "{stopped:?}"
+    );
     // Not recorded as applied either: the managed set is still the first manifest's.
     let record = items(&table)[&format!("{namespace}/SYSTEM# #PROVISIONER")].clone();
     assert_eq!(record["managed_entities"], json!({"M": {}}), "{record}");
     let owed = pending_items(&table);
     assert!(!owed.is_empty(), "the owed fan-outs were not recorded");
-    assert!(bucket(&table, "u2", "gpt-4").get("disabled").is_none(), "fanned out before the stop");
+    assert!(
+        bucket(&table, "u2", "gpt-4").get("disabled").is_none(),
+        "fanned out before the stop"
+    );
 
-    let report = provisioner.apply(&manifest, false, &Caller::local("test")).await.unwrap();
+    let report = provisioner
+        .apply(&manifest, false, &Caller::local("test"))
+        .await
+        .unwrap();
     assert_eq!(report.errors, Some(vec![]));
     assert_eq!(report.pending, 0);
-    assert!(pending_items(&table).is_empty(), "{:?}", pending_items(&table));
+    assert!(
+        pending_items(&table).is_empty(),
+        "{:?}",
+        pending_items(&table)
+    );
     assert_eq!(bucket(&table, "u2", "gpt-4")["disabled"]["BOOL"], true);
     assert_eq!(bucket(&table, "u1", "gpt-4")["b_rpm_cp"]["N"], "3000");
 }
@@ -596,8 +910,12 @@ fn response_receiver() -> (String, mpsc::Receiver<Value>) {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let (_, body) = read_http(&mut stream);
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-            if tx.send(serde_json::from_slice(&body).unwrap_or(Value::Null)).is_err() {
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            if tx
+                .send(serde_json::from_slice(&body).unwrap_or(Value::Null))
+                .is_err()
+            {
                 return;
             }
         }
@@ -641,14 +959,23 @@ impl Drop for Lambda {
 fn lambda(name: &str) -> Lambda {
     let mut cmd = Command::new(python());
     cmd.arg(harness("lambda_shim.py"))
-        .args(["--function-name", name, "--command", LAMBDA, "--timeout", "120"])
+        .args([
+            "--function-name",
+            name,
+            "--command",
+            LAMBDA,
+            "--timeout",
+            "120",
+        ])
         .args(["--parent-pid", &std::process::id().to_string()])
         .args(["--log", scratch(&format!("{name}.log")).to_str().unwrap()])
         .stdout(Stdio::piped());
     aws_env(&mut cmd, moto());
     let mut child = cmd.spawn().expect("start the Lambda shim");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert!(line.starts_with("http://"), "the shim printed {line:?}");
     Lambda {
         url: line.trim().to_owned(),
@@ -660,7 +987,9 @@ impl Lambda {
     fn invoke(&self, name: &str, payload: &Value) -> Value {
         let address = self.url.trim_start_matches("http://");
         let mut stream = TcpStream::connect(address).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(180))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(180)))
+            .unwrap();
         let body = payload.to_string();
         write!(
             stream,
@@ -673,7 +1002,13 @@ impl Lambda {
     }
 }
 
-fn cfn_event(kind: &str, url: &str, request: &str, physical: Option<&str>, properties: Value) -> Value {
+fn cfn_event(
+    kind: &str,
+    url: &str,
+    request: &str,
+    physical: Option<&str>,
+    properties: Value,
+) -> Value {
     let mut event = json!({
         "RequestType": kind,
         "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:limits",
@@ -706,7 +1041,8 @@ fn tenant_properties(table: &str, tpm_soft: &str) -> Value {
 }
 
 fn answered(rx: &mpsc::Receiver<Value>) -> Value {
-    rx.recv_timeout(Duration::from_secs(120)).expect("CloudFormation got no answer")
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("CloudFormation got no answer")
 }
 
 #[test]
@@ -716,56 +1052,128 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
     let lambda = lambda(&function);
     let (url, rx) = response_receiver();
 
-    lambda.invoke(&function, &cfn_event("Create", &url, "c1", None, tenant_properties(&table, "true")));
+    lambda.invoke(
+        &function,
+        &cfn_event(
+            "Create",
+            &url,
+            "c1",
+            None,
+            tenant_properties(&table, "true"),
+        ),
+    );
     let created = answered(&rx);
     assert_eq!(created["Status"], "SUCCESS", "{created}");
     assert!(created.to_string().len() <= 4096);
     let physical = created["PhysicalResourceId"].as_str().unwrap().to_owned();
-    assert!(physical.starts_with(&format!("{table}/")) && physical.ends_with("/limits-provisioner"));
+    assert!(
+        physical.starts_with(&format!("{table}/")) && physical.ends_with("/limits-provisioner")
+    );
     assert_eq!(created["Data"]["created"], 1);
     let read = read_levels(&table, "default", &["resource:gpt-4"]);
     assert_eq!(
         read["levels"]["resource:gpt-4"]["limits"],
-        json!([limit("rpm", 50, 50, 60, false), limit("tpm", 100, 100, 86_400, true)])
+        json!([
+            limit("rpm", 50, 50, 60, false),
+            limit("tpm", 100, 100, 86_400, true)
+        ])
     );
-    assert!(read["audit"]["$RESOURCE:gpt-4"][0]["principal"]
-        .as_str()
-        .unwrap()
-        .starts_with("arn:aws:cloudformation:"));
+    assert!(
+        read["audit"]["$RESOURCE:gpt-4"][0]["principal"]
+            .as_str()
+            .unwrap()
+            .starts_with("arn:aws:cloudformation:")
+    );
 
     // CloudFormation's own retry of the same request: answered alike, nothing rewritten.
-    lambda.invoke(&function, &cfn_event("Create", &url, "c1", None, tenant_properties(&table, "true")));
+    lambda.invoke(
+        &function,
+        &cfn_event(
+            "Create",
+            &url,
+            "c1",
+            None,
+            tenant_properties(&table, "true"),
+        ),
+    );
     let retried = answered(&rx);
     assert_eq!(retried["Status"], "SUCCESS", "{retried}");
     assert_eq!(retried["PhysicalResourceId"], physical.as_str());
-    assert_eq!((retried["Data"]["created"].as_u64(), retried["Data"]["unchanged"].as_u64()), (Some(0), Some(1)));
-    let events = read_levels(&table, "default", &["resource:gpt-4"])["audit"]["$RESOURCE:gpt-4"].clone();
+    assert_eq!(
+        (
+            retried["Data"]["created"].as_u64(),
+            retried["Data"]["unchanged"].as_u64()
+        ),
+        (Some(0), Some(1))
+    );
+    let events =
+        read_levels(&table, "default", &["resource:gpt-4"])["audit"]["$RESOURCE:gpt-4"].clone();
     assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
 
     // Another stack may not take the namespace over, nor delete it.
-    let mut intruder = cfn_event("Create", &url, "c9", None, tenant_properties(&table, "false"));
+    let mut intruder = cfn_event(
+        "Create",
+        &url,
+        "c9",
+        None,
+        tenant_properties(&table, "false"),
+    );
     intruder["StackId"] = json!("arn:aws:cloudformation:us-east-1:123456789012:stack/other/guid");
     lambda.invoke(&function, &intruder);
     let refused = answered(&rx);
     assert_eq!(refused["Status"], "FAILED", "{refused}");
-    assert!(refused["Reason"].as_str().unwrap().contains("is managed by another custom resource"));
-    let mut stray = cfn_event("Delete", &url, "d9", Some(&physical), tenant_properties(&table, "false"));
+    assert!(
+        refused["Reason"]
+            .as_str()
+            .unwrap()
+            .contains("is managed by another custom resource")
+    );
+    let mut stray = cfn_event(
+        "Delete",
+        &url,
+        "d9",
+        Some(&physical),
+        tenant_properties(&table, "false"),
+    );
     stray["StackId"] = json!("arn:aws:cloudformation:us-east-1:123456789012:stack/other/guid");
     lambda.invoke(&function, &stray);
     assert_eq!(answered(&rx)["Status"], "SUCCESS");
-    let elsewhere = cfn_event("Delete", &url, "d8", Some("other-table/ns/limits-provisioner"), tenant_properties(&table, "false"));
+    let elsewhere = cfn_event(
+        "Delete",
+        &url,
+        "d8",
+        Some("other-table/ns/limits-provisioner"),
+        tenant_properties(&table, "false"),
+    );
     lambda.invoke(&function, &elsewhere);
     assert_eq!(answered(&rx)["Status"], "SUCCESS");
     let still = read_levels(&table, "default", &["resource:gpt-4"]);
-    assert_eq!(still["levels"]["resource:gpt-4"]["limits"].as_array().unwrap().len(), 2, "{still}");
+    assert_eq!(
+        still["levels"]["resource:gpt-4"]["limits"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "{still}"
+    );
 
     // A bucket on the soft default: over the limit, and still admitted.
     let soft = acquire(&table, "user-1", &["tpm=80"], 2);
-    assert_eq!((soft["ok"].as_u64(), soft["rejected"].as_u64()), (Some(2), Some(0)), "{soft}");
+    assert_eq!(
+        (soft["ok"].as_u64(), soft["rejected"].as_u64()),
+        (Some(2), Some(0)),
+        "{soft}"
+    );
 
     lambda.invoke(
         &function,
-        &cfn_event("Update", &url, "u1", Some(&physical), tenant_properties(&table, "false")),
+        &cfn_event(
+            "Update",
+            &url,
+            "u1",
+            Some(&physical),
+            tenant_properties(&table, "false"),
+        ),
     );
     let updated = answered(&rx);
     assert_eq!(updated["Status"], "SUCCESS", "{updated}");
@@ -775,12 +1183,24 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
         .find(|(key, _)| key.contains("/BUCKET#user-1#gpt-4#") && key.ends_with(" #STATE"))
         .map(|(_, item)| item)
         .expect("user-1's bucket");
-    assert!(bucket.get("b_tpm_soft").is_none(), "the soft stamp was not removed: {bucket}");
+    assert!(
+        bucket.get("b_tpm_soft").is_none(),
+        "the soft stamp was not removed: {bucket}"
+    );
     let hard = acquire(&table, "user-1", &["tpm=80"], 1);
     assert_eq!(hard["rejected"], 1, "{hard}");
     assert_eq!(hard["violated"], json!(["tpm"]));
 
-    lambda.invoke(&function, &cfn_event("Delete", &url, "d1", Some(&physical), tenant_properties(&table, "false")));
+    lambda.invoke(
+        &function,
+        &cfn_event(
+            "Delete",
+            &url,
+            "d1",
+            Some(&physical),
+            tenant_properties(&table, "false"),
+        ),
+    );
     let deleted = answered(&rx);
     assert_eq!(deleted["Status"], "SUCCESS", "{deleted}");
     assert_eq!(deleted["Data"]["deleted"], 1);
@@ -795,7 +1215,13 @@ fn a_failed_create_and_its_rollback_leave_the_namespace_alone() {
         "rollback-existing.yaml",
         "namespace: default\nsystem: {limits: {rpm: {capacity: 77}}}\n",
     );
-    ok(&zae_limits(&["apply", "-f", existing.to_str().unwrap(), "-t", &table]));
+    ok(&zae_limits(&[
+        "apply",
+        "-f",
+        existing.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
     let before = items(&table);
     let function = format!("{table}-limits-provisioner");
     let lambda = lambda(&function);
@@ -803,7 +1229,10 @@ fn a_failed_create_and_its_rollback_leave_the_namespace_alone() {
 
     let mut bad = tenant_properties(&table, "true");
     bad["Resources"]["gpt-4"]["Limits"]["rpm"]["Capacity"] = json!("lots");
-    lambda.invoke(&function, &cfn_event("Create", &url, "c2", None, bad.clone()));
+    lambda.invoke(
+        &function,
+        &cfn_event("Create", &url, "c2", None, bad.clone()),
+    );
     let failed = answered(&rx);
     assert_eq!(failed["Status"], "FAILED");
     assert!(
@@ -816,12 +1245,22 @@ fn a_failed_create_and_its_rollback_leave_the_namespace_alone() {
     let marker = failed["PhysicalResourceId"].as_str().unwrap().to_owned();
     assert_eq!(items(&table), before, "a failed Create wrote something");
 
-    lambda.invoke(&function, &cfn_event("Delete", &url, "d2", Some(&marker), bad));
+    lambda.invoke(
+        &function,
+        &cfn_event("Delete", &url, "d2", Some(&marker), bad),
+    );
     let rollback = answered(&rx);
     assert_eq!(rollback["Status"], "SUCCESS", "{rollback}");
-    assert_eq!(items(&table), before, "the rollback Delete wiped the namespace");
+    assert_eq!(
+        items(&table),
+        before,
+        "the rollback Delete wiped the namespace"
+    );
     let read = read_levels(&table, "default", &["system"]);
-    assert_eq!(read["levels"]["system"]["limits"], json!([limit("rpm", 77, 77, 60, false)]));
+    assert_eq!(
+        read["levels"]["system"]["limits"],
+        json!([limit("rpm", 77, 77, 60, false)])
+    );
 }
 
 #[test]
@@ -832,7 +1271,14 @@ fn the_python_cli_plans_and_applies_through_the_lambda() {
     let manifest = write_manifest("pycli.yaml", TENANT);
     let cli = |command: &str| -> Output {
         let mut cmd = Command::new(python().parent().unwrap().join("zae-limiter"));
-        cmd.args(["limits", command, "--name", &table, "--file", manifest.to_str().unwrap()]);
+        cmd.args([
+            "limits",
+            command,
+            "--name",
+            &table,
+            "--file",
+            manifest.to_str().unwrap(),
+        ]);
         aws_env(&mut cmd, moto());
         // One endpoint per service: DynamoDB on moto, Lambda on the shim.
         cmd.env_remove("AWS_ENDPOINT_URL")
@@ -844,18 +1290,29 @@ fn the_python_cli_plans_and_applies_through_the_lambda() {
     assert!(plan.starts_with("Plan: 5 change(s)"), "{plan}");
     assert!(plan.contains("+ create entity: key-b/_default_"), "{plan}");
     let apply = ok(&cli("apply"));
-    assert!(apply.contains("Applied: 5 created, 0 updated, 0 deleted."), "{apply}");
+    assert!(
+        apply.contains("Applied: 5 created, 0 updated, 0 deleted."),
+        "{apply}"
+    );
     let again = ok(&cli("plan"));
-    assert!(again.contains("No changes. Infrastructure is up-to-date."), "{again}");
+    assert!(
+        again.contains("No changes. Infrastructure is up-to-date."),
+        "{again}"
+    );
     let diff = ok(&cli("diff"));
     assert!(diff.contains("No drift detected."), "{diff}");
     let read = read_levels(&table, "default", &["resource:gpt-4"]);
     assert_eq!(
         read["levels"]["resource:gpt-4"]["limits"],
-        json!([limit("rpm", 3, 3, 60, false), limit("tpm", 500, 500, 86_400, true)])
+        json!([
+            limit("rpm", 3, 3, 60, false),
+            limit("tpm", 500, 500, 86_400, true)
+        ])
     );
-    assert!(read["audit"]["$RESOURCE:gpt-4"][0]["principal"]
-        .as_str()
-        .unwrap()
-        .ends_with(&format!(":function:{function}")));
+    assert!(
+        read["audit"]["$RESOURCE:gpt-4"][0]["principal"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":function:{function}"))
+    );
 }

@@ -1,6 +1,9 @@
-//! What every audit event shares, whichever Lambda writes it: the client's
-//! ULID event ids and its timestamp format.
+//! Audit events, whichever Lambda writes them: the item layout the client's
+//! `get_audit_events` reads, its ULID event ids, its timestamp format and
+//! its retention.
 
+use crate::keys;
+use crate::value::{Attr, Item};
 use chrono::DateTime;
 
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
@@ -41,6 +44,75 @@ pub fn expiry(at_ms: i64, retention_days: i64) -> i64 {
     at_ms.div_euclid(1000) + retention_days.saturating_mul(86_400)
 }
 
+/// The actions the server side records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    LimitsSet,
+    LimitsDeleted,
+    LimitOverdrawn,
+    LimitRecovered,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::LimitsSet => "limits_set",
+            Action::LimitsDeleted => "limits_deleted",
+            Action::LimitOverdrawn => "limit_overdrawn",
+            Action::LimitRecovered => "limit_recovered",
+        }
+    }
+}
+
+/// One audit event, before it becomes an item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEvent<'a> {
+    pub namespace: &'a str,
+    /// The audit partition: an entity, `$SYSTEM` or `$RESOURCE:<resource>`.
+    pub entity_id: &'a str,
+    pub event_id: &'a str,
+    pub at_ms: i64,
+    pub action: Action,
+    /// Stored as NULL when absent.
+    pub principal: Option<&'a str>,
+    pub resource: Option<&'a str>,
+    pub details: Item,
+    pub retention_days: i64,
+}
+
+impl AuditEvent<'_> {
+    pub fn pk(&self) -> String {
+        keys::pk_audit(self.namespace, self.entity_id)
+    }
+
+    pub fn sk(&self) -> String {
+        keys::sk_audit(self.event_id)
+    }
+
+    /// The item, laid out as the client's own events.
+    pub fn item(&self) -> Item {
+        let pk = self.pk();
+        let text = |value: Option<&str>| value.map_or(Attr::Null, Attr::s);
+        Item::from([
+            ("PK".to_owned(), Attr::s(&pk)),
+            ("SK".to_owned(), Attr::s(self.sk())),
+            ("entity_id".to_owned(), Attr::s(self.entity_id)),
+            ("event_id".to_owned(), Attr::s(self.event_id)),
+            ("timestamp".to_owned(), Attr::s(timestamp(self.at_ms))),
+            ("action".to_owned(), Attr::s(self.action.name())),
+            ("principal".to_owned(), text(self.principal)),
+            ("resource".to_owned(), text(self.resource)),
+            ("details".to_owned(), Attr::M(self.details.clone())),
+            (
+                "ttl".to_owned(),
+                Attr::n(expiry(self.at_ms, self.retention_days)),
+            ),
+            ("GSI4PK".to_owned(), Attr::s(self.namespace)),
+            ("GSI4SK".to_owned(), Attr::s(&pk)),
+        ])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +126,30 @@ mod tests {
         assert!(a < b);
         assert_eq!(ulid_millis(&a), Some(1_795_970_136_158));
         assert_eq!(timestamp(1_795_970_136_158), "2026-11-29T16:35:36Z");
+    }
+
+    #[test]
+    fn an_event_is_keyed_under_its_audit_partition_and_expires_with_the_retention() {
+        let event = AuditEvent {
+            namespace: "ns",
+            entity_id: "$SYSTEM",
+            event_id: "01M8M5NKBKD9ANKQQKMR6BEWM6",
+            at_ms: 1_795_970_136_158,
+            action: Action::LimitsDeleted,
+            principal: None,
+            resource: None,
+            details: Item::new(),
+            retention_days: 30,
+        };
+        let item = event.item();
+        assert_eq!(item["PK"], Attr::s("ns/AUDIT#$SYSTEM"));
+        assert_eq!(item["SK"], Attr::s("#AUDIT#01M8M5NKBKD9ANKQQKMR6BEWM6"));
+        assert_eq!(item["GSI4SK"], item["PK"]);
+        assert_eq!(
+            (&item["principal"], &item["resource"]),
+            (&Attr::Null, &Attr::Null)
+        );
+        assert_eq!(item["action"], Attr::s("limits_deleted"));
+        assert_eq!(item["ttl"], Attr::n(1_795_970_136 + 30 * 86_400));
     }
 }

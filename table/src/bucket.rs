@@ -1,13 +1,58 @@
-//! Bucket items (`#STATE`) and the per-limit attributes the server side reads.
+//! Bucket items (`#STATE`): the attributes the server side reads and
+//! stamps, and the per-limit attributes of a bucket image.
 
+use crate::names::is_limit_name;
 use crate::stream::{AttrError, Image};
 use std::collections::BTreeMap;
 
 pub const BUCKET_ATTR_PREFIX: &str = "b_";
-/// The infrastructure write-capacity limit; never reported as usage.
-pub const WCU_LIMIT: &str = "wcu";
-/// Suffix of the snapshot counter of records that left a soft limit in debt.
-pub const OVERDRAWN_SUFFIX: &str = "#od";
+pub const SHARD_COUNT: &str = "shard_count";
+/// The last refill instant (epoch ms); also the time of a record without one.
+pub const REFILLED_AT: &str = "rf";
+/// `0` forces the client's next slow-path pass to re-read parameters.
+pub const VALID_UNTIL: &str = "vu";
+pub const TTL: &str = "ttl";
+pub const DISABLED: &str = "disabled";
+/// A bypass deadline (epoch ms).
+pub const BYPASS: &str = "bypass";
+pub const CASCADE: &str = "cascade";
+pub const PARENT_ID: &str = "parent_id";
+/// The parent generation and entity incarnation a cascade stamp came from.
+pub const PARENT_GENERATION: &str = "pgen";
+pub const PARENT_INCARNATION: &str = "pinc";
+/// The bucket's default schedule and reset schedule, and their timezone.
+pub const SCHED: &str = "sched";
+pub const RSCHED: &str = "rsched";
+pub const SCHED_TZ: &str = "sched_tz";
+/// A per-limit schedule override meaning "no schedule" under a bucket default.
+pub const SCHED_NONE: &str = "-";
+
+/// The fields of one limit on a bucket: `b_{limit}_{field}`.
+pub mod field {
+    /// Cumulative net consumption, millitokens.
+    pub const CONSUMED: &str = "tc";
+    /// Balance, millitokens; negative when a soft limit is overdrawn.
+    pub const TOKENS: &str = "tk";
+    /// Capacity, refill amount (millitokens) and refill period (ms), undivided.
+    pub const CAPACITY: &str = "cp";
+    pub const REFILL_AMOUNT: &str = "ra";
+    pub const REFILL_PERIOD: &str = "rp";
+    /// Present (any form): the limit is soft; a number is its renewal deadline.
+    pub const SOFT: &str = "soft";
+    pub const RESET_AFTER: &str = "rsa";
+    pub const SCHED: &str = "sched";
+    pub const RSCHED: &str = "rsched";
+    /// Every per-limit field the client writes, for stripping a stale limit.
+    pub const ALL: [&str; 15] = [
+        "tk", "cp", "ra", "rp", "tc", "sched", "rsched", "soft", "rsa", "ws", "wa", "wtc", "gc",
+        "tu", "rn",
+    ];
+}
+
+/// `b_{limit}_{field}`.
+pub fn limit_attr(limit: &str, field: &str) -> String {
+    format!("{BUCKET_ATTR_PREFIX}{limit}_{field}")
+}
 
 /// What one image says about one limit, in millitokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,13 +74,6 @@ pub struct BucketImage<'i> {
     pub shard_count: Option<i64>,
 }
 
-/// Limit names as the client validates them: `^[a-zA-Z][a-zA-Z0-9_.\-]*$`.
-pub fn is_limit_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic())
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-}
-
 /// Splits `b_{name}_{field}` on the last `_`; names may contain `_` themselves.
 pub fn split_bucket_attr(attr: &str) -> Option<(&str, &str)> {
     let rest = attr.strip_prefix(BUCKET_ATTR_PREFIX)?;
@@ -47,7 +85,7 @@ impl<'i> BucketImage<'i> {
     pub fn read(image: &'i Image<'_>) -> Result<BucketImage<'i>, AttrError> {
         let mut bucket = BucketImage {
             limits: BTreeMap::new(),
-            shard_count: image.int("shard_count")?,
+            shard_count: image.int(SHARD_COUNT)?,
         };
         for (attr, value) in image.entries() {
             let Some((name, field)) = split_bucket_attr(attr) else {
@@ -55,13 +93,15 @@ impl<'i> BucketImage<'i> {
             };
             let number = || value.int(attr).map(Some);
             let slot = match field {
-                "tc" | "tk" | "cp" | "soft" => bucket.limits.entry(name).or_default(),
+                field::CONSUMED | field::TOKENS | field::CAPACITY | field::SOFT => {
+                    bucket.limits.entry(name).or_default()
+                }
                 _ => continue,
             };
             match field {
-                "tc" => slot.consumed = number()?,
-                "tk" => slot.balance = number()?,
-                "cp" => slot.capacity = number()?,
+                field::CONSUMED => slot.consumed = number()?,
+                field::TOKENS => slot.balance = number()?,
+                field::CAPACITY => slot.capacity = number()?,
                 _ => slot.soft = true,
             }
         }
@@ -105,10 +145,6 @@ mod tests {
 
     #[test]
     fn names_outside_the_client_grammar_are_not_limits() {
-        assert!(is_limit_name("gpt-4.turbo_x"));
-        for bad in ["", "4x", "a#od", "a b", "_a"] {
-            assert!(!is_limit_name(bad), "{bad}");
-        }
         let img = image(r##"{"b_a#od_tc":{"N":"1"},"b__tc":{"N":"1"}}"##);
         assert!(BucketImage::read(&img).unwrap().limits.is_empty());
     }

@@ -1,5 +1,7 @@
-//! Key formats of the 0.17.0 table.
+//! Every key of the 0.17.0 table: partition and sort keys, the index key
+//! schemas, and their builders. Nothing else in the workspace spells one.
 
+use crate::level::Level;
 use crate::window::Window;
 use thiserror::Error;
 
@@ -7,11 +9,61 @@ pub const SK_STATE: &str = "#STATE";
 pub const SK_USAGE: &str = "#USAGE#";
 pub const SK_AUDIT: &str = "#AUDIT#";
 pub const SK_CONFIG: &str = "#CONFIG";
+pub const SK_META: &str = "#META";
+pub const SK_VERSION: &str = "#VERSION";
+pub const SK_RESOURCES: &str = "#RESOURCES";
+pub const SK_ENTITY_CONFIG_RESOURCES: &str = "#ENTITY_CONFIG_RESOURCES";
+pub const SK_PROVISIONER: &str = "#PROVISIONER";
+pub const SK_PENDING_PREFIX: &str = "#PROVISIONER#PENDING#";
 pub const BUCKET_PREFIX: &str = "BUCKET#";
 pub const ENTITY_PREFIX: &str = "ENTITY#";
 pub const RESOURCE_PREFIX: &str = "RESOURCE#";
 pub const AUDIT_PREFIX: &str = "AUDIT#";
 pub const SYSTEM_PREFIX: &str = "SYSTEM#";
+pub const ENTITY_CONFIG_PREFIX: &str = "ENTITY_CONFIG#";
+/// The namespace of table-wide records: the namespace registry and `#VERSION`.
+pub const RESERVED_NAMESPACE: &str = "_";
+
+/// A key schema: the table's own, or one of its global secondary indexes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Index {
+    /// `None` for the table itself.
+    pub name: Option<&'static str>,
+    pub pk: &'static str,
+    pub sk: &'static str,
+    /// The index holds the keys only (table and index keys), not whole items.
+    pub keys_only: bool,
+}
+
+impl Index {
+    pub const TABLE: Index = Index {
+        name: None,
+        pk: "PK",
+        sk: "SK",
+        keys_only: false,
+    };
+    /// Buckets and snapshots by resource: `{ns}/RESOURCE#{resource}`; whole items.
+    pub const GSI2: Index = Index {
+        name: Some("GSI2"),
+        pk: "GSI2PK",
+        sk: "GSI2SK",
+        keys_only: false,
+    };
+    /// Buckets by entity and entity configs by resource; keys only.
+    pub const GSI3: Index = Index {
+        name: Some("GSI3"),
+        pk: "GSI3PK",
+        sk: "GSI3SK",
+        keys_only: true,
+    };
+    /// Everything of a namespace (`GSI4PK = {ns}`); keys only.
+    pub const GSI4: Index = Index {
+        name: Some("GSI4"),
+        pk: "GSI4PK",
+        sk: "GSI4SK",
+        keys_only: true,
+    };
+}
 
 /// Where a bucket item lives: `PK = "{ns}/BUCKET#{entity}#{resource}#{shard}"`, `SK = "#STATE"`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -89,8 +141,45 @@ pub fn sk_audit(event_id: &str) -> String {
     format!("{SK_AUDIT}{event_id}")
 }
 
-pub fn gsi2_pk_resource(namespace: &str, resource: &str) -> String {
+/// A resource's config item, and the GSI2 partition of its buckets and snapshots.
+pub fn pk_resource(namespace: &str, resource: &str) -> String {
     format!("{namespace}/{RESOURCE_PREFIX}{resource}")
+}
+
+/// GSI3 partition of the entity configs of one resource.
+pub fn gsi3_pk_entity_config(namespace: &str, resource: &str) -> String {
+    format!("{namespace}/{ENTITY_CONFIG_PREFIX}{resource}")
+}
+
+/// `(PK, SK)` of a level's config item.
+pub fn config_key(namespace: &str, level: &Level) -> (String, String) {
+    match level {
+        Level::System => (pk_system(namespace), SK_CONFIG.to_owned()),
+        Level::Resource(resource) => (pk_resource(namespace, resource), SK_CONFIG.to_owned()),
+        Level::Entity { entity, resource } => (
+            pk_entity(namespace, entity),
+            format!("{SK_CONFIG}#{resource}"),
+        ),
+    }
+}
+
+/// The table-wide registry partition: namespaces and the version record.
+pub fn pk_registry() -> String {
+    pk_system(RESERVED_NAMESPACE)
+}
+
+/// The registry entry of a namespace name.
+pub fn sk_namespace(name: &str) -> String {
+    format!("#NAMESPACE#{name}")
+}
+
+/// A pending fan-out: `#PROVISIONER#PENDING#{kind}#{level kind}#{target}`.
+pub fn sk_pending(kind: &str, level: &Level) -> String {
+    format!(
+        "{SK_PENDING_PREFIX}{kind}#{}#{}",
+        level.kind(),
+        level.target().unwrap_or_default()
+    )
 }
 
 pub fn gsi2_sk_usage(window_key: &str, entity: &str) -> String {

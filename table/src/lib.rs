@@ -1,24 +1,36 @@
-//! The zae-limiter 0.17.0 table model, as the server side sees it.
-//!
-//! Keys and key builders ([`keys`]), the wire codec of DynamoDB stream records
-//! ([`stream`]), bucket images and their per-limit attributes ([`bucket`]),
-//! millitoken arithmetic ([`milli`]) and usage-snapshot windows ([`window`]).
-//! Nothing here touches the network.
+//! The zae-limiter 0.17.0 table model, shared by both Lambdas: every key
+//! ([`keys`]), the one attribute-value type ([`value`]) and the store seam
+//! it travels through ([`store`], with its SDK adapter in `sdk` and its
+//! in-memory twin in `store::memory`), and the items the server side reads
+//! and writes: buckets ([`bucket`]), usage snapshots ([`snapshot`]), config
+//! levels ([`level`], [`config`]), entities ([`entity`]), registries ([`registry`]), audit events
+//! ([`audit`]) and the provisioner's records ([`provisioner`]); the rules the
+//! client applies to names ([`names`]) and schedules ([`schedule`]); the
+//! stream-record codec ([`stream`]), millitoken arithmetic ([`milli`]) and
+//! snapshot windows ([`window`]).
 
 pub mod audit;
 pub mod bucket;
-pub mod deadline;
+pub mod config;
+pub mod entity;
 pub mod keys;
+pub mod level;
 pub mod milli;
+pub mod names;
+pub mod provisioner;
+pub mod registry;
+pub mod schedule;
 #[cfg(feature = "sdk")]
 pub mod sdk;
-pub mod store_error;
-#[cfg(feature = "telemetry")]
-pub mod telemetry;
+pub mod snapshot;
+pub mod store;
 pub mod stream;
+pub mod value;
 pub mod window;
 
 pub use bucket::{BucketImage, LimitState};
 pub use keys::BucketKey;
+pub use level::Level;
 pub use stream::{EventName, Image, SequenceNumber, StreamRecord};
+pub use value::{Attr, Item};
 pub use window::Window;

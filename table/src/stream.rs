@@ -58,7 +58,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 /// One attribute in wire format. Only `S` and `N` carry meaning for the
 /// server side; any other member (BOOL, M, L, ...) is recorded as present.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct Attr<'a> {
+pub struct WireValue<'a> {
     #[serde(rename = "S", borrow, default)]
     pub s: Option<Text<'a>>,
     #[serde(rename = "N", borrow, default)]
@@ -69,7 +69,7 @@ pub struct Attr<'a> {
 /// hash map: images are small, read once, and mostly scanned whole, so hashing
 /// every name would cost more than the few look-ups save.
 #[derive(Debug, Clone, Default)]
-pub struct Image<'a>(pub Vec<(Text<'a>, Attr<'a>)>);
+pub struct Image<'a>(pub Vec<(Text<'a>, WireValue<'a>)>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Image<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -84,7 +84,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Image<'a> {
                 mut map: M,
             ) -> Result<Self::Value, M::Error> {
                 let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(40));
-                while let Some(entry) = map.next_entry::<Text<'a>, Attr<'a>>()? {
+                while let Some(entry) = map.next_entry::<Text<'a>, WireValue<'a>>()? {
                     entries.push(entry);
                 }
                 Ok(Image(entries))
@@ -104,7 +104,7 @@ pub enum AttrError {
     Number { name: String, source: NumberError },
 }
 
-impl Attr<'_> {
+impl WireValue<'_> {
     /// The value as an integer `N`; `name` is the attribute's, for the error.
     pub fn int(&self, name: &str) -> Result<i64, AttrError> {
         match &self.n {
@@ -118,7 +118,7 @@ impl Attr<'_> {
 }
 
 impl<'a> Image<'a> {
-    pub fn get(&self, name: &str) -> Option<&Attr<'a>> {
+    pub fn get(&self, name: &str) -> Option<&WireValue<'a>> {
         self.0.iter().find(|(k, _)| &**k == name).map(|(_, v)| v)
     }
 
@@ -126,12 +126,8 @@ impl<'a> Image<'a> {
         self.get(name).is_some()
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _)| &**k)
-    }
-
     /// Name and value of every attribute.
-    pub fn entries(&self) -> impl Iterator<Item = (&str, &Attr<'a>)> {
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &WireValue<'a>)> {
         self.0.iter().map(|(k, v)| (&**k, v))
     }
 
@@ -139,7 +135,7 @@ impl<'a> Image<'a> {
     pub fn string(&self, name: &str) -> Result<Option<&str>, AttrError> {
         match self.get(name) {
             None => Ok(None),
-            Some(Attr { s: Some(s), .. }) => Ok(Some(s)),
+            Some(WireValue { s: Some(s), .. }) => Ok(Some(s)),
             Some(_) => Err(AttrError::WrongType(name.into(), "S")),
         }
     }

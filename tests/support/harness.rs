@@ -1,8 +1,5 @@
 //! What every end-to-end test shares: the test venv's Python, the harness
-//! scripts, one moto server per test run, and unique table names. Included
-//! by each crate's integration tests with `#[path]`.
-
-#![allow(dead_code)]
+//! scripts, one moto server per test run, and unique table names.
 
 use serde_json::Value;
 use std::net::{TcpListener, TcpStream};
@@ -12,10 +9,12 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// The repository: this crate lives in `tests/support`.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
+        .ancestors()
+        .nth(2)
+        .expect("tests/support has a repository above it")
         .to_path_buf()
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use serde_json::json;
+use zae_test_support::emf::validate_emf;
 
 /// An overdraw of key-a's soft tpm on gpt-4: the sample event of the metric tests.
 pub(crate) fn overdrawn() -> MetricEvent {

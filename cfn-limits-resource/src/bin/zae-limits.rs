@@ -3,18 +3,23 @@
 //! environment (`AWS_ENDPOINT_URL_DYNAMODB` and friends).
 
 use aws_config::BehaviorVersion;
+use cfn_limits_resource::apply::state::namespace_id;
+use cfn_limits_resource::apply::{Caller, Provisioner};
+use cfn_limits_resource::manifest::Manifest;
+use cfn_limits_resource::manifest::cloudformation::cfn_template;
+use cfn_limits_resource::report;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use zae_limits::apply::{Caller, Provisioner};
-use zae_limits::cli;
-use zae_limits::dynamo::DynamoStore;
-use zae_limits::manifest::Manifest;
-use zae_limits::state;
-use zae_limits::store::Counted;
+use zae_table::sdk::DynamoStore;
+use zae_table::store::Counted;
 
 #[derive(Parser)]
-#[command(name = "zae-limits", version, about = "Plan and apply zae-limiter limits manifests")]
+#[command(
+    name = "zae-limits",
+    version,
+    about = "Plan and apply zae-limiter limits manifests"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -79,14 +84,15 @@ enum Command {
 }
 
 fn read_manifest(file: &PathBuf) -> Result<Manifest, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    let text =
+        std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
     Manifest::from_yaml(&text).map_err(|e| format!("{}: {e}", file.display()))
 }
 
 async fn run(command: Command) -> Result<bool, String> {
     let (target, manifest) = match &command {
         Command::CfnTemplate { file, stack, full } => {
-            print!("{}", cli::cfn_template(&read_manifest(file)?, stack, *full));
+            print!("{}", cfn_template(&read_manifest(file)?, stack, *full));
             return Ok(true);
         }
         Command::Plan { target, .. } | Command::Apply { target, .. } | Command::Diff { target } => {
@@ -94,10 +100,13 @@ async fn run(command: Command) -> Result<bool, String> {
         }
     };
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
-    let store = Counted::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &target.table));
+    let store = Counted::new(DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &target.table,
+    ));
     let namespace = match &target.namespace_id {
         Some(id) => id.clone(),
-        None => state::namespace_id(&store, &manifest.namespace)
+        None => namespace_id(&store, &manifest.namespace)
             .await
             .map_err(|e| e.to_string())?
             .ok_or_else(|| {
@@ -114,13 +123,21 @@ async fn run(command: Command) -> Result<bool, String> {
     };
     let (report, text) = match &command {
         Command::Plan { quiet, .. } => {
-            let report = provisioner.plan(&manifest, false).await.map_err(|e| e.to_string())?.report();
-            let text = cli::render_plan(&report, *quiet);
+            let report = provisioner
+                .plan(&manifest, false)
+                .await
+                .map_err(|e| e.to_string())?
+                .report();
+            let text = report::render_plan(&report, *quiet);
             (report, text)
         }
         Command::Diff { .. } => {
-            let report = provisioner.plan(&manifest, false).await.map_err(|e| e.to_string())?.report();
-            let text = cli::render_diff(&report);
+            let report = provisioner
+                .plan(&manifest, false)
+                .await
+                .map_err(|e| e.to_string())?
+                .report();
+            let text = report::render_diff(&report);
             (report, text)
         }
         Command::Apply {
@@ -133,18 +150,24 @@ async fn run(command: Command) -> Result<bool, String> {
                 .apply(&manifest, *full, &Caller::local(principal))
                 .await
                 .map_err(|e| e.to_string())?;
-            let text = cli::render_apply(&report, *quiet);
+            let text = report::render_apply(&report, *quiet);
             (report, text)
         }
         Command::CfnTemplate { .. } => unreachable!("answered above"),
     };
     if target.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
     } else {
         println!("{text}");
     }
     if target.stats {
-        eprintln!("{}", serde_json::json!({ "dynamodb_calls": store.counts() }));
+        eprintln!(
+            "{}",
+            serde_json::json!({ "dynamodb_calls": store.counts() })
+        );
     }
     let errors = report.errors.unwrap_or_default();
     if !errors.is_empty() {

@@ -1,0 +1,157 @@
+//! Overdraw and health metrics: Embedded Metric Format documents on stdout
+//! (in Lambda, CloudWatch Logs turns them into metrics at no request cost), or
+//! the same data through PutMetricData for the poller outside Lambda.
+
+pub mod cloudwatch;
+
+use crate::plan::TransitionKind;
+use serde_json::{Map, Value, json};
+use std::future::Future;
+use std::io::Write;
+
+pub const DEFAULT_NAMESPACE: &str = "ZaeLimiter";
+pub const RECORDS_SKIPPED: &str = "RecordsSkipped";
+
+/// Every overdraw metric is published under these dimension sets, so that an
+/// alarm can watch a whole table, one resource, or one resource's limit. The
+/// entity is never a dimension: its cardinality is unbounded.
+pub const TRANSITION_DIMENSIONS: [&[&str]; 3] = [
+    &["Table"],
+    &["Table", "Resource"],
+    &["Table", "Resource", "Limit"],
+];
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetricEvent {
+    Transition {
+        kind: TransitionKind,
+        at_ms: i64,
+        namespace_id: String,
+        entity: String,
+        resource: String,
+        limit: String,
+        shard: u32,
+        balance: i64,
+        event_id: String,
+    },
+    RecordsSkipped {
+        at_ms: i64,
+        count: u64,
+    },
+}
+
+impl MetricEvent {
+    pub fn name(&self) -> &'static str {
+        match self {
+            MetricEvent::Transition { kind, .. } => kind.metric(),
+            MetricEvent::RecordsSkipped { .. } => RECORDS_SKIPPED,
+        }
+    }
+
+    pub fn value(&self) -> f64 {
+        match self {
+            MetricEvent::Transition { .. } => 1.0,
+            MetricEvent::RecordsSkipped { count, .. } => *count as f64,
+        }
+    }
+
+    pub fn at_ms(&self) -> i64 {
+        match self {
+            MetricEvent::Transition { at_ms, .. } | MetricEvent::RecordsSkipped { at_ms, .. } => {
+                *at_ms
+            }
+        }
+    }
+
+    /// Dimension name and value pairs, and the dimension sets to publish under.
+    pub fn dimensions<'a>(
+        &'a self,
+        table: &'a str,
+    ) -> (Vec<(&'static str, &'a str)>, Vec<&'static [&'static str]>) {
+        match self {
+            MetricEvent::Transition {
+                resource, limit, ..
+            } => (
+                vec![
+                    ("Table", table),
+                    ("Resource", resource.as_str()),
+                    ("Limit", limit.as_str()),
+                ],
+                TRANSITION_DIMENSIONS.to_vec(),
+            ),
+            MetricEvent::RecordsSkipped { .. } => (vec![("Table", table)], vec![&["Table"]]),
+        }
+    }
+}
+
+/// One EMF document for one event.
+pub fn emf_document(metric_namespace: &str, table: &str, event: &MetricEvent) -> Value {
+    let (dimensions, sets) = event.dimensions(table);
+    let mut doc = Map::new();
+    doc.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": event.at_ms(),
+            "CloudWatchMetrics": [{
+                "Namespace": metric_namespace,
+                "Dimensions": sets,
+                "Metrics": [{"Name": event.name(), "Unit": "Count"}],
+            }],
+        }),
+    );
+    for (name, value) in dimensions {
+        doc.insert(name.into(), Value::String(value.into()));
+    }
+    doc.insert(event.name().into(), json!(event.value()));
+    if let MetricEvent::Transition {
+        namespace_id,
+        entity,
+        shard,
+        balance,
+        event_id,
+        ..
+    } = event
+    {
+        doc.insert("EntityId".into(), json!(entity));
+        doc.insert("NamespaceId".into(), json!(namespace_id));
+        doc.insert("Shard".into(), json!(shard));
+        doc.insert("Balance".into(), json!(balance));
+        doc.insert("AuditEventId".into(), json!(event_id));
+    }
+    Value::Object(doc)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("writing EMF to stdout: {0}")]
+    Stdout(#[from] std::io::Error),
+    #[error("PutMetricData to namespace {namespace}: {message}")]
+    PutMetricData { namespace: String, message: String },
+}
+
+pub trait MetricSink: Send + Sync {
+    fn publish(
+        &self,
+        events: &[MetricEvent],
+    ) -> impl Future<Output = Result<(), MetricsError>> + Send;
+}
+
+/// EMF, one document per line, to stdout.
+pub struct EmfStdout {
+    pub namespace: String,
+    pub table: String,
+}
+
+impl MetricSink for EmfStdout {
+    async fn publish(&self, events: &[MetricEvent]) -> Result<(), MetricsError> {
+        let mut out = std::io::stdout().lock();
+        for event in events {
+            writeln!(out, "{}", emf_document(&self.namespace, &self.table, event))?;
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,277 @@
+//! From a batch of stream records to the writes it calls for: one snapshot
+//! update per (entity, resource, window) item ([`snapshot`]), and one audit
+//! event per soft-limit transition ([`overdraw`]). Pure: no I/O, no clock.
+
+pub mod overdraw;
+pub mod snapshot;
+
+pub use overdraw::{Transition, TransitionKind};
+pub use snapshot::{Contribution, SnapshotKey, SnapshotUpdate, Sources, Totals};
+
+use overdraw::transition_between;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use zae_table::bucket::REFILLED_AT;
+use zae_table::keys::{self, SK_STATE};
+use zae_table::milli::{whole_token_delta, whole_tokens};
+use zae_table::names::WCU_LIMIT;
+use zae_table::stream::{AttrError, EventName, RecordError};
+use zae_table::{BucketImage, BucketKey, SequenceNumber, StreamRecord, Window};
+
+/// Why a record was passed over. Each one is logged once and counted.
+#[derive(Debug, thiserror::Error)]
+pub enum SkipReason {
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error(transparent)]
+    Key(#[from] keys::KeyError),
+    #[error(transparent)]
+    Attribute(#[from] AttrError),
+    #[error("{0} record has no NewImage")]
+    NoNewImage(&'static str),
+    #[error("MODIFY record has no OldImage")]
+    NoOldImage,
+    #[error("record has neither ApproximateCreationDateTime nor rf")]
+    NoTime,
+    #[error(transparent)]
+    Window(#[from] zae_table::window::WindowError),
+}
+
+#[derive(Debug)]
+pub struct Skipped {
+    pub index: usize,
+    pub sequence: Option<SequenceNumber>,
+    pub partition_key: Option<String>,
+    pub reason: SkipReason,
+}
+
+#[derive(Debug, Default)]
+pub struct BatchPlan {
+    pub snapshots: Vec<SnapshotUpdate>,
+    pub transitions: Vec<Transition>,
+    pub skipped: Vec<Skipped>,
+    /// Records that are not bucket changes (other items, removals): not errors.
+    pub ignored: usize,
+    pub bucket_records: usize,
+}
+
+/// What a single bucket record yields.
+struct RecordYield {
+    at_ms: i64,
+    contribution: Option<Contribution>,
+    transitions: Vec<Transition>,
+}
+
+/// The snapshot items of a batch, grouped without building their key strings:
+/// by (entity-resource item, window, window start), each item's strings being
+/// made once at the end.
+#[derive(Default)]
+struct Grouping {
+    /// (namespace, entity, resource), by first appearance.
+    items: Vec<BucketKey>,
+    /// Parsed bucket keys by partition key, with the index of their item.
+    buckets: HashMap<String, (usize, BucketKey)>,
+    /// Per group: the window key, made when the group is first seen, and the sources.
+    updates: BTreeMap<(usize, Window, i64), (String, Sources)>,
+}
+
+impl Grouping {
+    fn bucket(&mut self, pk: &str) -> Result<(usize, &BucketKey), keys::KeyError> {
+        if !self.buckets.contains_key(pk) {
+            let key = BucketKey::parse(pk)?;
+            let item = match self.items.iter().position(|i| {
+                (&i.namespace, &i.entity, &i.resource)
+                    == (&key.namespace, &key.entity, &key.resource)
+            }) {
+                Some(item) => item,
+                None => {
+                    self.items.push(key.clone());
+                    self.items.len() - 1
+                }
+            };
+            self.buckets.insert(pk.to_owned(), (item, key));
+        }
+        let (item, key) = &self.buckets[pk];
+        Ok((*item, key))
+    }
+
+    /// Adds a contribution to every window of a record, or to none if one of
+    /// its windows has no key.
+    fn add(
+        &mut self,
+        item: usize,
+        shard: u32,
+        at_ms: i64,
+        windows: &[Window],
+        c: Contribution,
+    ) -> Result<(), SkipReason> {
+        let mut groups = Vec::with_capacity(windows.len());
+        for window in windows {
+            let start = window.start(at_ms)?;
+            if let Entry::Vacant(e) = self.updates.entry((item, *window, start)) {
+                let key = window.key(start)?;
+                e.insert((key, BTreeMap::new()));
+            }
+            groups.push((item, *window, start));
+        }
+        let c = Arc::new(c);
+        for group in groups {
+            let (_, sources) = self.updates.get_mut(&group).expect("inserted above");
+            sources.entry(shard).or_default().push(Arc::clone(&c));
+        }
+        Ok(())
+    }
+
+    fn into_updates(self) -> Vec<SnapshotUpdate> {
+        let items = self.items;
+        self.updates
+            .into_iter()
+            .map(|((item, window, _), (window_key, sources))| {
+                let item = &items[item];
+                SnapshotUpdate {
+                    key: SnapshotKey {
+                        namespace: item.namespace.clone(),
+                        entity: item.entity.clone(),
+                        resource: item.resource.clone(),
+                        window,
+                        window_key,
+                    },
+                    sources,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Plans a batch. `records` is the raw JSON of each record, in stream order.
+pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan {
+    let mut plan = BatchPlan::default();
+    let mut grouping = Grouping::default();
+    for (index, text) in records.iter().enumerate() {
+        let record = match StreamRecord::parse(text.as_ref()) {
+            Ok(r) => r,
+            Err(e) => {
+                plan.skipped.push(Skipped {
+                    index,
+                    sequence: None,
+                    partition_key: None,
+                    reason: e.into(),
+                });
+                continue;
+            }
+        };
+        let skip = |reason: SkipReason| Skipped {
+            index,
+            sequence: Some(record.sequence_number.clone()),
+            partition_key: record.partition_key().map(str::to_owned),
+            reason,
+        };
+        let is_bucket_change = matches!(record.event_name, EventName::Insert | EventName::Modify)
+            && record.sort_key() == Some(SK_STATE);
+        let Some(pk) = record.partition_key().filter(|_| is_bucket_change) else {
+            plan.ignored += 1;
+            continue;
+        };
+        let (item, bucket) = match grouping.bucket(pk) {
+            Ok(found) => found,
+            Err(e) => {
+                plan.skipped.push(skip(e.into()));
+                continue;
+            }
+        };
+        let shard = bucket.shard;
+        let y = match read_bucket_record(&record, bucket) {
+            Ok(y) => y,
+            Err(reason) => {
+                plan.skipped.push(skip(reason));
+                continue;
+            }
+        };
+        if let Some(contribution) = y.contribution
+            && let Err(reason) = grouping.add(item, shard, y.at_ms, windows, contribution)
+        {
+            plan.skipped.push(skip(reason));
+            continue;
+        }
+        plan.bucket_records += 1;
+        plan.transitions.extend(y.transitions);
+    }
+    plan.snapshots = grouping.into_updates();
+    plan
+}
+
+/// Reads an INSERT or MODIFY of the bucket item `bucket`.
+fn read_bucket_record(
+    record: &StreamRecord<'_>,
+    bucket: &BucketKey,
+) -> Result<RecordYield, SkipReason> {
+    let kind = if record.event_name == EventName::Insert {
+        "INSERT"
+    } else {
+        "MODIFY"
+    };
+    let new_image = record.new_image().ok_or(SkipReason::NoNewImage(kind))?;
+    let old_image = match (record.event_name, record.old_image()) {
+        (EventName::Modify, None) => return Err(SkipReason::NoOldImage),
+        (_, old) => old,
+    };
+    let new = BucketImage::read(new_image)?;
+    let old = old_image
+        .map(BucketImage::read)
+        .transpose()?
+        .unwrap_or_default();
+    let at_ms = match record.created_ms {
+        Some(ms) => ms,
+        None => new_image.int(REFILLED_AT)?.ok_or(SkipReason::NoTime)?,
+    };
+
+    let mut contribution = Contribution {
+        sequence: record.sequence_number.clone(),
+        counters: BTreeMap::new(),
+        overdrawn: BTreeMap::new(),
+        events: 0,
+    };
+    let mut transitions = Vec::new();
+    for (&limit, now) in &new.limits {
+        if limit == WCU_LIMIT {
+            continue;
+        }
+        let before = old.limit(limit).copied().unwrap_or_default();
+        if let Some(new_tc) = now.consumed {
+            // A counter absent before starts at zero: the INSERT that creates a
+            // bucket, or a limit seeded onto an existing one, carries its first debit.
+            let old_tc = before.consumed.unwrap_or(0);
+            if new_tc != old_tc {
+                contribution.events += 1;
+                *contribution.counters.entry(limit.to_owned()).or_default() +=
+                    i128::from(whole_token_delta(old_tc, new_tc));
+                if now.soft && new_tc > old_tc && now.balance.is_some_and(|b| b < 0) {
+                    *contribution.overdrawn.entry(limit.to_owned()).or_default() += 1;
+                }
+            }
+        }
+        let (Some(kind), Some(balance)) = (transition_between(&before, now), now.balance) else {
+            continue;
+        };
+        transitions.push(Transition {
+            kind,
+            bucket: bucket.clone(),
+            limit: limit.to_owned(),
+            sequence: record.sequence_number.clone(),
+            at_ms,
+            balance: whole_tokens(balance),
+            capacity: now.capacity.map(whole_tokens),
+            shard_count: new.shard_count,
+        });
+    }
+    let contribution = (contribution.events > 0).then_some(contribution);
+    Ok(RecordYield {
+        at_ms,
+        contribution,
+        transitions,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,147 @@
+//! The aggregator's settings, read from the environment and checked once at
+//! start-up: a bad value stops it with an error naming the variable.
+
+use crate::metrics::DEFAULT_NAMESPACE;
+use crate::write::{RetryPolicy, Settings};
+use zae_table::Window;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{variable}={value:?}: {reason}")]
+    Invalid {
+        variable: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("{0} is not set")]
+    Missing(&'static str),
+}
+
+/// What the environment configures: the table, the metric namespace, and
+/// how batches are written.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    pub table_name: String,
+    pub metric_namespace: String,
+    pub settings: Settings,
+}
+
+/// Reads a variable through `lookup`, so tests need not touch the process environment.
+pub fn from_lookup(
+    lookup: impl Fn(&str) -> Option<String>,
+    table_name: Option<String>,
+) -> Result<Environment, SettingsError> {
+    let table_name = match table_name.or_else(|| lookup("TABLE_NAME")) {
+        Some(name) if !name.trim().is_empty() => name.trim().to_owned(),
+        _ => return Err(SettingsError::Missing("TABLE_NAME")),
+    };
+    let windows_text = lookup("SNAPSHOT_WINDOWS").unwrap_or_else(|| "hourly,daily".into());
+    let windows = Window::parse_list(&windows_text).map_err(|e| SettingsError::Invalid {
+        variable: "SNAPSHOT_WINDOWS",
+        value: windows_text.clone(),
+        reason: e.to_string(),
+    })?;
+    let int =
+        |variable: &'static str, default: i64, range: std::ops::RangeInclusive<i64>| match lookup(
+            variable,
+        ) {
+            None => Ok(default),
+            Some(value) => match value.trim().parse::<i64>() {
+                Ok(n) if range.contains(&n) => Ok(n),
+                _ => Err(SettingsError::Invalid {
+                    variable,
+                    value,
+                    reason: format!(
+                        "expected a whole number from {} to {}",
+                        range.start(),
+                        range.end()
+                    ),
+                }),
+            },
+        };
+    let snapshot_ttl_days = int("SNAPSHOT_TTL_DAYS", 90, 1..=36_500)?;
+    let concurrency = int("WRITE_CONCURRENCY", 16, 1..=256)? as usize;
+    let max_attempts = int("WRITE_MAX_ATTEMPTS", 8, 1..=20)? as u32;
+    let metric_namespace = lookup("METRICS_NAMESPACE")
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
+    if metric_namespace.len() > 255 {
+        return Err(SettingsError::Invalid {
+            variable: "METRICS_NAMESPACE",
+            value: metric_namespace,
+            reason: "longer than 255 characters".into(),
+        });
+    }
+    Ok(Environment {
+        table_name,
+        metric_namespace,
+        settings: Settings {
+            windows,
+            snapshot_ttl_days,
+            concurrency,
+            retry: RetryPolicy {
+                max_attempts,
+                ..RetryPolicy::default()
+            },
+        },
+    })
+}
+
+pub fn from_env(table_name: Option<String>) -> Result<Environment, SettingsError> {
+    from_lookup(|v| std::env::var(v).ok(), table_name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Environment, SettingsError> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        from_lookup(|v| vars.get(v).cloned(), None)
+    }
+
+    #[test]
+    fn defaults_match_the_reference() {
+        let c = config(&[("TABLE_NAME", "t")]).unwrap();
+        assert_eq!(c.settings.windows, vec![Window::Hourly, Window::Daily]);
+        assert_eq!(c.settings.snapshot_ttl_days, 90);
+        assert_eq!(c.metric_namespace, "ZaeLimiter");
+    }
+
+    #[test]
+    fn windows_are_trimmed() {
+        let c = config(&[
+            ("TABLE_NAME", "t"),
+            ("SNAPSHOT_WINDOWS", "hourly, daily, monthly"),
+        ])
+        .unwrap();
+        assert_eq!(c.settings.windows, Window::ALL.to_vec());
+    }
+
+    #[test]
+    fn bad_values_name_the_variable_and_value() {
+        let err = config(&[("TABLE_NAME", "t"), ("SNAPSHOT_WINDOWS", "hourly,weekly")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SNAPSHOT_WINDOWS") && err.contains("weekly"),
+            "{err}"
+        );
+        let err = config(&[("TABLE_NAME", "t"), ("SNAPSHOT_TTL_DAYS", "ninety")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SNAPSHOT_TTL_DAYS") && err.contains("ninety"),
+            "{err}"
+        );
+        assert!(matches!(
+            config(&[]),
+            Err(SettingsError::Missing("TABLE_NAME"))
+        ));
+    }
+}

@@ -1,0 +1,173 @@
+//! The batch writer: one batch, end to end. Plan it, write its snapshot
+//! updates ([`snapshot`]) and overdraw audit events ([`overdraw`]) with
+//! bounded concurrency and retries ([`retry`]), and say which record Lambda
+//! must redeliver from if anything could not be written.
+
+pub mod overdraw;
+pub mod retry;
+pub mod snapshot;
+
+pub use retry::RetryPolicy;
+
+use crate::metrics::MetricEvent;
+use crate::plan::{BatchPlan, SnapshotUpdate, Transition, plan_batch};
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+use zae_table::store::Store;
+use zae_table::{SequenceNumber, Window};
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub windows: Vec<Window>,
+    pub snapshot_ttl_days: i64,
+    pub concurrency: usize,
+    pub retry: RetryPolicy,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BatchStats {
+    pub records: usize,
+    pub bucket_records: usize,
+    pub ignored: usize,
+    pub skipped: usize,
+    pub snapshot_writes: usize,
+    pub snapshots_already_applied: usize,
+    pub audit_events_written: usize,
+    pub audit_events_existing: usize,
+    pub failed_writes: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct BatchOutcome {
+    /// The earliest record whose effects are not all written: Lambda's
+    /// batch-item failure. Everything before it is done.
+    pub first_failure: Option<SequenceNumber>,
+    pub metrics: Vec<MetricEvent>,
+    pub stats: BatchStats,
+    pub errors: Vec<String>,
+}
+
+pub struct Aggregator<S> {
+    store: S,
+    settings: Settings,
+    retention_days: Mutex<HashMap<String, i64>>,
+}
+
+enum Job<'p> {
+    Snapshot(&'p SnapshotUpdate),
+    Audit(&'p Transition),
+}
+
+enum Done {
+    SnapshotWritten,
+    SnapshotAlreadyApplied,
+    AuditWritten(MetricEvent),
+    AuditExisting,
+}
+
+impl<S: Store> Aggregator<S> {
+    pub fn new(store: S, settings: Settings) -> Self {
+        Aggregator {
+            store,
+            settings,
+            retention_days: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The table it writes to.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Processes one batch. `now_s` stamps the snapshot TTL; `deadline` is when
+    /// retrying must stop so that the caller is answered in time.
+    pub async fn process<R: AsRef<str>>(
+        &self,
+        records: &[R],
+        principal: &str,
+        now_s: i64,
+        deadline: Option<Instant>,
+    ) -> BatchOutcome {
+        let plan = plan_batch(records, &self.settings.windows);
+        let mut outcome = BatchOutcome {
+            stats: BatchStats {
+                records: records.len(),
+                bucket_records: plan.bucket_records,
+                ignored: plan.ignored,
+                skipped: plan.skipped.len(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        log_skipped(&plan);
+        let ttl = now_s + self.settings.snapshot_ttl_days * 86_400;
+
+        let jobs = plan
+            .snapshots
+            .iter()
+            .map(Job::Snapshot)
+            .chain(plan.transitions.iter().map(Job::Audit));
+        let mut done = futures::stream::iter(jobs)
+            .map(|job| async move {
+                let earliest = match job {
+                    Job::Snapshot(u) => u.earliest().clone(),
+                    Job::Audit(t) => t.sequence.clone(),
+                };
+                let result = match job {
+                    Job::Snapshot(u) => self.write_snapshot(u, ttl, deadline).await,
+                    Job::Audit(t) => self.write_audit(t, principal, deadline).await,
+                };
+                (earliest, result)
+            })
+            .buffer_unordered(self.settings.concurrency.max(1));
+
+        let mut audit_metrics = Vec::new();
+        while let Some((earliest, result)) = done.next().await {
+            match result {
+                Ok(Done::SnapshotWritten) => outcome.stats.snapshot_writes += 1,
+                Ok(Done::SnapshotAlreadyApplied) => outcome.stats.snapshots_already_applied += 1,
+                Ok(Done::AuditWritten(metric)) => {
+                    outcome.stats.audit_events_written += 1;
+                    audit_metrics.push(metric);
+                }
+                Ok(Done::AuditExisting) => outcome.stats.audit_events_existing += 1,
+                Err(e) => {
+                    tracing::error!(error = %e, first_record = %earliest, "write failed; the batch will be redelivered from this record");
+                    outcome.stats.failed_writes += 1;
+                    outcome.errors.push(e.to_string());
+                    if outcome.first_failure.as_ref().is_none_or(|f| earliest < *f) {
+                        outcome.first_failure = Some(earliest);
+                    }
+                }
+            }
+        }
+        // Stream order, whatever order the writes finished in.
+        audit_metrics.sort_by_key(|m| m.at_ms());
+        outcome.metrics = audit_metrics;
+        if !plan.skipped.is_empty() {
+            let at_ms = now_s.saturating_mul(1000);
+            outcome.metrics.push(MetricEvent::RecordsSkipped {
+                at_ms,
+                count: plan.skipped.len() as u64,
+            });
+        }
+        outcome
+    }
+}
+
+fn log_skipped(plan: &BatchPlan) {
+    for skip in &plan.skipped {
+        tracing::warn!(
+            record_index = skip.index,
+            sequence_number = skip.sequence.as_ref().map(|s| s.as_stream().to_owned()),
+            pk = skip.partition_key.as_deref(),
+            reason = %skip.reason,
+            "skipping malformed record"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

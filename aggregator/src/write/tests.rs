@@ -1,0 +1,248 @@
+//! The write path against the in-memory twin of the table, which evaluates
+//! the expressions the aggregator sends, with faults injected at the store
+//! seam: throttles before an update applies, 5xx answers after it applied.
+use super::*;
+use crate::write::retry::RetryPolicy;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use zae_table::store::memory::MemoryStore;
+use zae_table::store::{Condition, Query, Returns, StoreError, TxWrite, Update};
+use zae_table::{Attr, Item};
+
+/// The in-memory table, with injected failures of its UpdateItem calls.
+#[derive(Default)]
+struct Faulty {
+    table: MemoryStore,
+    calls: AtomicUsize,
+    /// Updates (1-based) that fail: before applying (throttled) or after (5xx).
+    fail_before: Vec<usize>,
+    fail_after: Vec<usize>,
+    fail_all_writes: bool,
+}
+
+fn num(v: Option<&Attr>) -> i128 {
+    match v {
+        Some(Attr::N(n)) => n.parse().unwrap(),
+        _ => 0,
+    }
+}
+
+impl Faulty {
+    fn fault(&self, key: &str, applied: bool) -> Option<StoreError> {
+        let n = self.calls.load(Ordering::SeqCst);
+        let hit = if applied {
+            self.fail_after.contains(&n)
+        } else {
+            self.fail_before.contains(&n) || self.fail_all_writes
+        };
+        hit.then(|| StoreError::Retryable {
+            operation: "UpdateItem",
+            key: key.into(),
+            message: "injected".into(),
+        })
+    }
+
+    fn snapshot(&self, pk: &str, sk: &str) -> BTreeMap<String, Attr> {
+        self.table.item(pk, sk).unwrap_or_default()
+    }
+}
+
+impl Store for Faulty {
+    async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
+        self.table.get(pk, sk, consistent).await
+    }
+    async fn put(
+        &self,
+        item: &Item,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        self.table.put(item, condition).await
+    }
+    async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(e) = self.fault(&update.pk, false) {
+            return Err(e);
+        }
+        let written = self.table.update(update, returns).await?;
+        match self.fault(&update.pk, true) {
+            Some(e) => Err(e),
+            None => Ok(written),
+        }
+    }
+    async fn delete(
+        &self,
+        pk: &str,
+        sk: &str,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        self.table.delete(pk, sk, condition).await
+    }
+    async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
+        self.table.query(query).await
+    }
+    async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
+        self.table.transact(writes).await
+    }
+}
+
+fn settings() -> Settings {
+    Settings {
+        windows: vec![Window::Hourly, Window::Daily],
+        snapshot_ttl_days: 90,
+        concurrency: 4,
+        retry: RetryPolicy {
+            max_attempts: 3,
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(2),
+        },
+    }
+}
+
+/// Records for two entities' buckets; `b` debits 1 token per record, soft, into debt at the 3rd.
+fn records() -> Vec<String> {
+    let mut out = Vec::new();
+    for i in 0..6i64 {
+        for entity in ["a", "b"] {
+            let pk = format!("ns/BUCKET#{entity}#r#0");
+            let image = |tc: i64| {
+                json!({"PK": {"S": pk}, "SK": {"S": "#STATE"}, "b_tpm_tc": {"N": (tc * 1000).to_string()},
+                       "b_tpm_tk": {"N": ((2 - tc) * 1000).to_string()}, "b_tpm_soft": {"N": "1"}})
+            };
+            out.push(
+                json!({"eventName": "MODIFY", "dynamodb": {
+                    "ApproximateCreationDateTime": 1_795_970_136 + i,
+                    "Keys": {"PK": {"S": pk}, "SK": {"S": "#STATE"}},
+                    "SequenceNumber": (1000 + out.len()).to_string(),
+                    "NewImage": image(i + 1), "OldImage": image(i)}})
+                .to_string(),
+            );
+        }
+    }
+    out
+}
+
+fn usage(table: &Faulty, entity: &str) -> (i128, i128, i128) {
+    let item = table.snapshot(
+        &format!("ns/ENTITY#{entity}"),
+        "#USAGE#r#2026-11-29T16:00:00Z",
+    );
+    (
+        num(item.get("tpm")),
+        num(item.get("tpm#od")),
+        num(item.get("total_events")),
+    )
+}
+
+#[tokio::test]
+async fn a_batch_delivered_twice_changes_no_total_and_writes_no_second_event() {
+    let agg = Aggregator::new(Faulty::default(), settings());
+    let first = agg.process(&records(), "p", 0, None).await;
+    assert!(first.first_failure.is_none());
+    assert_eq!(first.stats.snapshot_writes, 4);
+    assert_eq!(first.metrics.len(), 2, "a and b each go into debt once");
+    let second = agg.process(&records(), "p", 0, None).await;
+    assert_eq!(
+        (
+            second.stats.snapshot_writes,
+            second.stats.snapshots_already_applied
+        ),
+        (0, 4)
+    );
+    assert_eq!(second.stats.audit_events_existing, 2);
+    assert!(
+        second.metrics.is_empty(),
+        "no metric for a transition already recorded"
+    );
+    assert_eq!(usage(agg.store(), "a"), (6, 4, 6));
+}
+
+#[tokio::test]
+async fn a_failed_item_is_reported_from_its_earliest_record_and_the_redelivery_is_exact() {
+    let table = Faulty {
+        fail_all_writes: false,
+        fail_before: vec![1, 2, 3],
+        ..Default::default()
+    };
+    let agg = Aggregator::new(
+        table,
+        Settings {
+            concurrency: 1,
+            ..settings()
+        },
+    );
+    let all = records();
+    let outcome = agg.process(&all, "p", 0, None).await;
+    let failed = outcome
+        .first_failure
+        .expect("the first item failed three times");
+    assert_eq!(outcome.stats.failed_writes, 1);
+    // Lambda redelivers from the failed record on.
+    let from = all
+        .iter()
+        .position(|r| r.contains(&format!("\"{}\"", failed.as_stream())))
+        .unwrap();
+    let retry = agg.process(&all[from..], "p", 0, None).await;
+    assert!(retry.first_failure.is_none());
+    assert_eq!(usage(agg.store(), "a"), (6, 4, 6));
+    assert_eq!(usage(agg.store(), "b"), (6, 4, 6));
+}
+
+#[tokio::test]
+async fn a_write_that_succeeded_but_reported_a_5xx_is_not_applied_twice() {
+    let table = Faulty {
+        fail_after: vec![1, 4],
+        ..Default::default()
+    };
+    let agg = Aggregator::new(
+        table,
+        Settings {
+            concurrency: 1,
+            ..settings()
+        },
+    );
+    let outcome = agg.process(&records(), "p", 0, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert_eq!(usage(agg.store(), "a"), (6, 4, 6));
+    assert_eq!(usage(agg.store(), "b"), (6, 4, 6));
+}
+
+#[tokio::test]
+async fn retrying_stops_at_the_deadline() {
+    let table = Faulty {
+        fail_all_writes: true,
+        ..Default::default()
+    };
+    let agg = Aggregator::new(
+        table,
+        Settings {
+            retry: RetryPolicy {
+                max_attempts: 20,
+                ..settings().retry
+            },
+            ..settings()
+        },
+    );
+    let outcome = agg.process(&records(), "p", 0, Some(Instant::now())).await;
+    assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
+    assert_eq!(
+        agg.store().calls.load(Ordering::SeqCst),
+        4,
+        "one attempt per item, none after the deadline"
+    );
+}
+
+#[tokio::test]
+async fn skipped_records_are_counted_in_a_metric() {
+    let agg = Aggregator::new(Faulty::default(), settings());
+    let mut batch = records();
+    batch.insert(3, "{\"eventName\":\"MODIFY\"}".into());
+    let outcome = agg.process(&batch, "p", 7, None).await;
+    assert_eq!(outcome.stats.skipped, 1);
+    assert!(outcome.metrics.contains(&MetricEvent::RecordsSkipped {
+        at_ms: 7000,
+        count: 1
+    }));
+    assert_eq!(usage(agg.store(), "a").0, 6);
+}

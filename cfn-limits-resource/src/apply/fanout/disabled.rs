@@ -1,0 +1,101 @@
+//! The `disabled` fan-out: `disabled: true` or `bypass` (a deadline the
+//! client renews) stamped on the buckets in a level's reach, except where an
+//! entity level carves out its own.
+
+use super::resolver::Resolver;
+use super::{Directive, FanOuts, Tally, deadline};
+use crate::apply::now_ms;
+use crate::manifest::{DEFAULT_RESOURCE, Disabled, Level};
+use zae_table::bucket::{BYPASS, DISABLED};
+use zae_table::config::LevelConfig;
+use zae_table::keys;
+use zae_table::store::{Store, StoreError, UpdateBuilder};
+use zae_table::{Attr, Item};
+
+/// Whether a bucket already carries the `disabled` stamp wanted.
+fn carries(item: &Item, wanted: Disabled) -> bool {
+    let disabled = matches!(item.get(DISABLED), Some(Attr::Bool(true)));
+    let bypass = item.contains_key(BYPASS);
+    match wanted {
+        Disabled::Yes => disabled && !bypass,
+        Disabled::Bypass => bypass && !disabled,
+        Disabled::No => !disabled && !bypass,
+    }
+}
+
+fn stamp(update: &mut UpdateBuilder, disabled: Disabled, t_ms: i64) {
+    match disabled {
+        Disabled::Yes => {
+            update.set(DISABLED, Attr::Bool(true)).remove(BYPASS);
+        }
+        Disabled::Bypass => {
+            update.set(BYPASS, Attr::n(deadline(t_ms))).remove(DISABLED);
+        }
+        Disabled::No => {
+            update.remove(DISABLED).remove(BYPASS);
+        }
+    }
+}
+
+impl<S: Store> FanOuts<'_, S> {
+    pub(super) async fn disabled(
+        &self,
+        resolver: &Resolver<'_, S>,
+        level: &Level,
+        live: Option<&LevelConfig>,
+        directive: &Directive,
+    ) -> Result<Tally, StoreError> {
+        let mut tally = Tally::default();
+        let started = now_ms();
+        match level {
+            Level::System => {}
+            Level::Resource(resource) => {
+                let wanted = directive
+                    .reassert
+                    .or_else(|| live.and_then(|c| c.disabled))
+                    .unwrap_or(Disabled::No);
+                for (key, item) in self.buckets(level).await? {
+                    if directive.reassert.is_some() && carries(&item, wanted) {
+                        tally.skipped += 1;
+                        continue;
+                    }
+                    // An entity-level `disabled` is a carve-out the resource does not override.
+                    let t = now_ms();
+                    if resolver.disabled(&key.entity, resource).await? != wanted {
+                        tally.skipped += 1;
+                        continue;
+                    }
+                    let mut update = UpdateBuilder::new();
+                    stamp(&mut update, wanted, t);
+                    tally.stamped += usize::from(self.write(&key, update, None).await?);
+                }
+            }
+            Level::Entity { entity, resource } => {
+                for (key, _) in self.buckets(level).await? {
+                    if key.entity != *entity {
+                        continue;
+                    }
+                    let bucket_resource = if resource == DEFAULT_RESOURCE {
+                        key.resource.as_str()
+                    } else {
+                        resource.as_str()
+                    };
+                    let wanted = resolver.disabled(entity, bucket_resource).await?;
+                    // A repair pass only writes what is missing; GSI3 projects
+                    // keys only, so the bucket is read to know.
+                    if directive.reassert.is_some() {
+                        let current = self.store.get(&key.pk(), keys::SK_STATE, true).await?;
+                        if current.is_none_or(|item| carries(&item, wanted)) {
+                            tally.skipped += 1;
+                            continue;
+                        }
+                    }
+                    let mut update = UpdateBuilder::new();
+                    stamp(&mut update, wanted, started);
+                    tally.stamped += usize::from(self.write(&key, update, None).await?);
+                }
+            }
+        }
+        Ok(tally)
+    }
+}

@@ -1,0 +1,95 @@
+//! Strongly consistent, memoised reads of config levels for one fan-out,
+//! resolved in the client's order.
+
+use crate::manifest::{Disabled, Level};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use zae_table::config::LevelConfig;
+use zae_table::keys::config_key;
+use zae_table::store::{Store, StoreError};
+
+/// Strongly consistent, memoised reads of config levels for one fan-out.
+pub struct Resolver<'a, S> {
+    store: &'a S,
+    namespace: &'a str,
+    cache: Mutex<HashMap<(String, String), Option<LevelConfig>>>,
+}
+
+impl<'a, S: Store> Resolver<'a, S> {
+    pub fn new(store: &'a S, namespace: &'a str) -> Self {
+        Resolver {
+            store,
+            namespace,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub async fn level(&self, level: &Level) -> Result<Option<LevelConfig>, StoreError> {
+        let key = config_key(self.namespace, level);
+        if let Some(hit) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Ok(hit.clone());
+        }
+        let item = self.store.get(&key.0, &key.1, true).await?;
+        let config = item.as_ref().map(LevelConfig::decode);
+        self.cache
+            .lock()
+            .expect("not poisoned")
+            .insert(key, config.clone());
+        Ok(config)
+    }
+
+    /// Records a level already read, so the fan-out does not read it again.
+    pub fn seed(&self, level: &Level, config: Option<LevelConfig>) {
+        let key = config_key(self.namespace, level);
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, config);
+    }
+
+    pub async fn disabled(&self, entity: &str, resource: &str) -> Result<Disabled, StoreError> {
+        for level in Level::resolution(entity, resource, false) {
+            if let Some(disabled) = self.level(&level).await?.and_then(|c| c.disabled) {
+                return Ok(disabled);
+            }
+        }
+        Ok(Disabled::No)
+    }
+
+    pub async fn cascade(&self, entity: &str, resource: &str) -> Result<Option<bool>, StoreError> {
+        for level in Level::resolution(entity, resource, false) {
+            if let Some(cascade) = self.level(&level).await?.and_then(|c| c.cascade) {
+                return Ok(Some(cascade));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The limits a bucket of (entity, resource) runs on, and the level
+    /// that decided them: the first level with any limit.
+    pub async fn limits(
+        &self,
+        entity: &str,
+        resource: &str,
+        from: &[Level],
+    ) -> Result<Option<(Level, LevelConfig)>, StoreError> {
+        let walk = if from.is_empty() {
+            Level::resolution(entity, resource, true)
+        } else {
+            from.to_vec()
+        };
+        for level in walk {
+            if let Some(config) = self.level(&level).await?
+                && !config.limits.is_empty()
+            {
+                return Ok(Some((level, config)));
+            }
+        }
+        Ok(None)
+    }
+}

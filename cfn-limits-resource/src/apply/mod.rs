@@ -1,0 +1,464 @@
+//! Plan and apply: one pipeline for CloudFormation, the direct invoke and
+//! the `zae-limits` CLI, in named phases.
+//!
+//! 1. [`Provisioner::plan`] ([`plan`]): the levels that would change.
+//! 2. [`gate::check`]: refuse features the table's Lambdas cannot read.
+//! 3. [`Provisioner::claim`] ([`pending`]): take over unfinished fan-outs and
+//!    record every fan-out this apply will owe, before the first write.
+//! 4. [`Provisioner::write_config`] ([`config`]): config items, registries,
+//!    audit events ([`audit`]).
+//! 5. [`Provisioner::fan_out`] ([`fanout`]): carry each change to the buckets
+//!    that already exist, from live config.
+//! 6. [`Provisioner::release`]: drop the pending items of finished fan-outs.
+//! 7. [`Provisioner::record_state`] ([`state`]): the `#PROVISIONER` record.
+
+pub mod audit;
+pub mod config;
+pub mod fanout;
+pub mod gate;
+pub mod pending;
+pub mod plan;
+pub mod state;
+
+pub use plan::{Action, Change, ChangeLine, Plan, Report};
+
+use crate::manifest::{Level, LevelDecl, Manifest};
+use config::{Written, every_kind, predicted};
+use fanout::{Directive, FanOuts};
+use gate::GateError;
+use pending::Holder;
+use std::collections::BTreeSet;
+use std::time::Instant;
+use zae_table::keys::config_key;
+use zae_table::provisioner::{FanOut, Kind};
+use zae_table::store::{Store, StoreError};
+use zae_table::value::same_item;
+use zae_table::{BucketKey, Item};
+
+/// From this many owed fan-outs on, buckets are found by one namespace-wide
+/// sweep instead of two queries per fan-out.
+const SWEEP_THRESHOLD: usize = 64;
+/// Rounds of "fan out, re-read config" before a moving level is left pending.
+const FAN_OUT_ROUNDS: usize = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Gate(#[from] GateError),
+    #[error("{context}: {source}")]
+    Store {
+        context: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error(
+        "out of time after {done} of {total} config writes; nothing further was written. \
+         The fan-outs owed so far are recorded as pending and the next apply finishes them"
+    )]
+    OutOfTime { done: usize, total: usize },
+}
+
+fn store_err(context: impl Into<String>) -> impl FnOnce(StoreError) -> ApplyError {
+    let context = context.into();
+    move |source| ApplyError::Store { context, source }
+}
+
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Who asks, and for how long they can wait.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The audit events' principal: a stack id, an invoker, a CLI user.
+    pub principal: String,
+    /// `<StackId>|<LogicalResourceId>` when a custom resource applies.
+    pub owner: Option<String>,
+    /// Stop starting new work at this instant (the deadline guard).
+    pub stop_at: Option<Instant>,
+    /// How long pending items stay leased to this apply.
+    pub lease_ms: i64,
+}
+
+impl Caller {
+    pub fn local(principal: &str) -> Caller {
+        Caller {
+            principal: principal.to_owned(),
+            owner: None,
+            stop_at: None,
+            lease_ms: 900_000 + 60_000,
+        }
+    }
+
+    fn out_of_time(&self) -> bool {
+        self.stop_at.is_some_and(|stop| Instant::now() >= stop)
+    }
+}
+
+/// One namespace of one table.
+pub struct Provisioner<'a, S> {
+    pub store: &'a S,
+    pub namespace: &'a str,
+}
+
+/// One apply's hold on pending items: what it holds and what it owes.
+pub struct Run<'a, S> {
+    holder: Holder<'a, S>,
+    /// Pending items this apply has a share of.
+    held: BTreeSet<FanOut>,
+    /// Fan-outs this apply must run.
+    owed: BTreeSet<FanOut>,
+}
+
+impl<S: Store> Run<'_, S> {
+    /// Writes a pending share for every owed fan-out not held yet.
+    async fn record_ahead(&mut self) -> Result<(), ApplyError> {
+        let missing: Vec<FanOut> = self.owed.difference(&self.held).cloned().collect();
+        for fan_out in missing {
+            self.holder
+                .write_ahead(&fan_out)
+                .await
+                .map_err(store_err(format!("recording pending {}", fan_out.sk())))?;
+            self.held.insert(fan_out);
+        }
+        Ok(())
+    }
+
+    /// Ends the leases of everything held, for the next apply to take over.
+    async fn expire_all(&self) {
+        for fan_out in &self.held {
+            if let Err(err) = self.holder.expire(fan_out, now_ms()).await {
+                tracing::warn!(pending = %fan_out.sk(), error = %err, "expiring a pending share failed");
+            }
+        }
+    }
+}
+
+impl<'a, S: Store> Provisioner<'a, S> {
+    /// Plans and applies a manifest, and reports what it did. Errors before
+    /// the first config write leave the table as it was; errors after it
+    /// are listed in the report instead, and their fan-outs stay pending.
+    pub async fn apply(
+        &self,
+        manifest: &Manifest,
+        full: bool,
+        caller: &Caller,
+    ) -> Result<Report, ApplyError> {
+        let plan = self.plan(manifest, full).await?;
+        self.apply_plan(manifest, plan, caller).await
+    }
+
+    /// Applies a plan of `manifest`, phase by phase.
+    pub async fn apply_plan(
+        &self,
+        manifest: &Manifest,
+        plan: Plan,
+        caller: &Caller,
+    ) -> Result<Report, ApplyError> {
+        let declared = manifest.declared();
+        let decls: Vec<&LevelDecl> = declared.iter().map(|(_, d)| *d).collect();
+        gate::check(self.store, &decls).await?;
+        let mut run = self.claim(&plan, caller).await?;
+        let mut written = self
+            .write_config(&plan, &declared, caller, &mut run)
+            .await?;
+        // What only the writes' old images showed.
+        run.record_ahead().await?;
+        let mut errors = std::mem::take(&mut written.errors);
+        self.repair_disabled(&declared, &run, caller, &mut errors)
+            .await;
+        let finished = self.fan_out(&run, &written, caller, &mut errors).await;
+        let pending = self.release(&run, &plan, finished).await;
+        self.record_state(manifest, &plan.state, caller).await?;
+        Ok(Report {
+            status: "applied",
+            changes: plan.lines(),
+            created: Some(written.created),
+            updated: Some(written.updated),
+            deleted: Some(written.deleted),
+            unchanged: plan.unchanged,
+            full: plan.full,
+            resumed: plan.resumed,
+            pending,
+            errors: Some(errors),
+        })
+    }
+
+    /// The claim phase: takes over pending items nobody is working on, and
+    /// records every fan-out the plan predicts before the first config write,
+    /// so a run that dies after it leaves the work owed, not lost.
+    async fn claim(&self, plan: &Plan, caller: &Caller) -> Result<Run<'a, S>, ApplyError> {
+        let now = now_ms();
+        let mut run = Run {
+            holder: Holder {
+                store: self.store,
+                namespace: self.namespace.to_owned(),
+                token: uuid::Uuid::new_v4().simple().to_string(),
+                lease_ms: now + caller.lease_ms,
+                full: plan.full,
+            },
+            held: BTreeSet::new(),
+            owed: BTreeSet::new(),
+        };
+        for pending in plan.pending.iter().filter(|p| p.claimable(now)) {
+            let claimed = run
+                .holder
+                .claim(pending, now)
+                .await
+                .map_err(store_err(format!(
+                    "claiming pending {}",
+                    pending.fan_out.sk()
+                )))?;
+            if claimed {
+                run.held.insert(pending.fan_out.clone());
+            }
+        }
+        run.owed = run.held.clone();
+        run.owed
+            .extend(plan.state.cascade_pending.iter().map(|level| FanOut {
+                kind: Kind::Cascade,
+                level: level.clone(),
+            }));
+        let change_only = !plan.full || plan.resumed;
+        for change in &plan.changes {
+            let kinds = if change_only {
+                predicted(change)
+            } else {
+                every_kind(&change.level)
+            };
+            run.owed.extend(kinds.into_iter().map(|kind| FanOut {
+                kind,
+                level: change.level.clone(),
+            }));
+        }
+        run.record_ahead().await?;
+        Ok(run)
+    }
+
+    /// The repair pass: an explicit `disabled` is stamped again on every
+    /// apply, for buckets created while an earlier fan-out ran.
+    async fn repair_disabled(
+        &self,
+        declared: &[(Level, &LevelDecl)],
+        run: &Run<'_, S>,
+        caller: &Caller,
+        errors: &mut Vec<String>,
+    ) {
+        let fan_outs = FanOuts {
+            store: self.store,
+            namespace: self.namespace,
+            known: None,
+        };
+        for (level, decl) in declared {
+            let Some(disabled) = decl.disabled else {
+                continue;
+            };
+            let already = run.owed.contains(&FanOut {
+                kind: Kind::Disabled,
+                level: level.clone(),
+            });
+            if already || matches!(level, Level::System) || caller.out_of_time() {
+                continue;
+            }
+            let directive = Directive {
+                reassert: Some(disabled),
+                ..Directive::default()
+            };
+            if let Err(err) = fan_outs.run(Kind::Disabled, level, &directive).await {
+                errors.push(format!(
+                    "disable fan-out {} {}: {err} (retried on the next apply)",
+                    level.kind(),
+                    level.target().unwrap_or_default()
+                ));
+            }
+        }
+    }
+
+    /// The fan-out phase: every owed fan-out, in kind order, from live
+    /// config. Many fan-outs share one namespace-wide discovery, swept before
+    /// and after them all (the second sweep catches buckets created
+    /// meanwhile). Returns the fan-outs that finished.
+    async fn fan_out(
+        &self,
+        run: &Run<'_, S>,
+        written: &Written,
+        caller: &Caller,
+        errors: &mut Vec<String>,
+    ) -> Vec<(FanOut, Directive)> {
+        let mut order: Vec<FanOut> = run.owed.iter().cloned().collect();
+        order.sort_by_key(|f| (f.run_order(), f.level.clone()));
+        let swept = if order.len() >= SWEEP_THRESHOLD {
+            self.sweep_or_warn().await
+        } else {
+            None
+        };
+        let fan_outs = FanOuts {
+            store: self.store,
+            namespace: self.namespace,
+            known: swept.as_deref(),
+        };
+        let mut finished = Vec::new();
+        for fan_out in order {
+            if caller.out_of_time() {
+                errors.push(format!(
+                    "{} fan-out {} {}: not started before the deadline (retried on the next apply)",
+                    fan_out.kind.name(),
+                    fan_out.level.kind(),
+                    fan_out.level.target().unwrap_or_default()
+                ));
+                continue;
+            }
+            let directive = Directive {
+                reassert: None,
+                soft_changed: written
+                    .soft_changed
+                    .get(&fan_out.level)
+                    .cloned()
+                    .unwrap_or_default(),
+                previous: written.previous.get(&fan_out.level).cloned(),
+            };
+            match self.settle(&fan_outs, &fan_out, &directive).await {
+                Ok(true) => finished.push((fan_out, directive)),
+                Ok(false) => tracing::warn!(
+                    pending = %fan_out.sk(),
+                    "config kept changing during the fan-out; left pending for the next apply"
+                ),
+                Err(err) => errors.push(fan_out_error(&fan_out, &err)),
+            }
+        }
+        match &swept {
+            Some(first) => self.catch_up(first, finished, errors).await,
+            None => finished,
+        }
+    }
+
+    async fn sweep_or_warn(&self) -> Option<Vec<(BucketKey, Item)>> {
+        match fanout::sweep(self.store, self.namespace).await {
+            Ok(buckets) => Some(buckets),
+            Err(err) => {
+                tracing::warn!(error = %err, "bucket sweep failed; discovering per level");
+                None
+            }
+        }
+    }
+
+    /// After a swept fan-out phase: the finished fan-outs run again on the
+    /// buckets created since the first sweep. Returns those still finished.
+    async fn catch_up(
+        &self,
+        first: &[(BucketKey, Item)],
+        finished: Vec<(FanOut, Directive)>,
+        errors: &mut Vec<String>,
+    ) -> Vec<(FanOut, Directive)> {
+        let seen: BTreeSet<String> = first.iter().map(|(key, _)| key.pk()).collect();
+        let fresh: Vec<_> = match fanout::sweep(self.store, self.namespace).await {
+            Ok(all) => all
+                .into_iter()
+                .filter(|(key, _)| !seen.contains(&key.pk()))
+                .collect(),
+            Err(err) => {
+                errors.push(format!(
+                    "bucket sweep: {err} (fan-outs retried on the next apply)"
+                ));
+                return Vec::new();
+            }
+        };
+        if fresh.is_empty() {
+            return finished;
+        }
+        let late = FanOuts {
+            store: self.store,
+            namespace: self.namespace,
+            known: Some(&fresh),
+        };
+        let mut kept = Vec::new();
+        for (fan_out, directive) in finished {
+            match late.run(fan_out.kind, &fan_out.level, &directive).await {
+                Ok(_) => kept.push((fan_out, directive)),
+                Err(err) => errors.push(fan_out_error(&fan_out, &err)),
+            }
+        }
+        kept
+    }
+
+    /// Runs a fan-out from live config until the level holds still across it.
+    async fn settle(
+        &self,
+        fan_outs: &FanOuts<'_, S>,
+        fan_out: &FanOut,
+        directive: &Directive,
+    ) -> Result<bool, StoreError> {
+        let (pk, sk) = config_key(self.namespace, &fan_out.level);
+        let mut before = self.store.get(&pk, &sk, true).await?;
+        for _ in 0..FAN_OUT_ROUNDS {
+            let tally = fan_outs
+                .run_on(fan_out.kind, &fan_out.level, before.as_ref(), directive)
+                .await?;
+            tracing::info!(
+                fan_out = %fan_out.sk(),
+                stamped = tally.stamped,
+                skipped = tally.skipped,
+                "fan-out ran"
+            );
+            let after = self.store.get(&pk, &sk, true).await?;
+            let still = match (&before, &after) {
+                (Some(a), Some(b)) => same_item(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if still {
+                return Ok(true);
+            }
+            before = after;
+        }
+        Ok(false)
+    }
+
+    /// The release phase: finished fan-outs give up their pending items, the
+    /// rest are handed on by expiring this apply's lease. Returns how many
+    /// pending items remain, counted from what the plan read and what this
+    /// apply did rather than read again.
+    async fn release(
+        &self,
+        run: &Run<'_, S>,
+        plan: &Plan,
+        finished: Vec<(FanOut, Directive)>,
+    ) -> usize {
+        let mut released = BTreeSet::new();
+        let mut removed = BTreeSet::new();
+        for (fan_out, _) in finished {
+            match run.holder.release(&fan_out).await {
+                Ok(true) => {
+                    removed.insert(fan_out.clone());
+                }
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(pending = %fan_out.sk(), error = %err, "releasing a finished fan-out failed")
+                }
+            }
+            released.insert(fan_out);
+        }
+        let later = now_ms();
+        for fan_out in run.held.difference(&released) {
+            if let Err(err) = run.holder.expire(fan_out, later).await {
+                tracing::warn!(pending = %fan_out.sk(), error = %err, "expiring a pending share failed");
+            }
+        }
+        let mut remaining: BTreeSet<&FanOut> = plan.pending.iter().map(|p| &p.fan_out).collect();
+        remaining.extend(&run.held);
+        remaining.retain(|fan_out| !removed.contains(*fan_out));
+        remaining.len()
+    }
+}
+
+fn fan_out_error(fan_out: &FanOut, err: &StoreError) -> String {
+    format!(
+        "{} fan-out {} {}: {err} (retried on the next apply)",
+        fan_out.kind.name(),
+        fan_out.level.kind(),
+        fan_out.level.target().unwrap_or_default()
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

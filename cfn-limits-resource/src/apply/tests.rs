@@ -1,0 +1,280 @@
+//! The apply pipeline on the in-memory twin of the table, which evaluates
+//! the expressions, conditions and transactions the provisioner sends: fast
+//! tests of each phase's effect, no moto.
+
+use super::*;
+use std::sync::Arc;
+use zae_table::store::memory::MemoryStore;
+use zae_table::store::{Counted, Returns, Update};
+use zae_table::{Attr, Item, keys};
+
+pub(crate) const NS: &str = "ns1";
+
+/// A table as the client leaves it: namespace `default` registered as
+/// [`NS`], and the version record of 0.17.0 Lambdas.
+pub(crate) fn seeded() -> Arc<MemoryStore> {
+    let store = MemoryStore::new();
+    store.insert(item(
+        &keys::pk_registry(),
+        &keys::sk_namespace("default"),
+        &[("namespace_id", Attr::s(NS))],
+    ));
+    store.insert(item(
+        &keys::pk_registry(),
+        keys::SK_VERSION,
+        &[("lambda_version", Attr::s("0.17.0"))],
+    ));
+    Arc::new(store)
+}
+
+pub(crate) fn item(pk: &str, sk: &str, extra: &[(&str, Attr)]) -> Item {
+    let mut item = Item::from([("PK".into(), Attr::s(pk)), ("SK".into(), Attr::s(sk))]);
+    item.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    item
+}
+
+/// A bucket of (entity, resource) with the client's index keys and a limit.
+pub(crate) fn bucket(store: &MemoryStore, entity: &str, resource: &str) {
+    let key = BucketKey {
+        namespace: NS.into(),
+        entity: entity.into(),
+        resource: resource.into(),
+        shard: 0,
+    };
+    store.insert(item(
+        &key.pk(),
+        keys::SK_STATE,
+        &[
+            ("GSI2PK", Attr::s(keys::pk_resource(NS, resource))),
+            ("GSI2SK", Attr::s(format!("BUCKET#{entity}#0"))),
+            ("GSI3PK", Attr::s(keys::pk_entity(NS, entity))),
+            ("GSI3SK", Attr::s(format!("BUCKET#{resource}#0"))),
+            ("GSI4PK", Attr::s(NS)),
+            ("GSI4SK", Attr::s(format!("BUCKET#{entity}#{resource}#0"))),
+            ("b_rpm_cp", Attr::n(9000)),
+            ("b_rpm_tk", Attr::n(9000)),
+        ],
+    ));
+}
+
+pub(crate) fn bucket_item(store: &MemoryStore, entity: &str, resource: &str) -> Item {
+    let pk = format!("{NS}/BUCKET#{entity}#{resource}#0");
+    store.item(&pk, keys::SK_STATE).expect("the bucket exists")
+}
+
+fn manifest(yaml: &str) -> Manifest {
+    Manifest::from_yaml(yaml).expect("a valid manifest")
+}
+
+const TENANT: &str = "namespace: default
+system: {limits: {rpm: {capacity: 1000}}}
+resources: {gpt-4: {limits: {rpm: {capacity: 10}, tpm: {capacity: 500, soft: true}}}}
+entities: {u1: {resources: {gpt-4: {limits: {rpm: {capacity: 3}}}}}}
+";
+
+async fn apply(store: &impl Store, yaml: &str) -> Report {
+    let provisioner = Provisioner {
+        store,
+        namespace: NS,
+    };
+    provisioner
+        .apply(&manifest(yaml), false, &Caller::local("test"))
+        .await
+        .expect("the apply succeeds")
+}
+
+fn audit_events(store: &MemoryStore) -> Vec<Item> {
+    store
+        .items()
+        .into_iter()
+        .filter(|i| {
+            i["SK"]
+                .as_s()
+                .is_some_and(|sk| sk.starts_with(keys::SK_AUDIT))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_first_apply_writes_config_registries_audit_events_and_state() {
+    let store = seeded();
+    let report = apply(&store, TENANT).await;
+    assert_eq!(
+        (report.created, report.updated, report.deleted),
+        (Some(3), Some(0), Some(0))
+    );
+    assert_eq!(report.errors, Some(vec![]));
+    let system = store.item(&keys::pk_system(NS), keys::SK_CONFIG).unwrap();
+    assert_eq!(system["l_rpm_cp"], Attr::n(1000));
+    let entity = store
+        .item(&keys::pk_entity(NS, "u1"), "#CONFIG#gpt-4")
+        .unwrap();
+    assert_eq!(entity["GSI3PK"], Attr::s("ns1/ENTITY_CONFIG#gpt-4"));
+    let resources = store
+        .item(&keys::pk_system(NS), keys::SK_RESOURCES)
+        .unwrap();
+    assert_eq!(
+        resources["resources"],
+        Attr::Ss(["gpt-4".to_owned()].into())
+    );
+    let counts = store
+        .item(&keys::pk_system(NS), keys::SK_ENTITY_CONFIG_RESOURCES)
+        .unwrap();
+    assert_eq!(counts["gpt-4"], Attr::n(1));
+    assert_eq!(audit_events(&store).len(), 3);
+    let state = store
+        .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+        .unwrap();
+    assert_eq!(state["managed_resources"], Attr::L(vec![Attr::s("gpt-4")]));
+    assert_eq!(report.pending, 0);
+}
+
+#[tokio::test]
+async fn an_unchanged_reapply_makes_reads_only() {
+    let store = seeded();
+    apply(&store, TENANT).await;
+    let counted = Counted::new(store.clone());
+    let report = apply(&counted, TENANT).await;
+    assert_eq!(report.unchanged, 3);
+    assert!(report.changes.is_empty());
+    let calls = counted.counts();
+    for write in ["PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"] {
+        assert!(!calls.contains_key(write), "{write} in {calls:?}");
+    }
+}
+
+#[tokio::test]
+async fn changes_reach_buckets_that_already_exist() {
+    let store = seeded();
+    bucket(&store, "u1", "gpt-4");
+    bucket(&store, "u2", "gpt-4");
+    apply(&store, TENANT).await;
+    let u1 = bucket_item(&store, "u1", "gpt-4");
+    assert_eq!(u1["b_rpm_cp"], Attr::n(3000), "the entity level's sync");
+    assert!(!u1.contains_key("ttl"), "entity-configured buckets persist");
+    let u2 = bucket_item(&store, "u2", "gpt-4");
+    assert!(
+        matches!(u2.get("b_tpm_soft"), Some(Attr::N(_))),
+        "the resource's soft restamp: {u2:?}"
+    );
+    apply(
+        &store,
+        &TENANT.replace("gpt-4: {limits", "gpt-4: {disabled: true, limits"),
+    )
+    .await;
+    assert_eq!(
+        bucket_item(&store, "u2", "gpt-4")["disabled"],
+        Attr::Bool(true)
+    );
+}
+
+#[tokio::test]
+async fn removing_a_level_deletes_and_uncounts_it_with_an_audit_event() {
+    let store = seeded();
+    apply(&store, TENANT).await;
+    let report = apply(&store, "namespace: default\n").await;
+    assert_eq!(report.deleted, Some(3));
+    assert_eq!(
+        store.item(&keys::pk_entity(NS, "u1"), "#CONFIG#gpt-4"),
+        None
+    );
+    let counts = store
+        .item(&keys::pk_system(NS), keys::SK_ENTITY_CONFIG_RESOURCES)
+        .unwrap();
+    assert!(!counts.contains_key("gpt-4"), "{counts:?}");
+    let deleted = audit_events(&store)
+        .into_iter()
+        .filter(|e| e["action"] == Attr::s("limits_deleted"))
+        .count();
+    assert_eq!(deleted, 3);
+}
+
+#[tokio::test]
+async fn an_apply_out_of_time_leaves_its_fan_outs_pending_for_the_next() {
+    let store = seeded();
+    bucket(&store, "u2", "gpt-4");
+    apply(
+        &store,
+        "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 9}}}}\n",
+    )
+    .await;
+    let next = manifest(
+        "namespace: default\nresources: {gpt-4: {disabled: true, limits: {rpm: {capacity: 9}}}}\n\
+         entities: {u1: {resources: {gpt-4: {limits: {rpm: {capacity: 3}}}}}}\n",
+    );
+    let provisioner = Provisioner {
+        store: &store,
+        namespace: NS,
+    };
+    let out_of_time = Caller {
+        stop_at: Some(Instant::now()),
+        ..Caller::local("test")
+    };
+    let stopped = provisioner.apply(&next, false, &out_of_time).await;
+    assert!(
+        matches!(stopped, Err(ApplyError::OutOfTime { done: 1, total: 2 })),
+        "{stopped:?}"
+    );
+    let owed = pending::read(&store, NS).await.unwrap();
+    assert!(!owed.is_empty(), "the owed fan-outs were not recorded");
+    assert!(!bucket_item(&store, "u2", "gpt-4").contains_key("disabled"));
+
+    let report = provisioner
+        .apply(&next, false, &Caller::local("test"))
+        .await
+        .unwrap();
+    assert_eq!((report.errors, report.pending), (Some(vec![]), 0));
+    assert!(pending::read(&store, NS).await.unwrap().is_empty());
+    assert_eq!(
+        bucket_item(&store, "u2", "gpt-4")["disabled"],
+        Attr::Bool(true)
+    );
+}
+
+#[tokio::test]
+async fn the_report_counts_pending_items_another_apply_still_holds() {
+    let store = seeded();
+    apply(&store, TENANT).await;
+    // A live share of another apply: not claimable, so still pending after ours.
+    let theirs = Holder {
+        store: &*store,
+        namespace: NS.into(),
+        token: "other".into(),
+        lease_ms: now_ms() + 600_000,
+        full: false,
+    };
+    let fan_out = FanOut {
+        kind: Kind::Soft,
+        level: Level::Resource("other".into()),
+    };
+    theirs.write_ahead(&fan_out).await.unwrap();
+    let report = apply(&store, TENANT).await;
+    assert_eq!(report.pending, 1);
+    assert_eq!(pending::read(&store, NS).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_version_gate_refuses_before_any_write() {
+    let store = seeded();
+    let version = Update {
+        pk: keys::pk_registry(),
+        sk: keys::SK_VERSION.into(),
+        expression: "SET lambda_version = :old".into(),
+        values: [(":old".to_owned(), Attr::s("0.16.0"))].into(),
+        ..Update::default()
+    };
+    store.update(&version, Returns::Nothing).await.unwrap();
+    let before = store.items();
+    let provisioner = Provisioner {
+        store: &store,
+        namespace: NS,
+    };
+    let refused = provisioner
+        .apply(&manifest(TENANT), false, &Caller::local("test"))
+        .await;
+    assert!(
+        matches!(refused, Err(ApplyError::Gate(GateError::Behind { .. }))),
+        "{refused:?}"
+    );
+    assert_eq!(store.items(), before, "nothing written");
+}

@@ -1,0 +1,363 @@
+//! The CloudFormation custom-resource protocol of `Custom::ZaeLimiterLimits`.
+//!
+//! Every request is answered, by a PUT to its `ResponseURL`: a bad manifest,
+//! a store failure, a panic and a near timeout all become FAILED with a
+//! reason. Ownership is explicit: a failed Create answers with a marker
+//! physical id whose rollback Delete does nothing, and a Delete only wipes a
+//! namespace this very resource manages.
+
+mod responder;
+
+pub use responder::{HttpResponder, Responder, answer};
+
+use crate::apply::state::namespace_id as registered_id;
+use crate::apply::{ApplyError, Caller, Provisioner, Report};
+use crate::manifest::Manifest;
+use crate::manifest::cloudformation::{coerce_bool, to_manifest_tree};
+use crate::manifest::problem::{Invalid, Path, Spelling};
+use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest;
+use serde_json::{Value, json};
+use serde_norway::Value as Tree;
+use zae_table::store::{Store, StoreError};
+
+/// CloudFormation refuses larger response bodies.
+pub const MAX_RESPONSE_BYTES: usize = 4096;
+/// A failed Create's physical id starts with this; its rollback Delete is a no-op.
+pub const FAILED_CREATE_PREFIX: &str = "failed-create/";
+/// What the 0.17.0 provisioner answers a failed Create with.
+const REFERENCE_FAILED_ID: &str = "failed";
+
+pub type Request = CloudFormationCustomResourceRequest<Tree, Tree>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CfnError {
+    #[error("{0}")]
+    Invalid(#[from] Invalid),
+    #[error("{0}")]
+    Apply(#[from] ApplyError),
+    #[error("namespace '{name}' not found in table '{table}' (register it with the client first)")]
+    UnknownNamespace { name: String, table: String },
+    #[error("looking up namespace '{name}': {source}")]
+    Lookup {
+        name: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error(
+        "namespace {namespace} is managed by another custom resource ({owner}); delete that \
+         resource or point this one at another namespace"
+    )]
+    Owned { namespace: String, owner: String },
+    #[error("no TableName property and no TABLE_NAME in the environment")]
+    NoTable,
+}
+
+/// The common fields of the three request types.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    pub kind: &'static str,
+    pub request_id: String,
+    pub response_url: String,
+    pub stack_id: String,
+    pub logical_resource_id: String,
+    pub physical_resource_id: Option<String>,
+    pub properties: Tree,
+}
+
+impl Envelope {
+    /// `None` for a request type this build does not know.
+    pub fn from_request(request: Request) -> Option<Envelope> {
+        Some(match request {
+            CloudFormationCustomResourceRequest::Create(r) => Envelope {
+                kind: "Create",
+                request_id: r.request_id,
+                response_url: r.response_url,
+                stack_id: r.stack_id,
+                logical_resource_id: r.logical_resource_id,
+                physical_resource_id: None,
+                properties: r.resource_properties,
+            },
+            CloudFormationCustomResourceRequest::Update(r) => Envelope {
+                kind: "Update",
+                request_id: r.request_id,
+                response_url: r.response_url,
+                stack_id: r.stack_id,
+                logical_resource_id: r.logical_resource_id,
+                physical_resource_id: Some(r.physical_resource_id),
+                properties: r.resource_properties,
+            },
+            CloudFormationCustomResourceRequest::Delete(r) => Envelope {
+                kind: "Delete",
+                request_id: r.request_id,
+                response_url: r.response_url,
+                stack_id: r.stack_id,
+                logical_resource_id: r.logical_resource_id,
+                physical_resource_id: Some(r.physical_resource_id),
+                properties: r.resource_properties,
+            },
+            _ => return None,
+        })
+    }
+
+    /// `<StackId>|<LogicalResourceId>`: which resource owns a namespace.
+    pub fn owner(&self) -> String {
+        format!("{}|{}", self.stack_id, self.logical_resource_id)
+    }
+
+    fn property(&self, name: &str) -> Option<&Tree> {
+        match &self.properties {
+            Tree::Mapping(map) => map.get(name).filter(|v| !matches!(v, Tree::Null)),
+            _ => None,
+        }
+    }
+
+    fn text(&self, name: &str) -> Option<String> {
+        match self.property(name)? {
+            Tree::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+            Tree::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// How a request was answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub success: bool,
+    pub reason: String,
+    pub physical_id: String,
+    pub data: Value,
+}
+
+impl Outcome {
+    pub fn failed(envelope: &Envelope, reason: impl Into<String>) -> Outcome {
+        let physical_id = match &envelope.physical_resource_id {
+            Some(id) if !id.is_empty() => id.clone(),
+            _ => format!("{FAILED_CREATE_PREFIX}{}", envelope.request_id),
+        };
+        Outcome {
+            success: false,
+            reason: reason.into(),
+            physical_id,
+            data: json!({}),
+        }
+    }
+
+    /// The PUT body, cut to CloudFormation's limit: change lists go first,
+    /// then the error list, then the reason.
+    pub fn body(&self, envelope: &Envelope) -> String {
+        let mut data = self.data.clone();
+        let mut reason = self.reason.clone();
+        loop {
+            let body = json!({
+                "Status": if self.success { "SUCCESS" } else { "FAILED" },
+                "Reason": reason,
+                "PhysicalResourceId": self.physical_id,
+                "StackId": envelope.stack_id,
+                "RequestId": envelope.request_id,
+                "LogicalResourceId": envelope.logical_resource_id,
+                "NoEcho": false,
+                "Data": data,
+            })
+            .to_string();
+            if body.len() <= MAX_RESPONSE_BYTES {
+                return body;
+            }
+            if !shrink_list(&mut data, "changes") && !shrink_list(&mut data, "errors") {
+                let excess = body.len() - MAX_RESPONSE_BYTES + 32;
+                let keep = reason.len().saturating_sub(excess);
+                let mut cut = keep;
+                while !reason.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                reason.truncate(cut);
+                reason.push_str(" … (truncated)");
+                if keep == 0 {
+                    data = json!({});
+                }
+            }
+        }
+    }
+}
+
+/// Halves a list in `Data`, recording how many entries were dropped.
+fn shrink_list(data: &mut Value, field: &str) -> bool {
+    let Some(list) = data.get_mut(field).and_then(Value::as_array_mut) else {
+        return false;
+    };
+    if list.is_empty() {
+        return false;
+    }
+    let keep = list.len() / 2;
+    let dropped = list.len() - keep;
+    list.truncate(keep);
+    let key = format!("{field}_omitted");
+    let before = data.get(&key).and_then(Value::as_u64).unwrap_or(0);
+    data[key] = json!(before + dropped as u64);
+    true
+}
+
+/// Resolves the namespace id: `NamespaceId`, else the registry entry of
+/// `Namespace` (default `default`).
+pub async fn namespace_id(
+    store: &impl Store,
+    envelope: &Envelope,
+) -> Result<Option<String>, CfnError> {
+    if let Some(id) = envelope.text("NamespaceId") {
+        return Ok(Some(id));
+    }
+    let name = envelope
+        .text("Namespace")
+        .unwrap_or_else(|| "default".into());
+    registered_id(store, &name)
+        .await
+        .map_err(|source| CfnError::Lookup { name, source })
+}
+
+pub fn physical_id(table: &str, namespace: &str) -> String {
+    format!("{table}/{namespace}/limits-provisioner")
+}
+
+pub fn table_name(envelope: &Envelope, default: Option<&str>) -> Result<String, CfnError> {
+    envelope
+        .text("TableName")
+        .or(default.map(str::to_owned))
+        .ok_or(CfnError::NoTable)
+}
+
+/// Handles one request against `store` (already bound to the request's
+/// table). Never answers; [`answer`] does.
+pub async fn handle(
+    store: &impl Store,
+    envelope: &Envelope,
+    table: &str,
+    caller: &Caller,
+) -> Result<Outcome, CfnError> {
+    let marker = envelope
+        .physical_resource_id
+        .as_deref()
+        .is_some_and(|id| id == REFERENCE_FAILED_ID || id.starts_with(FAILED_CREATE_PREFIX));
+    if envelope.kind == "Delete" && marker {
+        return Ok(skipped(
+            envelope,
+            "the Create this Delete rolls back wrote nothing",
+        ));
+    }
+    let Some(namespace) = namespace_id(store, envelope).await? else {
+        let name = envelope
+            .text("Namespace")
+            .unwrap_or_else(|| "default".into());
+        if envelope.kind == "Delete" {
+            return Ok(skipped(
+                envelope,
+                &format!("namespace '{name}' no longer exists"),
+            ));
+        }
+        return Err(CfnError::UnknownNamespace {
+            name,
+            table: table.to_owned(),
+        });
+    };
+    let id = physical_id(table, &namespace);
+    let provisioner = Provisioner {
+        store,
+        namespace: &namespace,
+    };
+    // Read once: the ownership check and the plan share it.
+    let state = provisioner.read_state().await?;
+    let me = envelope.owner();
+    let foreign_owner = state.owner.clone().filter(|owner| *owner != me);
+    let manifest = if envelope.kind == "Delete" {
+        if let Some(why) = refuse_delete(envelope, &id, &namespace, foreign_owner.as_deref()) {
+            return Ok(skipped(envelope, &why));
+        }
+        Manifest::empty(&namespace)
+    } else {
+        if let Some(owner) = foreign_owner {
+            return Err(CfnError::Owned { namespace, owner });
+        }
+        declared_manifest(envelope, &namespace)?
+    };
+    let full = full_apply(envelope)?;
+    let caller = Caller {
+        owner: (envelope.kind != "Delete").then_some(me),
+        ..caller.clone()
+    };
+    let plan = provisioner.plan_from(state, &manifest, full).await?;
+    let report = provisioner.apply_plan(&manifest, plan, &caller).await?;
+    Ok(Outcome {
+        success: true,
+        reason: reason_for(&report),
+        physical_id: id,
+        data: serde_json::to_value(&report).unwrap_or_else(|_| json!({})),
+    })
+}
+
+/// Why a Delete must wipe nothing: the resource does not manage this
+/// namespace, or another resource now does.
+fn refuse_delete(
+    envelope: &Envelope,
+    id: &str,
+    namespace: &str,
+    foreign_owner: Option<&str>,
+) -> Option<String> {
+    if envelope.physical_resource_id.as_deref() != Some(id) {
+        return Some(format!(
+            "this resource does not manage {id}; nothing deleted"
+        ));
+    }
+    foreign_owner
+        .map(|owner| format!("namespace {namespace} is now managed by {owner}; nothing deleted"))
+}
+
+/// The manifest the request's properties declare, validated.
+fn declared_manifest(envelope: &Envelope, namespace: &str) -> Result<Manifest, CfnError> {
+    let tree = to_manifest_tree(&envelope.properties, namespace).map_err(|problems| Invalid {
+        problems,
+        spelling: Spelling::CloudFormation,
+    })?;
+    Ok(Manifest::parse(&tree, Spelling::CloudFormation)?)
+}
+
+/// `FullApply`, for a Create or an Update.
+fn full_apply(envelope: &Envelope) -> Result<bool, CfnError> {
+    match (envelope.kind, envelope.property("FullApply")) {
+        ("Delete", _) | (_, None) => Ok(false),
+        (_, Some(value)) => {
+            coerce_bool(value, &Path::root().field("full_apply")).map_err(|problem| {
+                CfnError::Invalid(Invalid {
+                    problems: vec![problem],
+                    spelling: Spelling::CloudFormation,
+                })
+            })
+        }
+    }
+}
+
+fn reason_for(report: &Report) -> String {
+    let errors = report.errors.as_ref().map_or(0, Vec::len);
+    format!(
+        "{} created, {} updated, {} deleted, {} unchanged; {} fan-out(s) pending; {} error(s)",
+        report.created.unwrap_or(0),
+        report.updated.unwrap_or(0),
+        report.deleted.unwrap_or(0),
+        report.unchanged,
+        report.pending,
+        errors
+    )
+}
+
+fn skipped(envelope: &Envelope, why: &str) -> Outcome {
+    Outcome {
+        success: true,
+        reason: why.to_owned(),
+        physical_id: envelope
+            .physical_resource_id
+            .clone()
+            .unwrap_or_else(|| format!("{FAILED_CREATE_PREFIX}{}", envelope.request_id)),
+        data: json!({}),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,111 @@
+use super::*;
+
+fn envelope(kind: &'static str, physical: Option<&str>) -> Envelope {
+    Envelope {
+        kind,
+        request_id: "req-1".into(),
+        response_url: "http://127.0.0.1:9/response".into(),
+        stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/1".into(),
+        logical_resource_id: "TenantLimits".into(),
+        physical_resource_id: physical.map(str::to_owned),
+        properties: Tree::Null,
+    }
+}
+
+#[test]
+fn a_failed_create_answers_with_a_marker_id() {
+    let outcome = Outcome::failed(&envelope("Create", None), "bad manifest");
+    assert_eq!(outcome.physical_id, "failed-create/req-1");
+    let update = Outcome::failed(&envelope("Update", Some("t/ns/limits-provisioner")), "x");
+    assert_eq!(update.physical_id, "t/ns/limits-provisioner");
+}
+
+#[test]
+fn bodies_never_exceed_what_cloudformation_accepts() {
+    let env = envelope("Update", Some("t/ns/limits-provisioner"));
+    let changes: Vec<Value> = (0..2000)
+        .map(
+            |i| json!({"action": "update", "level": "entity", "target": format!("user-{i}/gpt-4")}),
+        )
+        .collect();
+    let errors: Vec<String> = (0..200)
+        .map(|i| format!("error number {i} {}", "x".repeat(80)))
+        .collect();
+    let outcome = Outcome {
+        success: true,
+        reason: "r".repeat(10_000),
+        physical_id: "t/ns/limits-provisioner".into(),
+        data: json!({"status": "applied", "changes": changes, "errors": errors, "created": 0}),
+    };
+    let body = outcome.body(&env);
+    assert!(body.len() <= MAX_RESPONSE_BYTES, "{} bytes", body.len());
+    let parsed: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(parsed["Status"], "SUCCESS");
+    assert_eq!(parsed["PhysicalResourceId"], "t/ns/limits-provisioner");
+    assert_eq!(parsed["Data"]["created"], 0);
+    let kept = parsed["Data"]["changes"].as_array().map_or(0, Vec::len) as u64;
+    let omitted = parsed["Data"]["changes_omitted"].as_u64().unwrap();
+    assert_eq!(kept + omitted, 2000);
+
+    let small = Outcome::failed(&env, "bad").body(&env);
+    let parsed: Value = serde_json::from_str(&small).unwrap();
+    assert_eq!(parsed["Reason"], "bad");
+    assert_eq!(parsed["Status"], "FAILED");
+}
+
+#[test]
+fn requests_parse_with_their_properties_in_order() {
+    let text = r#"{
+        "RequestType": "Update",
+        "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:t-limits-provisioner",
+        "ResponseURL": "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x?sig=1",
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/1",
+        "RequestId": "req-2",
+        "LogicalResourceId": "TenantLimits",
+        "PhysicalResourceId": "t/ns/limits-provisioner",
+        "ResourceType": "Custom::ZaeLimiterLimits",
+        "ResourceProperties": {"ServiceToken": "x", "Namespace": "tenant",
+            "Resources": {"gpt-4": {"Limits": {"tpm": {"Capacity": "10"}, "rpm": {"Capacity": "5"}}}}},
+        "OldResourceProperties": {"ServiceToken": "x"}
+    }"#;
+    let tree: Tree = serde_json::from_str(text).unwrap();
+    let request: Request = serde_norway::from_value(tree).unwrap();
+    let envelope = Envelope::from_request(request).unwrap();
+    assert_eq!(envelope.kind, "Update");
+    assert_eq!(
+        envelope.owner(),
+        "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/1|TenantLimits"
+    );
+    let manifest_tree = to_manifest_tree(&envelope.properties, "ns").unwrap();
+    let manifest = Manifest::parse(&manifest_tree, Spelling::CloudFormation).unwrap();
+    let names: Vec<&str> = manifest.resources[0]
+        .1
+        .limits
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, ["tpm", "rpm"], "declaration order survives");
+    assert_eq!(table_name(&envelope, Some("env")).unwrap(), "env");
+}
+
+#[test]
+fn the_tenant_stack_example_is_a_valid_manifest() {
+    let template: Tree =
+        serde_norway::from_str(include_str!("../../../examples/tenant-limits.yaml")).unwrap();
+    let properties = &template["Resources"]["TenantLimits"]["Properties"];
+    let tree = to_manifest_tree(properties, "tenant").unwrap();
+    let manifest = Manifest::parse(&tree, Spelling::CloudFormation).unwrap();
+    let (resource, level) = &manifest.resources[0];
+    assert_eq!(resource, "gpt-4");
+    let soft: Vec<(&str, bool)> = level
+        .limits
+        .iter()
+        .map(|(n, l)| (n.as_str(), l.soft))
+        .collect();
+    assert_eq!(soft, [("tpm", true), ("rpm", false)]);
+    let (entity, levels) = &manifest.entities[0];
+    assert_eq!(
+        (entity.as_str(), levels[0].1.limits[1].1.capacity),
+        ("big-customer", 5000)
+    );
+}

@@ -1,0 +1,337 @@
+//! The Lambda entry end to end on the in-memory table, with a responder
+//! that records what CloudFormation would receive: the custom-resource
+//! protocol's answers, ownership and failure paths, and both guards, with
+//! no moto and no network.
+
+use super::*;
+use crate::apply::tests::{NS, bucket, bucket_item, seeded};
+use serde_json::Value;
+use std::sync::Mutex;
+use zae_table::store::memory::MemoryStore;
+use zae_table::store::{Condition, Query, Returns, StoreError, TxWrite, Update};
+use zae_table::{Attr, Item, keys};
+
+/// Every table name opens the same store.
+struct Fixed<S>(S);
+
+impl<S: Store + Clone + 'static> Tables for Fixed<S> {
+    type Store = S;
+    fn open(&self, _table: &str) -> S {
+        self.0.clone()
+    }
+}
+
+/// What CloudFormation would receive: each PUT body, parsed.
+#[derive(Default)]
+struct Recorded(Mutex<Vec<Value>>);
+
+impl Responder for Recorded {
+    async fn put(&self, _url: &str, body: String) -> Result<(), String> {
+        let parsed = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        self.0.lock().unwrap().push(parsed);
+        Ok(())
+    }
+}
+
+type Memory = Arc<MemoryStore>;
+
+fn deps<S>(store: S) -> Arc<Deps<Fixed<S>, Recorded>> {
+    Arc::new(Deps {
+        tables: Fixed(store),
+        default_table: Some("rate-limits".into()),
+        responder: Recorded::default(),
+    })
+}
+
+const STACK: &str = "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/1";
+
+fn request(kind: &str, id: &str, physical: Option<&str>, stack: &str, rpm: &str) -> Tree {
+    let mut event = json!({
+        "RequestType": kind,
+        "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:p",
+        "ResponseURL": "http://127.0.0.1:9/response",
+        "StackId": stack,
+        "RequestId": id,
+        "LogicalResourceId": "TenantLimits",
+        "ResourceType": "Custom::ZaeLimiterLimits",
+        "ResourceProperties": {"ServiceToken": "x", "Namespace": "default",
+            "Resources": {"gpt-4": {"Limits": {"rpm": {"Capacity": rpm}}}}}
+    });
+    if let Some(physical) = physical {
+        event["PhysicalResourceId"] = json!(physical);
+    }
+    if kind == "Update" {
+        event["OldResourceProperties"] = event["ResourceProperties"].clone();
+    }
+    serde_json::from_value(event).unwrap()
+}
+
+/// Sends one request and returns the answer CloudFormation received.
+async fn send<T: Tables>(deps: &Arc<Deps<T, Recorded>>, request: Tree, deadline_ms: u64) -> Value {
+    handle(deps.clone(), request, deadline_ms, "arn:fn".into())
+        .await
+        .expect("the CloudFormation path always answers");
+    deps.responder.0.lock().unwrap().pop().expect("an answer")
+}
+
+const MINUTE: u64 = 60_000;
+const PHYSICAL: &str = "rate-limits/ns1/limits-provisioner";
+
+fn resource_config(store: &MemoryStore) -> Option<Item> {
+    store.item(&keys::pk_resource(NS, "gpt-4"), keys::SK_CONFIG)
+}
+
+#[tokio::test]
+async fn a_create_answers_success_and_records_its_owner() {
+    let store = seeded();
+    let deps = deps(store.clone());
+    let answer = send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
+    assert_eq!(answer["Status"], "SUCCESS", "{answer}");
+    assert_eq!(answer["PhysicalResourceId"], PHYSICAL);
+    assert_eq!(answer["RequestId"], "r1");
+    assert_eq!(resource_config(&store).unwrap()["l_rpm_cp"], Attr::n(10));
+    let state = store
+        .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+        .unwrap();
+    assert_eq!(state["cfn_owner"], Attr::s(format!("{STACK}|TenantLimits")));
+
+    // CloudFormation retries a request it heard nothing back from.
+    let before = store.items();
+    let again = send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
+    assert_eq!(
+        (
+            again["Status"].as_str(),
+            again["Data"]["unchanged"].as_u64()
+        ),
+        (Some("SUCCESS"), Some(1))
+    );
+    assert_eq!(store.items(), before, "a retried Create writes nothing");
+}
+
+#[tokio::test]
+async fn another_stack_is_refused_and_its_delete_wipes_nothing() {
+    let store = seeded();
+    let deps = deps(store.clone());
+    send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
+    let before = store.items();
+    let intruder = "arn:aws:cloudformation:us-east-1:123456789012:stack/other/2";
+    let refused = send(&deps, request("Create", "r2", None, intruder, "99"), MINUTE).await;
+    assert_eq!(refused["Status"], "FAILED");
+    let reason = refused["Reason"].as_str().unwrap();
+    assert!(
+        reason.contains("managed by another custom resource"),
+        "{reason}"
+    );
+    assert_eq!(refused["PhysicalResourceId"], "failed-create/r2");
+    let stray = send(
+        &deps,
+        request("Delete", "r3", Some(PHYSICAL), intruder, "99"),
+        MINUTE,
+    )
+    .await;
+    assert_eq!(stray["Status"], "SUCCESS");
+    assert!(
+        stray["Reason"]
+            .as_str()
+            .unwrap()
+            .contains("nothing deleted"),
+        "{stray}"
+    );
+    assert_eq!(store.items(), before);
+
+    let deleted = send(
+        &deps,
+        request("Delete", "r4", Some(PHYSICAL), STACK, "10"),
+        MINUTE,
+    )
+    .await;
+    assert_eq!(
+        (
+            deleted["Status"].as_str(),
+            deleted["Data"]["deleted"].as_u64()
+        ),
+        (Some("SUCCESS"), Some(1))
+    );
+    assert_eq!(resource_config(&store), None);
+}
+
+#[tokio::test]
+async fn a_bad_manifest_fails_at_its_path_and_its_rollback_is_a_no_op() {
+    let store = seeded();
+    let deps = deps(store.clone());
+    let before = store.items();
+    let failed = send(&deps, request("Create", "r1", None, STACK, "lots"), MINUTE).await;
+    assert_eq!(failed["Status"], "FAILED");
+    let reason = failed["Reason"].as_str().unwrap();
+    assert!(
+        reason.contains("Resources.gpt-4.Limits.rpm.Capacity"),
+        "{reason}"
+    );
+    assert_eq!(failed["PhysicalResourceId"], "failed-create/r1");
+    let rollback = send(
+        &deps,
+        request("Delete", "r2", Some("failed-create/r1"), STACK, "lots"),
+        MINUTE,
+    )
+    .await;
+    assert_eq!(rollback["Status"], "SUCCESS");
+    assert_eq!(store.items(), before, "nothing written, nothing wiped");
+}
+
+#[tokio::test]
+async fn an_update_reaches_existing_buckets_before_success_is_answered() {
+    let store = seeded();
+    bucket(&store, "u1", "gpt-4");
+    let deps = deps(store.clone());
+    send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
+    let mut update = request("Update", "r2", Some(PHYSICAL), STACK, "10");
+    update["ResourceProperties"]["Resources"]["gpt-4"]["Disabled"] = Tree::String("true".into());
+    let answer = send(&deps, update, MINUTE).await;
+    assert_eq!(answer["Status"], "SUCCESS", "{answer}");
+    assert_eq!(
+        bucket_item(&store, "u1", "gpt-4")["disabled"],
+        Attr::Bool(true)
+    );
+}
+
+/// A table whose every call hangs, or panics.
+#[derive(Clone, Copy)]
+enum Broken {
+    Hangs,
+    Panics,
+}
+
+impl Broken {
+    async fn fail<T>(self) -> T {
+        match self {
+            Broken::Hangs => std::future::pending().await,
+            Broken::Panics => panic!("the store broke"),
+        }
+    }
+}
+
+impl Store for Broken {
+    async fn get(&self, _: &str, _: &str, _: bool) -> Result<Option<Item>, StoreError> {
+        self.fail().await
+    }
+    async fn put(&self, _: &Item, _: Option<&Condition>) -> Result<Option<Item>, StoreError> {
+        self.fail().await
+    }
+    async fn update(&self, _: &Update, _: Returns) -> Result<Option<Item>, StoreError> {
+        self.fail().await
+    }
+    async fn delete(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        self.fail().await
+    }
+    async fn query(&self, _: &Query) -> Result<Vec<Item>, StoreError> {
+        self.fail().await
+    }
+    async fn transact(&self, _: &[TxWrite]) -> Result<(), StoreError> {
+        self.fail().await
+    }
+}
+
+#[tokio::test]
+async fn a_hung_table_and_a_panic_are_answered_failed_in_time() {
+    // 400 ms left: the guard abandons the work 100 ms before the deadline.
+    let started = Instant::now();
+    let hung = send(
+        &deps(Broken::Hangs),
+        request("Create", "r1", None, STACK, "10"),
+        400,
+    )
+    .await;
+    assert_eq!(hung["Status"], "FAILED");
+    assert!(
+        hung["Reason"]
+            .as_str()
+            .unwrap()
+            .contains("before the Lambda timeout"),
+        "{hung}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+    let panicked = send(
+        &deps(Broken::Panics),
+        request("Create", "r2", None, STACK, "10"),
+        MINUTE,
+    )
+    .await;
+    assert_eq!(panicked["Status"], "FAILED");
+    assert!(
+        panicked["Reason"]
+            .as_str()
+            .unwrap()
+            .contains("the store broke"),
+        "{panicked}"
+    );
+}
+
+#[tokio::test]
+async fn the_direct_invoke_plans_and_applies_like_the_python_cli_expects() {
+    let store = seeded();
+    let deps: Arc<Deps<Fixed<Memory>, Recorded>> = deps(store.clone());
+    let payload = |action: &str| -> Tree {
+        serde_json::from_value(json!({"action": action, "table_name": "t", "namespace_id": NS,
+            "manifest": {"namespace": "default", "resources": {"gpt-4": {"limits": {"rpm": {"capacity": 5}}}}}}))
+        .unwrap()
+    };
+    let plan = handle(deps.clone(), payload("plan"), MINUTE, "arn:fn".into())
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            plan["status"].as_str(),
+            plan["changes"].as_array().map(Vec::len)
+        ),
+        (Some("planned"), Some(1))
+    );
+    assert_eq!(resource_config(&store), None, "a plan writes nothing");
+    let applied = handle(deps.clone(), payload("apply"), MINUTE, "arn:fn".into())
+        .await
+        .unwrap();
+    assert_eq!(
+        (applied["status"].as_str(), applied["created"].as_u64()),
+        (Some("applied"), Some(1))
+    );
+    assert!(
+        deps.responder.0.lock().unwrap().is_empty(),
+        "the invoke path answers no stack"
+    );
+    let bad: Tree = serde_json::from_value(json!({"action": "apply", "table_name": "t",
+        "manifest": {"namespace": "default", "resources": {"gpt-4": {"limits": {"rpm": {}}}}}}))
+    .unwrap();
+    let err = handle(deps, bad, MINUTE, "arn:fn".into())
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("resources.gpt-4.limits.rpm.capacity: is required"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_panic_and_a_hang_both_come_back_as_answers() {
+    let panicked = guarded(Duration::from_secs(5), async { panic!("boom") as u8 }).await;
+    assert_eq!(panicked, Err(Stopped::Panicked("boom".into())));
+    let hung = guarded(Duration::from_millis(20), std::future::pending::<u8>()).await;
+    assert_eq!(hung, Err(Stopped::Deadline));
+    assert_eq!(guarded(Duration::from_secs(5), async { 7u8 }).await, Ok(7));
+}
+
+#[test]
+fn the_reserve_leaves_room_to_answer() {
+    assert_eq!(reserve(Duration::from_secs(300)), Duration::from_secs(30));
+    assert_eq!(reserve(Duration::from_secs(60)), Duration::from_secs(6));
+    assert_eq!(reserve(Duration::from_secs(20)), Duration::from_secs(3));
+    // Lambda's default timeout: work gets half of it, not nothing.
+    assert_eq!(reserve(Duration::from_secs(3)), Duration::from_millis(750));
+}

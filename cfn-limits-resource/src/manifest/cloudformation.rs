@@ -1,0 +1,463 @@
+//! CloudFormation's spelling of a manifest: PascalCase properties whose every
+//! scalar arrives as a string. [`to_manifest_tree`] coerces each one to the
+//! type its field needs and hands back the YAML form, so one validator serves
+//! both entrances; [`cfn_template`] goes the other way, from a manifest to a
+//! tenant stack.
+
+use super::problem::{Path, Problem, pascal};
+use super::tree::describe;
+use super::{Disabled, LevelDecl, LimitDecl, Manifest};
+use serde_norway::{Mapping, Number, Value as Tree};
+use zae_table::schedule::ScheduleEntry;
+
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Int,
+    Float,
+    Bool,
+    /// `true`, `false` or `bypass`, in any case.
+    Disabled,
+    Str,
+    Struct(&'static [(&'static str, Shape)]),
+    /// A map of user-named keys (resources, entities, limits).
+    MapOf(&'static Shape),
+    ListOf(&'static Shape),
+}
+
+const ENTRY: Shape = Shape::Struct(&[
+    ("cron", Shape::Str),
+    ("tz", Shape::Str),
+    ("scale", Shape::Float),
+    ("capacity", Shape::Int),
+    ("refill_amount", Shape::Int),
+    ("refill_period_seconds", Shape::Int),
+]);
+const LIMIT: Shape = Shape::Struct(&[
+    ("capacity", Shape::Int),
+    ("burst", Shape::Int),
+    ("refill_amount", Shape::Int),
+    ("refill_period", Shape::Int),
+    ("reset_after_seconds", Shape::Int),
+    ("soft", Shape::Bool),
+    ("schedule", Shape::ListOf(&ENTRY)),
+    ("reset_schedule", Shape::ListOf(&ENTRY)),
+]);
+const LEVEL: Shape = Shape::Struct(&[
+    ("limits", Shape::MapOf(&LIMIT)),
+    ("disabled", Shape::Disabled),
+    ("cascade", Shape::Bool),
+]);
+// `cascade` and `disabled` are coerced here so the validator can reject them
+// at the system level with its own message.
+const SYSTEM: Shape = Shape::Struct(&[
+    ("limits", Shape::MapOf(&LIMIT)),
+    ("on_unavailable", Shape::Str),
+    ("cascade", Shape::Bool),
+    ("disabled", Shape::Bool),
+]);
+const ENTITY: Shape = Shape::Struct(&[("resources", Shape::MapOf(&LEVEL))]);
+
+const MANIFEST_SECTIONS: [(&str, Shape); 3] = [
+    ("system", SYSTEM),
+    ("resources", Shape::MapOf(&LEVEL)),
+    ("entities", Shape::MapOf(&ENTITY)),
+];
+
+/// The manifest tree for `namespace` from a custom resource's properties.
+/// Top-level properties other than the sections (`ServiceToken`,
+/// `ServiceTimeout`, `TableName`…) are the caller's business.
+pub fn to_manifest_tree(properties: &Tree, namespace: &str) -> Result<Tree, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let mut out = Mapping::new();
+    out.insert("namespace".into(), Tree::String(namespace.to_owned()));
+    if let Tree::Mapping(props) = properties {
+        for (field, shape) in MANIFEST_SECTIONS {
+            if let Some(value) = props.get(pascal(field).as_str()) {
+                let coerced = coerce(value, shape, &Path::root().field(field), &mut problems);
+                out.insert(field.into(), coerced);
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(Tree::Mapping(out))
+    } else {
+        Err(problems)
+    }
+}
+
+/// A boolean property such as `FullApply`: a real boolean or `"true"`/`"false"`.
+pub fn coerce_bool(value: &Tree, path: &Path) -> Result<bool, Problem> {
+    let mut problems = Vec::new();
+    match coerce(value, Shape::Bool, path, &mut problems) {
+        Tree::Bool(b) if problems.is_empty() => Ok(b),
+        _ => Err(problems
+            .pop()
+            .unwrap_or_else(|| Problem::new(path, "must be true or false"))),
+    }
+}
+
+const STRINGLY: &str = "CloudFormation delivers every property as a string, so write it as one \
+                        that spells the value";
+
+fn coerce(value: &Tree, shape: Shape, path: &Path, problems: &mut Vec<Problem>) -> Tree {
+    let text = match value {
+        Tree::String(s) => Some(s.trim()),
+        _ => None,
+    };
+    match shape {
+        Shape::Int => match (value, text) {
+            (Tree::Number(n), _) if n.is_i64() || n.is_u64() => value.clone(),
+            (_, Some("")) => Tree::Null,
+            (_, Some(t)) => match t.parse::<i64>() {
+                Ok(n) => Tree::Number(n.into()),
+                Err(_) => {
+                    problems.push(Problem::new(
+                        path,
+                        format!("must be a whole number, got '{t}'. {STRINGLY}"),
+                    ));
+                    Tree::Null
+                }
+            },
+            // Left for the validator, which names the type it got.
+            _ => value.clone(),
+        },
+        Shape::Float => match (value, text) {
+            (Tree::Number(_), _) => value.clone(),
+            (_, Some("")) => Tree::Null,
+            (_, Some(t)) => match t.parse::<f64>() {
+                Ok(f) if f.is_finite() => Tree::Number(Number::from(f)),
+                _ => {
+                    problems.push(Problem::new(
+                        path,
+                        format!("must be a finite number, got '{t}'. {STRINGLY}"),
+                    ));
+                    Tree::Null
+                }
+            },
+            _ => value.clone(),
+        },
+        Shape::Bool | Shape::Disabled => match text.map(str::to_ascii_lowercase).as_deref() {
+            Some("true") => Tree::Bool(true),
+            Some("false") => Tree::Bool(false),
+            Some("bypass") if matches!(shape, Shape::Disabled) => Tree::String("bypass".into()),
+            Some(_) => {
+                let expected = if matches!(shape, Shape::Disabled) {
+                    "true, false or 'bypass'"
+                } else {
+                    "true or false"
+                };
+                problems.push(Problem::new(
+                    path,
+                    format!("must be {expected}, got {}. {STRINGLY}", describe(value)),
+                ));
+                Tree::Null
+            }
+            None => value.clone(),
+        },
+        Shape::Str => value.clone(),
+        Shape::Struct(fields) => match value {
+            Tree::Mapping(map) => {
+                let mut out = Mapping::new();
+                for (key, item) in map {
+                    let key_text = key.as_str().unwrap_or_default();
+                    match fields.iter().find(|(name, _)| pascal(name) == key_text) {
+                        Some((name, shape)) => {
+                            out.insert(
+                                Tree::String((*name).to_owned()),
+                                coerce(item, *shape, &path.field(name), problems),
+                            );
+                        }
+                        // Passed on under its own name, for the validator to reject.
+                        None => {
+                            out.insert(key.clone(), item.clone());
+                        }
+                    }
+                }
+                Tree::Mapping(out)
+            }
+            _ => value.clone(),
+        },
+        Shape::MapOf(inner) => match value {
+            Tree::Mapping(map) => Tree::Mapping(
+                map.iter()
+                    .map(|(key, item)| {
+                        let name = key.as_str().unwrap_or_default();
+                        (key.clone(), coerce(item, *inner, &path.key(name), problems))
+                    })
+                    .collect(),
+            ),
+            _ => value.clone(),
+        },
+        Shape::ListOf(inner) => match value {
+            Tree::Sequence(items) => Tree::Sequence(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| coerce(item, *inner, &path.index(i), problems))
+                    .collect(),
+            ),
+            _ => value.clone(),
+        },
+    }
+}
+
+fn key(name: &str) -> Tree {
+    Tree::String(name.to_owned())
+}
+
+fn entry_props(entry: &ScheduleEntry, reset: bool) -> Tree {
+    let mut map = Mapping::new();
+    map.insert(key("Cron"), key(&entry.cron));
+    map.insert(key("Tz"), key(&entry.tz));
+    if !reset {
+        if let Some(scale) = entry.scale {
+            map.insert(key("Scale"), Tree::Number(scale.into()));
+        }
+        for (name, value) in [
+            ("capacity", entry.capacity),
+            ("refill_amount", entry.refill_amount),
+            ("refill_period_seconds", entry.refill_period_seconds),
+        ] {
+            if let Some(value) = value {
+                map.insert(key(&pascal(name)), Tree::Number(value.into()));
+            }
+        }
+    }
+    Tree::Mapping(map)
+}
+
+fn limit_props(limit: &LimitDecl) -> Tree {
+    let mut map = Mapping::new();
+    map.insert(key("Capacity"), Tree::Number(limit.capacity.into()));
+    map.insert(
+        key("RefillAmount"),
+        Tree::Number(limit.refill_amount.into()),
+    );
+    map.insert(
+        key("RefillPeriod"),
+        Tree::Number(limit.refill_period.into()),
+    );
+    if let Some(seconds) = limit.reset_after_seconds {
+        map.insert(key("ResetAfterSeconds"), Tree::Number(seconds.into()));
+    }
+    if limit.soft {
+        map.insert(key("Soft"), Tree::Bool(true));
+    }
+    if !limit.schedule.is_empty() {
+        let entries = limit
+            .schedule
+            .iter()
+            .map(|e| entry_props(e, false))
+            .collect();
+        map.insert(key("Schedule"), Tree::Sequence(entries));
+    }
+    if !limit.reset_schedule.is_empty() {
+        let entries = limit
+            .reset_schedule
+            .iter()
+            .map(|e| entry_props(e, true))
+            .collect();
+        map.insert(key("ResetSchedule"), Tree::Sequence(entries));
+    }
+    Tree::Mapping(map)
+}
+
+fn level_props(level: &LevelDecl) -> Tree {
+    let mut map = Mapping::new();
+    if let Some(on_unavailable) = &level.on_unavailable {
+        map.insert(key("OnUnavailable"), key(on_unavailable));
+    }
+    match level.disabled {
+        Some(Disabled::Yes) => map.insert(key("Disabled"), Tree::Bool(true)),
+        Some(Disabled::No) => map.insert(key("Disabled"), Tree::Bool(false)),
+        Some(Disabled::Bypass) => map.insert(key("Disabled"), key("bypass")),
+        None => None,
+    };
+    if let Some(cascade) = level.cascade {
+        map.insert(key("Cascade"), Tree::Bool(cascade));
+    }
+    let limits: Mapping = level
+        .limits
+        .iter()
+        .map(|(name, limit)| (key(name), limit_props(limit)))
+        .collect();
+    map.insert(key("Limits"), Tree::Mapping(limits));
+    Tree::Mapping(map)
+}
+
+/// A tenant stack holding one `Custom::ZaeLimiterLimits` resource whose
+/// ServiceToken imports `<stack>-ProvisionerArn`.
+pub fn cfn_template(manifest: &Manifest, stack: &str, full: bool) -> String {
+    let mut props = Mapping::new();
+    props.insert(
+        key("ServiceToken"),
+        Tree::Mapping(Mapping::from_iter([(
+            key("Fn::ImportValue"),
+            key(&format!("{stack}-ProvisionerArn")),
+        )])),
+    );
+    // Long enough for a large first apply, far below CloudFormation's one-hour default.
+    props.insert(key("ServiceTimeout"), Tree::Number(900.into()));
+    props.insert(key("TableName"), key(stack));
+    props.insert(key("Namespace"), key(&manifest.namespace));
+    if full {
+        props.insert(key("FullApply"), Tree::Bool(true));
+    }
+    if let Some(system) = &manifest.system {
+        props.insert(key("System"), level_props(system));
+    }
+    if !manifest.resources.is_empty() {
+        let resources: Mapping = manifest
+            .resources
+            .iter()
+            .map(|(name, level)| (key(name), level_props(level)))
+            .collect();
+        props.insert(key("Resources"), Tree::Mapping(resources));
+    }
+    if !manifest.entities.is_empty() {
+        let entities: Mapping = manifest
+            .entities
+            .iter()
+            .map(|(entity, resources)| {
+                let resources: Mapping = resources
+                    .iter()
+                    .map(|(name, level)| (key(name), level_props(level)))
+                    .collect();
+                (
+                    key(entity),
+                    Tree::Mapping(Mapping::from_iter([(
+                        key("Resources"),
+                        Tree::Mapping(resources),
+                    )])),
+                )
+            })
+            .collect();
+        props.insert(key("Entities"), Tree::Mapping(entities));
+    }
+    let mut resource = Mapping::new();
+    resource.insert(key("Type"), key("Custom::ZaeLimiterLimits"));
+    resource.insert(key("Properties"), Tree::Mapping(props));
+    let mut template = Mapping::new();
+    template.insert(key("AWSTemplateFormatVersion"), key("2010-09-09"));
+    template.insert(
+        key("Description"),
+        key(&format!(
+            "Declarative limits for namespace '{}'",
+            manifest.namespace
+        )),
+    );
+    template.insert(
+        key("Resources"),
+        Tree::Mapping(Mapping::from_iter([(
+            key("TenantLimits"),
+            Tree::Mapping(resource),
+        )])),
+    );
+    serde_norway::to_string(&Tree::Mapping(template)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::problem::Spelling;
+
+    fn props(yaml: &str) -> Tree {
+        serde_norway::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn stringly_properties_become_the_declared_manifest() {
+        let tree = to_manifest_tree(
+            &props(
+                r#"
+ServiceToken: arn:aws:lambda:x
+Resources:
+  gpt-4:
+    Cascade: "TRUE"
+    Disabled: Bypass
+    Limits:
+      tpm: {Capacity: "50000", RefillPeriod: "60", Soft: "true"}
+      rpm: {Capacity: "500", RefillAmount: ""}
+      day:
+        Capacity: "100"
+        ResetSchedule: [{Cron: "0 0 * * *", Tz: UTC}]
+"#,
+            ),
+            "tenant",
+        )
+        .unwrap();
+        let manifest = Manifest::parse(&tree, Spelling::CloudFormation).unwrap();
+        let (name, level) = &manifest.resources[0];
+        assert_eq!(name, "gpt-4");
+        assert_eq!(level.cascade, Some(true));
+        assert_eq!(level.disabled, Some(Disabled::Bypass));
+        let tpm = &level.limits[0].1;
+        assert_eq!(
+            (tpm.capacity, tpm.refill_amount, tpm.soft),
+            (50_000, 50_000, true)
+        );
+        assert_eq!(level.limits[1].1.refill_amount, 500);
+        assert_eq!(level.limits[2].1.refill_amount, 0);
+    }
+
+    #[test]
+    fn a_bad_string_names_its_property_path() {
+        let problems = to_manifest_tree(
+            &props("Entities: {u1: {Resources: {gpt-4: {Limits: {rpm: {Capacity: lots}}}}}}"),
+            "tenant",
+        )
+        .unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].render(Spelling::CloudFormation).starts_with(
+            "Entities.u1.Resources.gpt-4.Limits.rpm.Capacity: must be a whole number, got 'lots'"
+        ));
+    }
+
+    #[test]
+    fn unknown_properties_reach_the_validator_under_their_own_name() {
+        let tree = to_manifest_tree(
+            &props("Resources: {gpt-4: {Limits: {tpm: {Capacity: '1', Sotf: 'true'}}}}"),
+            "tenant",
+        )
+        .unwrap();
+        let err = Manifest::parse(&tree, Spelling::CloudFormation).unwrap_err();
+        assert_eq!(
+            err.problems[0].render(Spelling::CloudFormation),
+            "Resources.gpt-4.Limits.tpm: unknown field(s) Sotf; allowed: capacity, burst, \
+             refill_amount, refill_period, reset_after_seconds, soft, schedule, reset_schedule"
+        );
+    }
+
+    #[test]
+    fn a_printed_template_round_trips_through_the_property_coercion() {
+        let manifest = Manifest::from_yaml(
+            r#"
+namespace: tenant-alpha
+system: {on_unavailable: block, limits: {rpm: {capacity: 10000}}}
+resources:
+  gpt-4:
+    cascade: true
+    disabled: bypass
+    limits:
+      tpm: {capacity: 50000, soft: true, schedule: [{cron: "* 9-17 * * 1-5", tz: Europe/Berlin, scale: 0.5}]}
+      day: {capacity: 100, reset_schedule: [{cron: "0 0 * * *", tz: Europe/Berlin}]}
+entities:
+  user-1: {resources: {_default_: {disabled: false}, gpt-4: {limits: {s: {capacity: 5, reset_after_seconds: 60}}}}}
+"#,
+        )
+        .unwrap();
+        let text = cfn_template(&manifest, "rate-limits", true);
+        let template: Tree = serde_norway::from_str(&text).unwrap();
+        let props = &template["Resources"]["TenantLimits"]["Properties"];
+        assert_eq!(
+            props["ServiceToken"]["Fn::ImportValue"],
+            key("rate-limits-ProvisionerArn")
+        );
+        assert_eq!(props["FullApply"], Tree::Bool(true));
+        let tree = to_manifest_tree(props, "tenant-alpha").unwrap();
+        assert_eq!(
+            Manifest::parse(&tree, Spelling::CloudFormation).unwrap(),
+            manifest
+        );
+    }
+}

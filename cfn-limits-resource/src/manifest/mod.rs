@@ -1,0 +1,251 @@
+//! The limits manifest: its model, how it is parsed and validated
+//! ([`parse`], [`schedule`], with every problem at its path: [`problem`]),
+//! CloudFormation's spelling of it ([`cloudformation`]), its canonical form
+//! ([`canonical`]), and the config each declared level becomes.
+//!
+//! A manifest arrives as a YAML file, as the `manifest` of a direct invoke,
+//! or (after [`cloudformation`] has coerced its strings) as CloudFormation
+//! properties. All three become a [`Tree`] and pass through
+//! [`Manifest::parse`], which reports every problem with its exact path
+//! before anything is read or written.
+
+pub mod canonical;
+pub mod cloudformation;
+mod parse;
+pub mod problem;
+mod schedule;
+mod tree;
+
+pub use tree::type_name;
+pub use zae_table::config::Disabled;
+pub use zae_table::level::{DEFAULT_RESOURCE, Level};
+pub use zae_table::provisioner::ManagedSet;
+
+use problem::{Invalid, Path, Problem, Spelling};
+use serde_norway::Value as Tree;
+use zae_table::config::{LevelConfig, LimitConfig};
+use zae_table::schedule::{self as compact, ScheduleEntry};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitDecl {
+    pub capacity: i64,
+    pub refill_amount: i64,
+    pub refill_period: i64,
+    pub schedule: Vec<ScheduleEntry>,
+    pub reset_schedule: Vec<ScheduleEntry>,
+    pub reset_after_seconds: Option<i64>,
+    pub soft: bool,
+}
+
+/// What one level declares. System levels carry `on_unavailable`; resource
+/// and entity levels carry `disabled` and `cascade`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LevelDecl {
+    /// In declaration order, which decides the bucket's schedule default.
+    pub limits: Vec<(String, LimitDecl)>,
+    pub on_unavailable: Option<String>,
+    pub disabled: Option<Disabled>,
+    pub cascade: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub namespace: String,
+    pub system: Option<LevelDecl>,
+    pub resources: Vec<(String, LevelDecl)>,
+    pub entities: Vec<(String, Vec<(String, LevelDecl)>)>,
+}
+
+impl Manifest {
+    /// An empty manifest for a namespace: applying it deletes every managed level.
+    pub fn empty(namespace: &str) -> Manifest {
+        Manifest {
+            namespace: namespace.to_owned(),
+            system: None,
+            resources: Vec::new(),
+            entities: Vec::new(),
+        }
+    }
+
+    pub fn from_yaml(text: &str) -> Result<Manifest, Invalid> {
+        let tree: Tree = serde_norway::from_str(text).map_err(|err| Invalid {
+            problems: vec![Problem::new(
+                &Path::root(),
+                format!("not valid YAML: {err}"),
+            )],
+            spelling: Spelling::Yaml,
+        })?;
+        Manifest::parse(&tree, Spelling::Yaml)
+    }
+
+    /// Validates a whole manifest, collecting every problem.
+    pub fn parse(tree: &Tree, spelling: Spelling) -> Result<Manifest, Invalid> {
+        let mut problems = Vec::new();
+        let manifest = parse::manifest(tree, &mut problems);
+        match manifest {
+            Some(manifest) if problems.is_empty() => Ok(manifest),
+            _ => Err(Invalid { problems, spelling }),
+        }
+    }
+
+    /// Every declared level with its declaration, system first, then
+    /// resources and entity pairs in sorted order.
+    pub fn declared(&self) -> Vec<(Level, &LevelDecl)> {
+        let mut levels: Vec<(Level, &LevelDecl)> = Vec::new();
+        if let Some(system) = &self.system {
+            levels.push((Level::System, system));
+        }
+        let mut resources: Vec<_> = self
+            .resources
+            .iter()
+            .map(|(name, decl)| (Level::Resource(name.clone()), decl))
+            .collect();
+        resources.sort_by(|a, b| a.0.cmp(&b.0));
+        levels.extend(resources);
+        let mut entities: Vec<_> = self
+            .entities
+            .iter()
+            .flat_map(|(entity, resources)| {
+                resources.iter().map(move |(resource, decl)| {
+                    (
+                        Level::Entity {
+                            entity: entity.clone(),
+                            resource: resource.clone(),
+                        },
+                        decl,
+                    )
+                })
+            })
+            .collect();
+        entities.sort_by(|a, b| a.0.cmp(&b.0));
+        levels.extend(entities);
+        levels
+    }
+
+    pub fn managed_set(&self) -> ManagedSet {
+        let mut resources: Vec<String> = self.resources.iter().map(|(n, _)| n.clone()).collect();
+        resources.sort();
+        let mut entities: Vec<(String, Vec<String>)> = self
+            .entities
+            .iter()
+            .map(|(entity, resources)| {
+                let mut names: Vec<String> = resources.iter().map(|(n, _)| n.clone()).collect();
+                names.sort();
+                (entity.clone(), names)
+            })
+            .collect();
+        entities.sort();
+        ManagedSet {
+            system: self.system.is_some(),
+            resources,
+            entities,
+        }
+    }
+}
+
+impl LimitDecl {
+    /// The limit as a config item stores it: schedules in the compact encoding.
+    pub fn config(&self, name: &str) -> LimitConfig {
+        let some = |text: String| (!text.is_empty()).then_some(text);
+        LimitConfig {
+            name: name.to_owned(),
+            capacity: self.capacity,
+            refill_amount: self.refill_amount,
+            refill_period: self.refill_period,
+            sched: some(compact::encode(&self.schedule)),
+            rsched: some(compact::encode_reset(&self.reset_schedule)),
+            reset_after_seconds: self.reset_after_seconds,
+            soft: self.soft,
+        }
+    }
+}
+
+impl LevelDecl {
+    /// What the level's config item holds once written.
+    pub fn config(&self) -> LevelConfig {
+        let sched_tz = self
+            .limits
+            .iter()
+            .flat_map(|(_, l)| l.schedule.iter().chain(&l.reset_schedule))
+            .map(|e| e.tz.clone())
+            .next();
+        LevelConfig {
+            limits: self
+                .limits
+                .iter()
+                .map(|(name, limit)| limit.config(name))
+                .collect(),
+            sched_tz,
+            on_unavailable: self.on_unavailable.clone(),
+            disabled: self.disabled,
+            cascade: self.cascade,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use zae_table::config::build_item;
+    use zae_table::{Attr, Item};
+
+    #[test]
+    fn declared_levels_become_the_items_the_client_writes() {
+        let manifest = Manifest::from_yaml(
+            r#"
+namespace: tenant-alpha
+system: {on_unavailable: allow, limits: {rpm: {capacity: 10000}}}
+resources:
+  gpt-4: {cascade: true, limits: {tpm: {capacity: 50000, soft: true}}}
+entities:
+  user-1:
+    resources:
+      _default_: {disabled: bypass}
+      gpt-4:
+        limits:
+          daily: {capacity: 100, reset_schedule: [{cron: "0 0 * * *", tz: UTC}]}
+          session: {capacity: 5, reset_after_seconds: 3600}
+"#,
+        )
+        .unwrap();
+        let items: Vec<Item> = manifest
+            .declared()
+            .into_iter()
+            .map(|(level, decl)| build_item("a7x3kq", &level, &decl.config()))
+            .collect();
+        let s = |v: &str| Attr::s(v);
+        let n = |v: i64| Attr::n(v);
+        assert_eq!(
+            items[0],
+            BTreeMap::from([
+                ("PK".into(), s("a7x3kq/SYSTEM#")),
+                ("SK".into(), s("#CONFIG")),
+                ("config_version".into(), n(1)),
+                ("on_unavailable".into(), s("allow")),
+                ("l_rpm_cp".into(), n(10000)),
+                ("l_rpm_ra".into(), n(10000)),
+                ("l_rpm_rp".into(), n(60)),
+                ("GSI4PK".into(), s("a7x3kq")),
+                ("GSI4SK".into(), s("a7x3kq/SYSTEM#")),
+            ])
+        );
+        assert_eq!(items[1]["l_tpm_soft"], Attr::Bool(true));
+        assert_eq!(items[1]["cascade"], Attr::Bool(true));
+        assert_eq!(items[1]["GSI4SK"], s("a7x3kq/RESOURCE#gpt-4"));
+        assert!(!items[1].contains_key("GSI3PK"));
+        assert_eq!(items[2]["disabled"], s("bypass"));
+        assert_eq!(items[2]["GSI3PK"], s("a7x3kq/ENTITY_CONFIG#_default_"));
+        assert_eq!(items[2]["GSI3SK"], s("user-1"));
+        let quota = &items[3];
+        assert_eq!(quota["SK"], s("#CONFIG#gpt-4"));
+        assert_eq!(quota["l_daily_ra"], n(0));
+        assert_eq!(quota["l_daily_rsched"], s("1m0h0"));
+        assert_eq!(quota["sched_tz"], s("UTC"));
+        assert_eq!(quota["w_session_rsa"], n(3600));
+        assert_eq!(quota["w_session_ra"], n(0));
+
+        let decoded = LevelConfig::decode(quota);
+        assert_eq!(decoded, manifest.declared()[3].1.config());
+    }
+}

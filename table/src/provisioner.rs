@@ -1,0 +1,310 @@
+//! The provisioner's records in a namespace's system partition, in the
+//! 0.17.0 layout, so the Python provisioner and this one read each other's:
+//! the `#PROVISIONER` state record (which levels a manifest manages) and the
+//! pending fan-out items (`#PROVISIONER#PENDING#...`), leased to the applies
+//! working on them.
+
+use crate::keys::{self, SK_PROVISIONER};
+use crate::level::Level;
+use crate::value::{Attr, Item};
+use std::collections::BTreeMap;
+
+/// Pending-item attributes.
+pub const OWNERS: &str = "owners";
+pub const LEASE: &str = "lease";
+pub const FULL: &str = "full";
+pub const KIND: &str = "kind";
+pub const LEVEL: &str = "level";
+pub const TARGET: &str = "target";
+pub const WRITTEN_MS: &str = "written_ms";
+
+/// The levels a manifest manages, as the `#PROVISIONER` record stores them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ManagedSet {
+    pub system: bool,
+    pub resources: Vec<String>,
+    pub entities: Vec<(String, Vec<String>)>,
+}
+
+impl ManagedSet {
+    pub fn levels(&self) -> Vec<Level> {
+        let mut levels = Vec::new();
+        if self.system {
+            levels.push(Level::System);
+        }
+        levels.extend(self.resources.iter().cloned().map(Level::Resource));
+        for (entity, resources) in &self.entities {
+            for resource in resources {
+                levels.push(Level::Entity {
+                    entity: entity.clone(),
+                    resource: resource.clone(),
+                });
+            }
+        }
+        levels
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct State {
+    pub managed: ManagedSet,
+    /// `<StackId>|<LogicalResourceId>` of the custom resource that last
+    /// applied; absent for CLI applies and for records the reference wrote.
+    pub owner: Option<String>,
+    /// A 0.16 record's unfinished cascade fan-outs, owed by the next apply.
+    pub cascade_pending: Vec<Level>,
+    /// The hash of the manifest last applied.
+    pub applied_hash: Option<String>,
+}
+
+fn strings(attr: Option<&Attr>) -> Vec<String> {
+    match attr {
+        Some(Attr::L(items)) => items
+            .iter()
+            .filter_map(Attr::as_s)
+            .map(str::to_owned)
+            .collect(),
+        Some(Attr::Ss(set)) => set.iter().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl State {
+    pub fn decode(item: Option<&Item>) -> State {
+        let Some(item) = item else {
+            return State::default();
+        };
+        let mut entities: Vec<(String, Vec<String>)> = match item.get("managed_entities") {
+            Some(Attr::M(map)) => map
+                .iter()
+                .map(|(entity, resources)| (entity.clone(), strings(Some(resources))))
+                .collect(),
+            _ => Vec::new(),
+        };
+        entities.sort();
+        let cascade_pending = match item.get("cascade_pending") {
+            Some(Attr::L(entries)) => entries
+                .iter()
+                .filter_map(|entry| match entry {
+                    Attr::M(m) => Level::from_parts(
+                        m.get("level").and_then(Attr::as_s)?,
+                        m.get("target").and_then(Attr::as_s).unwrap_or_default(),
+                    ),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        State {
+            managed: ManagedSet {
+                system: matches!(item.get("managed_system"), Some(Attr::Bool(true))),
+                resources: strings(item.get("managed_resources")),
+                entities,
+            },
+            owner: item
+                .get("cfn_owner")
+                .and_then(Attr::as_s)
+                .map(str::to_owned),
+            cascade_pending,
+            applied_hash: item
+                .get("applied_hash")
+                .and_then(Attr::as_s)
+                .map(str::to_owned),
+        }
+    }
+
+    /// The record as the reference writes it, and `cfn_owner` when owned.
+    pub fn encode(&self, namespace: &str, applied_at: &str, applied_hash: &str) -> Item {
+        let pk = keys::pk_system(namespace);
+        let list = |names: &[String]| Attr::L(names.iter().map(Attr::s).collect());
+        let mut item = BTreeMap::from([
+            ("PK".to_owned(), Attr::s(&pk)),
+            ("SK".to_owned(), Attr::s(SK_PROVISIONER)),
+            ("GSI4PK".to_owned(), Attr::s(namespace)),
+            ("GSI4SK".to_owned(), Attr::s(&pk)),
+            ("managed_system".to_owned(), Attr::Bool(self.managed.system)),
+            (
+                "managed_resources".to_owned(),
+                list(&self.managed.resources),
+            ),
+            (
+                "managed_entities".to_owned(),
+                Attr::M(
+                    self.managed
+                        .entities
+                        .iter()
+                        .map(|(entity, resources)| (entity.clone(), list(resources)))
+                        .collect(),
+                ),
+            ),
+            ("last_applied".to_owned(), Attr::s(applied_at)),
+            ("applied_hash".to_owned(), Attr::s(applied_hash)),
+        ]);
+        if let Some(owner) = &self.owner {
+            item.insert("cfn_owner".into(), Attr::s(owner));
+        }
+        item
+    }
+}
+
+/// Fan-out kinds, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Disabled,
+    Cascade,
+    Soft,
+    Sync,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Disabled, Kind::Cascade, Kind::Soft, Kind::Sync];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Disabled => "disabled",
+            Kind::Cascade => "cascade",
+            Kind::Soft => "soft",
+            Kind::Sync => "sync",
+        }
+    }
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// One owed fan-out.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FanOut {
+    pub kind: Kind,
+    pub level: Level,
+}
+
+impl FanOut {
+    pub fn sk(&self) -> String {
+        keys::sk_pending(self.kind.name(), &self.level)
+    }
+    /// Run order: by kind, resource levels before the others within a kind.
+    pub fn run_order(&self) -> (Kind, bool) {
+        (self.kind, !matches!(self.level, Level::Resource(_)))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Share {
+    pub token: String,
+    pub lease_ms: Option<i64>,
+    pub full: bool,
+}
+
+impl Share {
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.lease_ms.is_none_or(|lease| lease < now_ms)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub fan_out: FanOut,
+    pub shares: Vec<Share>,
+    /// An owners map exists (possibly empty), as opposed to no map at all.
+    pub has_map: bool,
+}
+
+impl Pending {
+    /// Nobody is working on it: no share, or a share whose lease ran out.
+    pub fn claimable(&self, now_ms: i64) -> bool {
+        self.shares.is_empty() || self.shares.iter().any(|s| s.expired(now_ms))
+    }
+    /// Left by a full apply that did not finish.
+    pub fn interrupted_full(&self, now_ms: i64) -> bool {
+        self.shares.iter().any(|s| s.full && s.expired(now_ms))
+    }
+}
+
+/// Reads a pending item; `None` for one this build cannot read.
+pub fn decode_pending(item: &Item) -> Option<Pending> {
+    let text = |name: &str| item.get(name).and_then(Attr::as_s);
+    let kind = Kind::parse(text(KIND)?)?;
+    let level = Level::from_parts(text(LEVEL)?, text(TARGET)?)?;
+    let mut shares = Vec::new();
+    let has_map = matches!(item.get(OWNERS), Some(Attr::M(_)));
+    if let Some(Attr::M(owners)) = item.get(OWNERS) {
+        for (token, entry) in owners {
+            let Attr::M(entry) = entry else { continue };
+            shares.push(Share {
+                token: token.clone(),
+                lease_ms: entry.get(LEASE).and_then(Attr::as_int),
+                full: matches!(entry.get(FULL), Some(Attr::Bool(true))),
+            });
+        }
+    }
+    Some(Pending {
+        fan_out: FanOut { kind, level },
+        shares,
+        has_map,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_round_trips_and_keeps_the_reference_layout() {
+        let state = State {
+            managed: ManagedSet {
+                system: true,
+                resources: vec!["gpt-4".into()],
+                entities: vec![("user-1".into(), vec!["_default_".into(), "gpt-4".into()])],
+            },
+            owner: Some("arn:stack|TenantLimits".into()),
+            cascade_pending: Vec::new(),
+            applied_hash: Some("sha256:x".into()),
+        };
+        let item = state.encode("a7x3kq", "2026-11-29T18:00:00.000000+00:00", "sha256:x");
+        assert_eq!(item["PK"], Attr::s("a7x3kq/SYSTEM#"));
+        assert_eq!(item["GSI4SK"], Attr::s("a7x3kq/SYSTEM#"));
+        assert_eq!(item["managed_resources"], Attr::L(vec![Attr::s("gpt-4")]));
+        assert_eq!(State::decode(Some(&item)), state);
+        assert_eq!(State::decode(None), State::default());
+    }
+
+    #[test]
+    fn keys_match_the_reference_layout() {
+        let system = FanOut {
+            kind: Kind::Soft,
+            level: Level::System,
+        };
+        assert_eq!(system.sk(), "#PROVISIONER#PENDING#soft#system#");
+        let entity = FanOut {
+            kind: Kind::Sync,
+            level: Level::Entity {
+                entity: "user-1".into(),
+                resource: "gpt-4".into(),
+            },
+        };
+        assert_eq!(entity.sk(), "#PROVISIONER#PENDING#sync#entity#user-1/gpt-4");
+    }
+
+    #[test]
+    fn a_share_without_a_lease_or_past_it_is_expired() {
+        let share = |lease| Share {
+            token: "t".into(),
+            lease_ms: lease,
+            full: true,
+        };
+        assert!(share(None).expired(10));
+        assert!(share(Some(9)).expired(10));
+        assert!(!share(Some(10)).expired(10));
+        let pending = Pending {
+            fan_out: FanOut {
+                kind: Kind::Soft,
+                level: Level::System,
+            },
+            shares: vec![share(Some(9))],
+            has_map: true,
+        };
+        assert!(pending.claimable(10) && pending.interrupted_full(10));
+        assert!(!pending.claimable(5));
+    }
+}

@@ -1,0 +1,290 @@
+//! [`Store`] over the AWS SDK's DynamoDB client. Every call's error names the
+//! operation and the key it was about.
+
+use super::{classify, item_from_sdk, item_to_sdk, to_sdk};
+use crate::store::{
+    Condition, Query, Returns, Store, StoreError, TxWrite, Update, item_key_text, key_text,
+};
+use crate::value::{Attr, Item};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update as TxUpdate,
+};
+use std::collections::{BTreeMap, HashMap};
+
+type Names = Option<HashMap<String, String>>;
+type Values = Option<HashMap<String, AttributeValue>>;
+
+fn key(pk: &str, sk: &str) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        ("PK".to_owned(), AttributeValue::S(pk.to_owned())),
+        ("SK".to_owned(), AttributeValue::S(sk.to_owned())),
+    ])
+}
+
+fn non_empty(map: Option<HashMap<String, AttributeValue>>) -> Option<Item> {
+    map.filter(|m| !m.is_empty()).map(|m| item_from_sdk(&m))
+}
+
+/// DynamoDB refuses empty name and value maps: absent instead.
+fn names(names: &BTreeMap<String, String>) -> Names {
+    (!names.is_empty()).then(|| names.clone().into_iter().collect())
+}
+
+fn values(values: &BTreeMap<String, Attr>) -> Values {
+    (!values.is_empty()).then(|| values.iter().map(|(k, v)| (k.clone(), to_sdk(v))).collect())
+}
+
+fn condition_parts(condition: Option<&Condition>) -> (Option<String>, Names, Values) {
+    match condition {
+        None => (None, None, None),
+        Some(c) => (
+            Some(c.expression.clone()),
+            names(&c.names),
+            values(&c.values),
+        ),
+    }
+}
+
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoStore {
+            client,
+            table: table.into(),
+        }
+    }
+
+    fn transact_item(&self, write: &TxWrite) -> Result<TransactWriteItem, StoreError> {
+        let invalid = |err: aws_sdk_dynamodb::error::BuildError| StoreError::Fatal {
+            operation: "TransactWriteItems",
+            key: write.key_text(),
+            message: err.to_string(),
+        };
+        let built = match write {
+            TxWrite::Put { item, condition } => {
+                let (expression, names, values) = condition_parts(condition.as_ref());
+                let put = Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(item_to_sdk(item)))
+                    .set_condition_expression(expression)
+                    .set_expression_attribute_names(names)
+                    .set_expression_attribute_values(values)
+                    .build()
+                    .map_err(invalid)?;
+                TransactWriteItem::builder().put(put)
+            }
+            TxWrite::Update(update) => {
+                let built = TxUpdate::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(key(&update.pk, &update.sk)))
+                    .update_expression(&update.expression)
+                    .set_condition_expression(update.condition.clone())
+                    .set_expression_attribute_names(names(&update.names))
+                    .set_expression_attribute_values(values(&update.values))
+                    .build()
+                    .map_err(invalid)?;
+                TransactWriteItem::builder().update(built)
+            }
+            TxWrite::Delete { pk, sk, condition } => {
+                let (expression, names, values) = condition_parts(condition.as_ref());
+                let delete = Delete::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(key(pk, sk)))
+                    .set_condition_expression(expression)
+                    .set_expression_attribute_names(names)
+                    .set_expression_attribute_values(values)
+                    .build()
+                    .map_err(invalid)?;
+                TransactWriteItem::builder().delete(delete)
+            }
+        };
+        Ok(built.build())
+    }
+}
+
+impl Store for DynamoStore {
+    async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(consistent)
+            .send()
+            .await
+            .map_err(|e| classify("GetItem", key_text(pk, sk), e))?;
+        Ok(out.item.map(|item| item_from_sdk(&item)))
+    }
+
+    async fn get_attributes(
+        &self,
+        pk: &str,
+        sk: &str,
+        consistent: bool,
+        attributes: &[String],
+    ) -> Result<Option<Item>, StoreError> {
+        // Every name behind an alias: watermarks hold `#`, and `ttl` is reserved.
+        let aliases: HashMap<String, String> = attributes
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (format!("#a{i}"), a.clone()))
+            .collect();
+        let projection = (0..attributes.len())
+            .map(|i| format!("#a{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(consistent)
+            .projection_expression(projection)
+            .set_expression_attribute_names(Some(aliases))
+            .send()
+            .await
+            .map_err(|e| classify("GetItem", key_text(pk, sk), e))?;
+        Ok(out.item.map(|item| item_from_sdk(&item)))
+    }
+
+    async fn put(
+        &self,
+        item: &Item,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        let (expression, names, values) = condition_parts(condition);
+        let out = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item_to_sdk(item)))
+            .set_condition_expression(expression)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| classify("PutItem", item_key_text(item), e))?;
+        Ok(non_empty(out.attributes))
+    }
+
+    async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
+        let returns = match returns {
+            Returns::Nothing => ReturnValue::None,
+            Returns::AllNew => ReturnValue::AllNew,
+        };
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(&update.pk, &update.sk)))
+            .update_expression(&update.expression)
+            .set_condition_expression(update.condition.clone())
+            .set_expression_attribute_names(names(&update.names))
+            .set_expression_attribute_values(values(&update.values))
+            .return_values(returns)
+            .send()
+            .await
+            .map_err(|e| classify("UpdateItem", key_text(&update.pk, &update.sk), e))?;
+        Ok(non_empty(out.attributes))
+    }
+
+    async fn delete(
+        &self,
+        pk: &str,
+        sk: &str,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        let (expression, names, values) = condition_parts(condition);
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .set_condition_expression(expression)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| classify("DeleteItem", key_text(pk, sk), e))?;
+        Ok(non_empty(out.attributes))
+    }
+
+    async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
+        let index = query.index;
+        let what = format!(
+            "{} {}={} begins_with({})",
+            index.name.unwrap_or("table"),
+            index.pk,
+            query.pk,
+            query.sk_prefix
+        );
+        let mut items = Vec::new();
+        let mut start: Option<HashMap<String, AttributeValue>> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .set_index_name(index.name.map(str::to_owned))
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", index.pk)
+                .expression_attribute_names("#sk", index.sk)
+                .expression_attribute_values(":pk", AttributeValue::S(query.pk.clone()))
+                .expression_attribute_values(":prefix", AttributeValue::S(query.sk_prefix.clone()))
+                .consistent_read(query.consistent && index.name.is_none())
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| classify("Query", what.clone(), e))?;
+            items.extend(out.items.unwrap_or_default().iter().map(item_from_sdk));
+            match out.last_evaluated_key {
+                Some(next) if !next.is_empty() => start = Some(next),
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
+        let Some(first) = writes.first().map(TxWrite::key_text) else {
+            return Ok(());
+        };
+        let items = writes
+            .iter()
+            .map(|write| self.transact_item(write))
+            .collect::<Result<Vec<_>, _>>()?;
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        let Err(err) = result else {
+            return Ok(());
+        };
+        if let Some(TransactWriteItemsError::TransactionCanceledException(cancel)) =
+            err.as_service_error()
+        {
+            let first_failed = cancel
+                .cancellation_reasons()
+                .first()
+                .and_then(|reason| reason.code())
+                == Some("ConditionalCheckFailed");
+            if first_failed {
+                return Err(StoreError::ConditionFailed {
+                    operation: "TransactWriteItems",
+                    key: first,
+                });
+            }
+        }
+        Err(classify("TransactWriteItems", first, err))
+    }
+}

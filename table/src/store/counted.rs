@@ -1,0 +1,80 @@
+//! A [`Store`] decorator that counts the calls it passes on, by DynamoDB
+//! operation: what `zae-limits --stats` prints.
+
+use super::{Condition, Query, Returns, Store, StoreError, TxWrite, Update};
+use crate::value::Item;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+pub struct Counted<S> {
+    inner: S,
+    counts: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl<S> Counted<S> {
+    pub fn new(inner: S) -> Self {
+        Counted {
+            inner,
+            counts: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn count(&self, operation: &'static str) {
+        if let Ok(mut counts) = self.counts.lock() {
+            *counts.entry(operation).or_default() += 1;
+        }
+    }
+
+    pub fn counts(&self) -> BTreeMap<&'static str, u64> {
+        self.counts.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+impl<S: Store> Store for Counted<S> {
+    async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
+        self.count("GetItem");
+        self.inner.get(pk, sk, consistent).await
+    }
+    async fn get_attributes(
+        &self,
+        pk: &str,
+        sk: &str,
+        consistent: bool,
+        attributes: &[String],
+    ) -> Result<Option<Item>, StoreError> {
+        self.count("GetItem");
+        self.inner
+            .get_attributes(pk, sk, consistent, attributes)
+            .await
+    }
+    async fn put(
+        &self,
+        item: &Item,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        self.count("PutItem");
+        self.inner.put(item, condition).await
+    }
+    async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
+        self.count("UpdateItem");
+        self.inner.update(update, returns).await
+    }
+    async fn delete(
+        &self,
+        pk: &str,
+        sk: &str,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        self.count("DeleteItem");
+        self.inner.delete(pk, sk, condition).await
+    }
+    async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
+        // Counted per call, not per page.
+        self.count("Query");
+        self.inner.query(query).await
+    }
+    async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
+        self.count("TransactWriteItems");
+        self.inner.transact(writes).await
+    }
+}

@@ -1,0 +1,392 @@
+//! The in-memory twin of [`crate::sdk::DynamoStore`], for unit tests: one
+//! table whose writes evaluate the expressions the Lambdas send, with
+//! DynamoDB's rules on them (every name and value used, no overlapping
+//! paths, no key updates, conditions on the item as it was, all-or-nothing
+//! transactions with at most one write per item). Indexes are the table's
+//! items that carry the index's key attributes, projected whole or to their
+//! keys as the 0.17.0 table's are. It does not model reserved words, item
+//! sizes or capacity.
+
+mod expression;
+
+use super::{
+    Condition, Query, Returns, Store, StoreError, TxWrite, Update, item_key_text, key_text,
+};
+use crate::keys::Index;
+use crate::value::{Attr, Item};
+use expression::{Compiled, compile};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+
+type Key = (String, String);
+
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    items: Mutex<BTreeMap<Key, Item>>,
+}
+
+fn invalid(operation: &'static str, key: String, message: String) -> StoreError {
+    StoreError::Fatal {
+        operation,
+        key,
+        message: format!("ValidationException: {message}"),
+    }
+}
+
+fn item_key(item: &Item) -> Option<Key> {
+    let part = |name: &str| item.get(name).and_then(Attr::as_s).map(str::to_owned);
+    Some((part("PK")?, part("SK")?))
+}
+
+fn compiled_condition(
+    operation: &'static str,
+    key: &Key,
+    condition: Option<&Condition>,
+) -> Result<Compiled, StoreError> {
+    let (text, names, values) = match condition {
+        Some(c) => (Some(c.expression.as_str()), &c.names, &c.values),
+        None => (None, &BTreeMap::new(), &BTreeMap::new()),
+    };
+    compile(None, text, names, values).map_err(|m| invalid(operation, key_text(&key.0, &key.1), m))
+}
+
+fn compiled_update(operation: &'static str, update: &Update) -> Result<Compiled, StoreError> {
+    compile(
+        Some(&update.expression),
+        update.condition.as_deref(),
+        &update.names,
+        &update.values,
+    )
+    .map_err(|m| invalid(operation, key_text(&update.pk, &update.sk), m))
+}
+
+/// One write of a put, update or delete, checked and ready to apply.
+enum Planned {
+    Put(Key, Item, Compiled),
+    Update(Key, Compiled),
+    Delete(Key, Compiled),
+}
+
+impl Planned {
+    fn from_tx(write: &TxWrite) -> Result<Planned, StoreError> {
+        const OP: &str = "TransactWriteItems";
+        Ok(match write {
+            TxWrite::Put { item, condition } => {
+                let key = item_key(item)
+                    .ok_or_else(|| invalid(OP, item_key_text(item), "missing key".into()))?;
+                let compiled = compiled_condition(OP, &key, condition.as_ref())?;
+                Planned::Put(key, item.clone(), compiled)
+            }
+            TxWrite::Update(update) => Planned::Update(
+                (update.pk.clone(), update.sk.clone()),
+                compiled_update(OP, update)?,
+            ),
+            TxWrite::Delete { pk, sk, condition } => {
+                let key = (pk.clone(), sk.clone());
+                let compiled = compiled_condition(OP, &key, condition.as_ref())?;
+                Planned::Delete(key, compiled)
+            }
+        })
+    }
+
+    fn key(&self) -> &Key {
+        match self {
+            Planned::Put(key, ..) | Planned::Update(key, _) | Planned::Delete(key, _) => key,
+        }
+    }
+
+    fn compiled(&self) -> &Compiled {
+        match self {
+            Planned::Put(_, _, c) | Planned::Update(_, c) | Planned::Delete(_, c) => c,
+        }
+    }
+
+    /// The item's state after the write; `None` deletes it.
+    fn result(&self, before: Option<&Item>) -> Result<Option<Item>, String> {
+        Ok(match self {
+            Planned::Put(_, item, _) => Some(item.clone()),
+            Planned::Delete(..) => None,
+            Planned::Update(key, compiled) => {
+                let start = before.cloned().unwrap_or_else(|| {
+                    Item::from([
+                        ("PK".to_owned(), Attr::s(&key.0)),
+                        ("SK".to_owned(), Attr::s(&key.1)),
+                    ])
+                });
+                Some(compiled.apply(&start)?)
+            }
+        })
+    }
+}
+
+/// What an index holds of an item.
+fn project(item: &Item, index: &Index) -> Item {
+    if !index.keys_only {
+        return item.clone();
+    }
+    let keys = ["PK", "SK", index.pk, index.sk];
+    item.iter()
+        .filter(|(name, _)| keys.contains(&name.as_str()))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<Key, Item>> {
+        // A test that panicked mid-write poisons nothing worth keeping apart.
+        self.items
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Every item, in key order.
+    pub fn items(&self) -> Vec<Item> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// One item, read directly.
+    pub fn item(&self, pk: &str, sk: &str) -> Option<Item> {
+        self.lock().get(&(pk.to_owned(), sk.to_owned())).cloned()
+    }
+
+    /// Writes an item as it is, with no condition: test set-up.
+    pub fn insert(&self, item: Item) {
+        if let Some(key) = item_key(&item) {
+            self.lock().insert(key, item);
+        }
+    }
+
+    /// Runs one checked write under the lock.
+    fn write(
+        &self,
+        operation: &'static str,
+        planned: &Planned,
+    ) -> Result<Option<Item>, StoreError> {
+        let mut items = self.lock();
+        let key = planned.key();
+        let before = items.get(key).cloned();
+        let text = key_text(&key.0, &key.1);
+        let empty = Item::new();
+        let holds = planned
+            .compiled()
+            .condition_holds(before.as_ref().unwrap_or(&empty))
+            .map_err(|m| invalid(operation, text.clone(), m))?;
+        if !holds {
+            return Err(StoreError::ConditionFailed {
+                operation,
+                key: text,
+            });
+        }
+        match planned
+            .result(before.as_ref())
+            .map_err(|m| invalid(operation, text, m))?
+        {
+            Some(after) => items.insert(key.clone(), after),
+            None => items.remove(key),
+        };
+        Ok(before)
+    }
+}
+
+impl Store for MemoryStore {
+    async fn get(&self, pk: &str, sk: &str, _consistent: bool) -> Result<Option<Item>, StoreError> {
+        Ok(self.item(pk, sk))
+    }
+
+    async fn put(
+        &self,
+        item: &Item,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        let key = item_key(item)
+            .ok_or_else(|| invalid("PutItem", item_key_text(item), "missing key".into()))?;
+        let compiled = compiled_condition("PutItem", &key, condition)?;
+        self.write("PutItem", &Planned::Put(key, item.clone(), compiled))
+    }
+
+    async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
+        let key = (update.pk.clone(), update.sk.clone());
+        let planned = Planned::Update(key.clone(), compiled_update("UpdateItem", update)?);
+        self.write("UpdateItem", &planned)?;
+        Ok(match returns {
+            Returns::Nothing => None,
+            Returns::AllNew => self.lock().get(&key).cloned(),
+        })
+    }
+
+    async fn delete(
+        &self,
+        pk: &str,
+        sk: &str,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        let key = (pk.to_owned(), sk.to_owned());
+        let compiled = compiled_condition("DeleteItem", &key, condition)?;
+        self.write("DeleteItem", &Planned::Delete(key, compiled))
+    }
+
+    async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
+        let index = query.index;
+        let mut found: Vec<Item> = self
+            .lock()
+            .values()
+            .filter(|item| item.get(index.pk).and_then(Attr::as_s) == Some(query.pk.as_str()))
+            .filter(|item| {
+                item.get(index.sk)
+                    .and_then(Attr::as_s)
+                    .is_some_and(|sk| sk.starts_with(&query.sk_prefix))
+            })
+            .map(|item| project(item, index))
+            .collect();
+        found.sort_by(|a, b| {
+            let sk = |item: &Item| item.get(index.sk).and_then(Attr::as_s).map(str::to_owned);
+            sk(a).cmp(&sk(b))
+        });
+        Ok(found)
+    }
+
+    async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
+        const OP: &str = "TransactWriteItems";
+        let Some(first) = writes.first().map(TxWrite::key_text) else {
+            return Ok(());
+        };
+        let planned = writes
+            .iter()
+            .map(Planned::from_tx)
+            .collect::<Result<Vec<_>, _>>()?;
+        let keys: BTreeSet<&Key> = planned.iter().map(Planned::key).collect();
+        if keys.len() != planned.len() {
+            let message = "Transaction request cannot include multiple operations on one item";
+            return Err(invalid(OP, first, message.into()));
+        }
+        let mut items = self.lock();
+        let empty = Item::new();
+        let mut results = Vec::with_capacity(planned.len());
+        for (i, write) in planned.iter().enumerate() {
+            let before = items.get(write.key());
+            let holds = write
+                .compiled()
+                .condition_holds(before.unwrap_or(&empty))
+                .map_err(|m| invalid(OP, first.clone(), m))?;
+            if !holds {
+                return Err(if i == 0 {
+                    StoreError::ConditionFailed {
+                        operation: OP,
+                        key: first,
+                    }
+                } else {
+                    StoreError::Fatal {
+                        operation: OP,
+                        key: first,
+                        message: format!(
+                            "TransactionCanceledException: condition of write {i} failed"
+                        ),
+                    }
+                });
+            }
+            results.push(
+                write
+                    .result(before)
+                    .map_err(|m| invalid(OP, first.clone(), m))?,
+            );
+        }
+        for (write, result) in planned.iter().zip(results) {
+            match result {
+                Some(after) => items.insert(write.key().clone(), after),
+                None => items.remove(write.key()),
+            };
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block<F: std::future::Future>(future: F) -> F::Output {
+        // The store never awaits anything: one poll finishes every call.
+        let waker = std::task::Waker::noop();
+        let mut context = std::task::Context::from_waker(waker);
+        let mut future = std::pin::pin!(future);
+        match future.as_mut().poll(&mut context) {
+            std::task::Poll::Ready(output) => output,
+            std::task::Poll::Pending => panic!("the in-memory store never waits"),
+        }
+    }
+
+    fn item(pk: &str, sk: &str, extra: &[(&str, Attr)]) -> Item {
+        let mut item = Item::from([("PK".into(), Attr::s(pk)), ("SK".into(), Attr::s(sk))]);
+        item.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        item
+    }
+
+    #[test]
+    fn conditional_writes_fail_without_changing_anything() {
+        let store = MemoryStore::new();
+        let once = Condition::plain("attribute_not_exists(PK)");
+        assert_eq!(
+            block(store.put(&item("a", "1", &[]), Some(&once))).unwrap(),
+            None
+        );
+        let again = block(store.put(&item("a", "1", &[("x", Attr::n(1))]), Some(&once)));
+        assert!(matches!(again, Err(StoreError::ConditionFailed { .. })));
+        assert_eq!(store.item("a", "1"), Some(item("a", "1", &[])));
+    }
+
+    #[test]
+    fn a_transaction_is_all_or_nothing() {
+        let store = MemoryStore::new();
+        store.insert(item("a", "2", &[]));
+        let writes = [
+            TxWrite::Put {
+                item: item("a", "1", &[]),
+                condition: None,
+            },
+            TxWrite::Put {
+                item: item("a", "2", &[]),
+                condition: Some(Condition::plain("attribute_not_exists(PK)")),
+            },
+        ];
+        assert!(matches!(
+            block(store.transact(&writes)),
+            Err(StoreError::Fatal { .. })
+        ));
+        assert_eq!(store.item("a", "1"), None);
+        let first_fails = [writes[1].clone(), writes[0].clone()];
+        assert!(matches!(
+            block(store.transact(&first_fails)),
+            Err(StoreError::ConditionFailed { .. })
+        ));
+    }
+
+    #[test]
+    fn index_queries_see_items_with_the_index_keys_in_sort_key_order() {
+        let store = MemoryStore::new();
+        for (pk, gsk) in [("ns/BUCKET#b#r#0", "b"), ("ns/BUCKET#a#r#0", "a")] {
+            store.insert(item(
+                pk,
+                "#STATE",
+                &[("GSI4PK", Attr::s("ns")), ("GSI4SK", Attr::s(gsk))],
+            ));
+        }
+        store.insert(item("ns/SYSTEM#", "#CONFIG", &[]));
+        let query = Query {
+            index: &Index::GSI4,
+            pk: "ns".into(),
+            sk_prefix: String::new(),
+            consistent: false,
+        };
+        let found = block(store.query(&query)).unwrap();
+        let pks: Vec<&str> = found.iter().filter_map(|i| i["PK"].as_s()).collect();
+        assert_eq!(pks, ["ns/BUCKET#a#r#0", "ns/BUCKET#b#r#0"]);
+        assert!(
+            found.iter().all(|i| i.len() == 4),
+            "GSI4 projects keys only"
+        );
+    }
+}

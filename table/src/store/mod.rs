@@ -1,0 +1,227 @@
+//! The seam between the Lambdas' logic and DynamoDB: requests as plain data,
+//! the [`Store`] trait that carries them out, and the failure kinds callers
+//! act on. Its production implementation is `sdk::DynamoStore` (feature
+//! `sdk`); its in-memory twin, for unit tests, is `memory::MemoryStore`
+//! (feature `memory`).
+
+mod counted;
+mod expression;
+#[cfg(feature = "memory")]
+pub mod memory;
+
+pub use counted::Counted;
+pub use expression::UpdateBuilder;
+
+use crate::keys::Index;
+use crate::value::{Attr, Item};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+/// A failed table call, with the operation and key it was about, in the
+/// three kinds callers act on differently.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("{operation} on {key}: condition check failed")]
+    ConditionFailed {
+        operation: &'static str,
+        key: String,
+    },
+    /// Throttling, a 5xx, a timeout or a dropped connection: worth another try.
+    #[error("{operation} on {key}: {message} (retryable)")]
+    Retryable {
+        operation: &'static str,
+        key: String,
+        message: String,
+    },
+    #[error("{operation} on {key}: {message}")]
+    Fatal {
+        operation: &'static str,
+        key: String,
+        message: String,
+    },
+}
+
+impl StoreError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Retryable { .. })
+    }
+}
+
+/// What an update returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returns {
+    Nothing,
+    AllNew,
+}
+
+/// One UpdateItem, with its expression already rendered.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Update {
+    pub pk: String,
+    pub sk: String,
+    pub expression: String,
+    pub condition: Option<String>,
+    pub names: BTreeMap<String, String>,
+    pub values: BTreeMap<String, Attr>,
+}
+
+/// A condition on a put or delete.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Condition {
+    pub expression: String,
+    pub names: BTreeMap<String, String>,
+    pub values: BTreeMap<String, Attr>,
+}
+
+impl Condition {
+    pub fn plain(expression: &str) -> Condition {
+        Condition {
+            expression: expression.to_owned(),
+            ..Condition::default()
+        }
+    }
+}
+
+/// A key-condition query of one partition of the table or an index, with a
+/// sort-key prefix; every page is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    pub index: &'static Index,
+    pub pk: String,
+    pub sk_prefix: String,
+    pub consistent: bool,
+}
+
+/// One write inside a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxWrite {
+    Put {
+        item: Item,
+        condition: Option<Condition>,
+    },
+    Update(Update),
+    Delete {
+        pk: String,
+        sk: String,
+        condition: Option<Condition>,
+    },
+}
+
+impl TxWrite {
+    /// `PK SK` of the item the write touches, for errors.
+    pub fn key_text(&self) -> String {
+        match self {
+            TxWrite::Put { item, .. } => item_key_text(item),
+            TxWrite::Update(update) => key_text(&update.pk, &update.sk),
+            TxWrite::Delete { pk, sk, .. } => key_text(pk, sk),
+        }
+    }
+}
+
+/// How errors name an item.
+pub fn key_text(pk: &str, sk: &str) -> String {
+    format!("{pk} {sk}")
+}
+
+pub fn item_key_text(item: &Item) -> String {
+    let part = |name: &str| item.get(name).and_then(Attr::as_s).unwrap_or_default();
+    key_text(part("PK"), part("SK"))
+}
+
+/// The table operations the Lambdas need, one item at a time.
+pub trait Store: Send + Sync {
+    fn get(
+        &self,
+        pk: &str,
+        sk: &str,
+        consistent: bool,
+    ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send;
+
+    /// Only `attributes` of an item (a projection); the default reads the
+    /// whole item and keeps them.
+    fn get_attributes(
+        &self,
+        pk: &str,
+        sk: &str,
+        consistent: bool,
+        attributes: &[String],
+    ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send {
+        async move {
+            let item = self.get(pk, sk, consistent).await?;
+            Ok(item.map(|mut item| {
+                item.retain(|name, _| attributes.contains(name));
+                item
+            }))
+        }
+    }
+
+    /// A PutItem; returns the replaced item when there was one.
+    fn put(
+        &self,
+        item: &Item,
+        condition: Option<&Condition>,
+    ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send;
+
+    fn update(
+        &self,
+        update: &Update,
+        returns: Returns,
+    ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send;
+
+    /// A DeleteItem; returns the deleted item when there was one.
+    fn delete(
+        &self,
+        pk: &str,
+        sk: &str,
+        condition: Option<&Condition>,
+    ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send;
+
+    fn query(&self, query: &Query) -> impl Future<Output = Result<Vec<Item>, StoreError>> + Send;
+
+    /// All or nothing. A condition failing on the first write is
+    /// [`StoreError::ConditionFailed`], which callers use as "already there".
+    fn transact(&self, writes: &[TxWrite]) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// A shared store is a store: the Lambda's task and a test can hold one table.
+impl<S: Store> Store for Arc<S> {
+    async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
+        (**self).get(pk, sk, consistent).await
+    }
+    async fn get_attributes(
+        &self,
+        pk: &str,
+        sk: &str,
+        consistent: bool,
+        attributes: &[String],
+    ) -> Result<Option<Item>, StoreError> {
+        (**self)
+            .get_attributes(pk, sk, consistent, attributes)
+            .await
+    }
+    async fn put(
+        &self,
+        item: &Item,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        (**self).put(item, condition).await
+    }
+    async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
+        (**self).update(update, returns).await
+    }
+    async fn delete(
+        &self,
+        pk: &str,
+        sk: &str,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        (**self).delete(pk, sk, condition).await
+    }
+    async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
+        (**self).query(query).await
+    }
+    async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
+        (**self).transact(writes).await
+    }
+}

@@ -1,0 +1,7 @@
+//! Test-only code that both crates' tests share: the end-to-end harness
+//! (the test venv's Python, one moto server per test run, unique table
+//! names) and the EMF validator. A dev-dependency only; nothing shipped
+//! links it.
+
+pub mod emf;
+pub mod harness;
