@@ -100,105 +100,82 @@ const STRINGLY: &str = "CloudFormation delivers every property as a string, so w
                         that spells the value";
 
 fn coerce(value: &Tree, shape: Shape, path: &Path, problems: &mut Vec<Problem>) -> Tree {
-    let text = match value {
-        Tree::String(s) => Some(s.trim()),
-        _ => None,
+    match (shape, value) {
+        (Shape::Struct(fields), Tree::Mapping(map)) => {
+            let mut out = Mapping::new();
+            for (key, item) in map {
+                let key_text = key.as_str().unwrap_or_default();
+                match fields.iter().find(|(name, _)| pascal(name) == key_text) {
+                    Some((name, shape)) => {
+                        out.insert(
+                            Tree::String((*name).to_owned()),
+                            coerce(item, *shape, &path.field(name), problems),
+                        );
+                    }
+                    // Passed on under its own name, for the validator to reject.
+                    None => {
+                        out.insert(key.clone(), item.clone());
+                    }
+                }
+            }
+            Tree::Mapping(out)
+        }
+        (Shape::MapOf(inner), Tree::Mapping(map)) => Tree::Mapping(
+            map.iter()
+                .map(|(key, item)| {
+                    let name = key.as_str().unwrap_or_default();
+                    (key.clone(), coerce(item, *inner, &path.key(name), problems))
+                })
+                .collect(),
+        ),
+        (Shape::ListOf(inner), Tree::Sequence(items)) => Tree::Sequence(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| coerce(item, *inner, &path.index(i), problems))
+                .collect(),
+        ),
+        (Shape::Int | Shape::Float | Shape::Bool | Shape::Disabled, _) => {
+            coerce_scalar(value, shape, path, problems)
+        }
+        // Anything else is left for the validator, which names the type it got.
+        _ => value.clone(),
+    }
+}
+
+/// A scalar from its string; an empty string is absent.
+fn coerce_scalar(value: &Tree, shape: Shape, path: &Path, problems: &mut Vec<Problem>) -> Tree {
+    let Tree::String(text) = value else {
+        // Left for the validator, which names the type it got.
+        return value.clone();
     };
-    match shape {
-        Shape::Int => match (value, text) {
-            (Tree::Number(n), _) if n.is_i64() || n.is_u64() => value.clone(),
-            (_, Some("")) => Tree::Null,
-            (_, Some(t)) => match t.parse::<i64>() {
-                Ok(n) => Tree::Number(n.into()),
-                Err(_) => {
-                    problems.push(Problem::new(
-                        path,
-                        format!("must be a whole number, got '{t}'. {STRINGLY}"),
-                    ));
-                    Tree::Null
-                }
-            },
-            // Left for the validator, which names the type it got.
-            _ => value.clone(),
+    let text = text.trim();
+    let problem = match shape {
+        Shape::Int | Shape::Float if text.is_empty() => return Tree::Null,
+        Shape::Int => match text.parse::<i64>() {
+            Ok(n) => return Tree::Number(n.into()),
+            Err(_) => format!("must be a whole number, got '{text}'. {STRINGLY}"),
         },
-        Shape::Float => match (value, text) {
-            (Tree::Number(_), _) => value.clone(),
-            (_, Some("")) => Tree::Null,
-            (_, Some(t)) => match t.parse::<f64>() {
-                Ok(f) if f.is_finite() => Tree::Number(Number::from(f)),
-                _ => {
-                    problems.push(Problem::new(
-                        path,
-                        format!("must be a finite number, got '{t}'. {STRINGLY}"),
-                    ));
-                    Tree::Null
-                }
-            },
-            _ => value.clone(),
+        Shape::Float => match text.parse::<f64>() {
+            Ok(f) if f.is_finite() => return Tree::Number(Number::from(f)),
+            _ => format!("must be a finite number, got '{text}'. {STRINGLY}"),
         },
-        Shape::Bool | Shape::Disabled => match text.map(str::to_ascii_lowercase).as_deref() {
-            Some("true") => Tree::Bool(true),
-            Some("false") => Tree::Bool(false),
-            Some("bypass") if matches!(shape, Shape::Disabled) => Tree::String("bypass".into()),
-            Some(_) => {
+        _ => match text.to_ascii_lowercase().as_str() {
+            "true" => return Tree::Bool(true),
+            "false" => return Tree::Bool(false),
+            "bypass" if matches!(shape, Shape::Disabled) => return Tree::String("bypass".into()),
+            _ => {
                 let expected = if matches!(shape, Shape::Disabled) {
                     "true, false or 'bypass'"
                 } else {
                     "true or false"
                 };
-                problems.push(Problem::new(
-                    path,
-                    format!("must be {expected}, got {}. {STRINGLY}", describe(value)),
-                ));
-                Tree::Null
+                format!("must be {expected}, got {}. {STRINGLY}", describe(value))
             }
-            None => value.clone(),
         },
-        Shape::Str => value.clone(),
-        Shape::Struct(fields) => match value {
-            Tree::Mapping(map) => {
-                let mut out = Mapping::new();
-                for (key, item) in map {
-                    let key_text = key.as_str().unwrap_or_default();
-                    match fields.iter().find(|(name, _)| pascal(name) == key_text) {
-                        Some((name, shape)) => {
-                            out.insert(
-                                Tree::String((*name).to_owned()),
-                                coerce(item, *shape, &path.field(name), problems),
-                            );
-                        }
-                        // Passed on under its own name, for the validator to reject.
-                        None => {
-                            out.insert(key.clone(), item.clone());
-                        }
-                    }
-                }
-                Tree::Mapping(out)
-            }
-            _ => value.clone(),
-        },
-        Shape::MapOf(inner) => match value {
-            Tree::Mapping(map) => Tree::Mapping(
-                map.iter()
-                    .map(|(key, item)| {
-                        let name = key.as_str().unwrap_or_default();
-                        (key.clone(), coerce(item, *inner, &path.key(name), problems))
-                    })
-                    .collect(),
-            ),
-            _ => value.clone(),
-        },
-        Shape::ListOf(inner) => match value {
-            Tree::Sequence(items) => Tree::Sequence(
-                items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, item)| coerce(item, *inner, &path.index(i), problems))
-                    .collect(),
-            ),
-            _ => value.clone(),
-        },
-    }
+    };
+    problems.push(Problem::new(path, problem));
+    Tree::Null
 }
 
 fn key(name: &str) -> Tree {

@@ -37,123 +37,130 @@ pub(super) fn manifest(tree: &Tree, problems: &mut Vec<Problem>) -> Option<Manif
         &root,
         problems,
     );
-    let namespace = match get(&entries, "namespace") {
-        Some(Tree::String(ns)) if !ns.is_empty() => ns.clone(),
-        Some(Tree::String(_)) | Some(Tree::Null) | None => {
-            problems.push(Problem::new(
-                &root.field("namespace"),
-                "is required and must not be empty",
-            ));
-            String::new()
-        }
-        Some(other) => {
-            problems.push(Problem::new(
-                &root.field("namespace"),
-                format!("must be a string, got {}", describe(other)),
-            ));
-            String::new()
-        }
-    };
-
-    let system = get(&entries, "system").and_then(|tree| {
-        let path = root.field("system");
-        let entries = mapping(tree, &path, problems)?;
-        for flag in ["cascade", "disabled"] {
-            if get(&entries, flag).is_some() {
-                problems.push(Problem::new(
-                    &path.field(if flag == "cascade" {
-                        "cascade"
-                    } else {
-                        "disabled"
-                    }),
-                    format!(
-                        "'{flag}' is not supported at the system level; set it on \
-                         resources.<name> or entities.<id>.resources.<name>"
-                    ),
-                ));
-            }
-        }
-        reject_unknown(
-            &entries,
-            &["limits", "on_unavailable", "cascade", "disabled"],
-            &path,
-            problems,
-        );
-        let on_unavailable = match get(&entries, "on_unavailable") {
-            None | Some(Tree::Null) => None,
-            Some(Tree::String(value)) if value == "allow" || value == "block" => {
-                Some(value.clone())
-            }
-            Some(other) => {
-                problems.push(Problem::new(
-                    &path.field("on_unavailable"),
-                    format!("must be 'allow' or 'block', got {}", describe(other)),
-                ));
-                None
-            }
-        };
-        let limits = parse_limits(get(&entries, "limits"), &path.field("limits"), problems);
-        check_one_timezone(&limits, &path, problems);
-        Some(LevelDecl {
-            limits,
-            on_unavailable,
-            disabled: None,
-            cascade: None,
-        })
-    });
-
-    let mut resources = Vec::new();
-    if let Some(tree) = get(&entries, "resources") {
-        let path = root.field("resources");
-        for (name, tree) in mapping(tree, &path, problems).unwrap_or_default() {
-            let path = path.key(&name);
-            if name == DEFAULT_RESOURCE {
-                problems.push(Problem::new(
-                    &path,
-                    "'_default_' is an entity-level resource; declare namespace-wide defaults under `system`",
-                ));
-            } else {
-                check_name(NameKind::Resource, &name, &path, problems);
-            }
-            if let Some(decl) = parse_level(tree, &path, problems) {
-                resources.push((name, decl));
-            }
-        }
-    }
-
-    let mut entities = Vec::new();
-    if let Some(tree) = get(&entries, "entities") {
-        let path = root.field("entities");
-        for (entity, tree) in mapping(tree, &path, problems).unwrap_or_default() {
-            let path = path.key(&entity);
-            check_name(NameKind::Entity, &entity, &path, problems);
-            let Some(entries) = mapping(tree, &path, problems) else {
-                continue;
-            };
-            reject_unknown(&entries, &["resources"], &path, problems);
-            let mut levels = Vec::new();
-            if let Some(tree) = get(&entries, "resources") {
-                let path = path.field("resources");
-                for (resource, tree) in mapping(tree, &path, problems).unwrap_or_default() {
-                    let path = path.key(&resource);
-                    if resource != DEFAULT_RESOURCE {
-                        check_name(NameKind::Resource, &resource, &path, problems);
-                    }
-                    if let Some(decl) = parse_level(tree, &path, problems) {
-                        levels.push((resource, decl));
-                    }
-                }
-            }
-            entities.push((entity, levels));
-        }
-    }
-
+    let field = |name| (get(&entries, name), root.field(name));
+    let (tree, path) = field("namespace");
+    let namespace = namespace(tree, &path, problems);
+    let (tree, path) = field("system");
+    let system = tree.and_then(|tree| system(tree, &path, problems));
+    let (tree, path) = field("resources");
+    let resources = tree.map_or_else(Vec::new, |tree| resources(tree, &path, problems));
+    let (tree, path) = field("entities");
+    let entities = tree.map_or_else(Vec::new, |tree| entities(tree, &path, problems));
     Some(Manifest {
         namespace,
         system,
         resources,
         entities,
     })
+}
+
+fn namespace(tree: Option<&Tree>, path: &Path, problems: &mut Vec<Problem>) -> String {
+    match tree {
+        Some(Tree::String(ns)) if !ns.is_empty() => ns.clone(),
+        Some(Tree::String(_)) | Some(Tree::Null) | None => {
+            problems.push(Problem::new(path, "is required and must not be empty"));
+            String::new()
+        }
+        Some(other) => {
+            problems.push(Problem::new(
+                path,
+                format!("must be a string, got {}", describe(other)),
+            ));
+            String::new()
+        }
+    }
+}
+
+fn system(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<LevelDecl> {
+    let entries = mapping(tree, path, problems)?;
+    for flag in ["cascade", "disabled"] {
+        if get(&entries, flag).is_some() {
+            problems.push(Problem::new(
+                &path.field(if flag == "cascade" {
+                    "cascade"
+                } else {
+                    "disabled"
+                }),
+                format!(
+                    "'{flag}' is not supported at the system level; set it on \
+                     resources.<name> or entities.<id>.resources.<name>"
+                ),
+            ));
+        }
+    }
+    reject_unknown(
+        &entries,
+        &["limits", "on_unavailable", "cascade", "disabled"],
+        path,
+        problems,
+    );
+    let on_unavailable = match get(&entries, "on_unavailable") {
+        None | Some(Tree::Null) => None,
+        Some(Tree::String(value)) if value == "allow" || value == "block" => Some(value.clone()),
+        Some(other) => {
+            problems.push(Problem::new(
+                &path.field("on_unavailable"),
+                format!("must be 'allow' or 'block', got {}", describe(other)),
+            ));
+            None
+        }
+    };
+    let limits = parse_limits(get(&entries, "limits"), &path.field("limits"), problems);
+    check_one_timezone(&limits, path, problems);
+    Some(LevelDecl {
+        limits,
+        on_unavailable,
+        disabled: None,
+        cascade: None,
+    })
+}
+
+fn resources(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Vec<(String, LevelDecl)> {
+    let mut resources = Vec::new();
+    for (name, tree) in mapping(tree, path, problems).unwrap_or_default() {
+        let path = path.key(&name);
+        if name == DEFAULT_RESOURCE {
+            problems.push(Problem::new(
+                &path,
+                "'_default_' is an entity-level resource; declare namespace-wide defaults under `system`",
+            ));
+        } else {
+            check_name(NameKind::Resource, &name, &path, problems);
+        }
+        if let Some(decl) = parse_level(tree, &path, problems) {
+            resources.push((name, decl));
+        }
+    }
+    resources
+}
+
+type EntityLevels = Vec<(String, Vec<(String, LevelDecl)>)>;
+
+fn entities(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> EntityLevels {
+    let mut entities = Vec::new();
+    for (entity, tree) in mapping(tree, path, problems).unwrap_or_default() {
+        let path = path.key(&entity);
+        check_name(NameKind::Entity, &entity, &path, problems);
+        let Some(entries) = mapping(tree, &path, problems) else {
+            continue;
+        };
+        reject_unknown(&entries, &["resources"], &path, problems);
+        let mut levels = Vec::new();
+        if let Some(tree) = get(&entries, "resources") {
+            let path = path.field("resources");
+            for (resource, tree) in mapping(tree, &path, problems).unwrap_or_default() {
+                let path = path.key(&resource);
+                if resource != DEFAULT_RESOURCE {
+                    check_name(NameKind::Resource, &resource, &path, problems);
+                }
+                if let Some(decl) = parse_level(tree, &path, problems) {
+                    levels.push((resource, decl));
+                }
+            }
+        }
+        entities.push((entity, levels));
+    }
+    entities
 }
 
 /// A config item stores one `sched_tz` for all of its limits' schedules.
@@ -257,46 +264,17 @@ fn parse_limit(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<
     };
     let before = problems.len();
     reject_unknown(&entries, &LIMIT_FIELDS, path, problems);
-
-    // A bounded whole number, or a problem at its own path.
-    let mut number = |field: &'static str, min: i64, max: i64| -> Option<i64> {
+    let mut number = |field: &'static str, min: i64, max: i64| {
         let tree = get(&entries, field)?;
-        let path = path.field(field);
-        match (tree, whole(tree)) {
-            (Tree::Bool(_), _) | (_, None) => {
-                problems.push(Problem::new(
-                    &path,
-                    format!("must be a whole number, got {}", describe(tree)),
-                ));
-                None
-            }
-            (_, Some(value)) if value < min => {
-                let rule = if min == 0 {
-                    "must not be negative"
-                } else {
-                    "must be positive"
-                };
-                problems.push(Problem::new(&path, format!("{rule}, got {value}")));
-                None
-            }
-            (_, Some(value)) if value > max => {
-                problems.push(Problem::new(
-                    &path,
-                    format!("must be at most {max}, got {value}"),
-                ));
-                None
-            }
-            (_, Some(value)) => Some(value),
-        }
+        bounded(tree, min, max, &path.field(field), problems)
     };
-    let capacity_declared = get(&entries, "capacity").is_some();
     let capacity = number("capacity", 1, MAX_TOKENS);
     // `burst` is the legacy spelling and wins when both are present.
     let burst = number("burst", 1, MAX_TOKENS);
     let refill_period = number("refill_period", 1, MAX_PERIOD_SECONDS).unwrap_or(60);
     let refill_amount = number("refill_amount", 0, MAX_TOKENS);
     let reset_after_seconds = number("reset_after_seconds", 1, MAX_PERIOD_SECONDS);
-    if !capacity_declared && get(&entries, "burst").is_none() {
+    if get(&entries, "capacity").is_none() && get(&entries, "burst").is_none() {
         problems.push(Problem::new(&path.field("capacity"), "is required"));
     }
     let soft = match get(&entries, "soft") {
@@ -310,24 +288,61 @@ fn parse_limit(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<
             false
         }
     };
-    let schedule = schedule::parse_entries(
-        get(&entries, "schedule"),
-        &path.field("schedule"),
-        false,
-        problems,
-    );
-    let reset_schedule = schedule::parse_entries(
-        get(&entries, "reset_schedule"),
-        &path.field("reset_schedule"),
-        true,
-        problems,
-    );
+    let mut entries_of = |field: &'static str, reset: bool| {
+        schedule::parse_entries(get(&entries, field), &path.field(field), reset, problems)
+    };
+    let schedule = entries_of("schedule", false);
+    let reset_schedule = entries_of("reset_schedule", true);
     if problems.len() > before {
         return None;
     }
-    let capacity = burst.or(capacity)?;
+    let mut limit = LimitDecl {
+        capacity: burst.or(capacity)?,
+        refill_amount: 0,
+        refill_period,
+        schedule,
+        reset_schedule,
+        reset_after_seconds,
+        soft,
+    };
+    limit.refill_amount = recovery(&limit, refill_amount, path, problems)?;
+    Some(limit)
+}
 
-    if reset_after_seconds.is_some() && !reset_schedule.is_empty() {
+/// A bounded whole number, or a problem at its own path.
+fn bounded(
+    tree: &Tree,
+    min: i64,
+    max: i64,
+    path: &Path,
+    problems: &mut Vec<Problem>,
+) -> Option<i64> {
+    let problem = match (tree, whole(tree)) {
+        (Tree::Bool(_), _) | (_, None) => format!("must be a whole number, got {}", describe(tree)),
+        (_, Some(value)) if value < min => {
+            let rule = if min == 0 {
+                "must not be negative"
+            } else {
+                "must be positive"
+            };
+            format!("{rule}, got {value}")
+        }
+        (_, Some(value)) if value > max => format!("must be at most {max}, got {value}"),
+        (_, Some(value)) => return Some(value),
+    };
+    problems.push(Problem::new(path, problem));
+    None
+}
+
+/// The limit's refill amount, once its recovery rules hold: one mechanism
+/// (a drip, a calendar reset or a duration reset), never two.
+fn recovery(
+    limit: &LimitDecl,
+    refill_amount: Option<i64>,
+    path: &Path,
+    problems: &mut Vec<Problem>,
+) -> Option<i64> {
+    if limit.reset_after_seconds.is_some() && !limit.reset_schedule.is_empty() {
         problems.push(Problem::new(
             path,
             "a limit has one recovery mechanism: `reset_after_seconds` (a window from the \
@@ -335,8 +350,9 @@ fn parse_limit(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<
         ));
         return None;
     }
-    let resets = !reset_schedule.is_empty() || reset_after_seconds.is_some();
-    let refill_amount = refill_amount.unwrap_or(if resets { 0 } else { capacity });
+    let before = problems.len();
+    let resets = !limit.reset_schedule.is_empty() || limit.reset_after_seconds.is_some();
+    let refill_amount = refill_amount.unwrap_or(if resets { 0 } else { limit.capacity });
     if refill_amount == 0 && !resets {
         problems.push(Problem::new(
             &path.field("refill_amount"),
@@ -354,7 +370,7 @@ fn parse_limit(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<
         ));
     }
     if resets {
-        for (i, entry) in schedule.iter().enumerate() {
+        for (i, entry) in limit.schedule.iter().enumerate() {
             if let Some(amount) = entry.refill_amount {
                 problems.push(Problem::new(
                     &path.field("schedule").index(i).field("refill_amount"),
@@ -366,16 +382,5 @@ fn parse_limit(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<
             }
         }
     }
-    if problems.len() > before {
-        return None;
-    }
-    Some(LimitDecl {
-        capacity,
-        refill_amount,
-        refill_period,
-        schedule,
-        reset_schedule,
-        reset_after_seconds,
-        soft,
-    })
+    (problems.len() == before).then_some(refill_amount)
 }

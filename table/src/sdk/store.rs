@@ -61,6 +61,42 @@ impl DynamoStore {
         }
     }
 
+    /// A GetItem, of `attributes` only when there are any.
+    async fn get_item(
+        &self,
+        pk: &str,
+        sk: &str,
+        consistent: bool,
+        attributes: &[String],
+    ) -> Result<Option<Item>, StoreError> {
+        let mut request = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(consistent);
+        if !attributes.is_empty() {
+            // Every name behind an alias: watermarks hold `#`, and `ttl` is reserved.
+            let aliases: HashMap<String, String> = attributes
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (format!("#a{i}"), a.clone()))
+                .collect();
+            let projection = (0..attributes.len())
+                .map(|i| format!("#a{i}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            request = request
+                .projection_expression(projection)
+                .set_expression_attribute_names(Some(aliases));
+        }
+        let out = request
+            .send()
+            .await
+            .map_err(|e| classify("GetItem", key_text(pk, sk), e))?;
+        Ok(out.item.map(|item| item_from_sdk(&item)))
+    }
+
     fn transact_item(&self, write: &TxWrite) -> Result<TransactWriteItem, StoreError> {
         let invalid = |err: aws_sdk_dynamodb::error::BuildError| StoreError::Fatal {
             operation: "TransactWriteItems",
@@ -111,16 +147,7 @@ impl DynamoStore {
 
 impl Store for DynamoStore {
     async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(pk, sk)))
-            .consistent_read(consistent)
-            .send()
-            .await
-            .map_err(|e| classify("GetItem", key_text(pk, sk), e))?;
-        Ok(out.item.map(|item| item_from_sdk(&item)))
+        self.get_item(pk, sk, consistent, &[]).await
     }
 
     async fn get_attributes(
@@ -130,28 +157,7 @@ impl Store for DynamoStore {
         consistent: bool,
         attributes: &[String],
     ) -> Result<Option<Item>, StoreError> {
-        // Every name behind an alias: watermarks hold `#`, and `ttl` is reserved.
-        let aliases: HashMap<String, String> = attributes
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (format!("#a{i}"), a.clone()))
-            .collect();
-        let projection = (0..attributes.len())
-            .map(|i| format!("#a{i}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(pk, sk)))
-            .consistent_read(consistent)
-            .projection_expression(projection)
-            .set_expression_attribute_names(Some(aliases))
-            .send()
-            .await
-            .map_err(|e| classify("GetItem", key_text(pk, sk), e))?;
-        Ok(out.item.map(|item| item_from_sdk(&item)))
+        self.get_item(pk, sk, consistent, attributes).await
     }
 
     async fn put(

@@ -193,13 +193,16 @@ mod tests {
         };
         let stale = BTreeSet::from(["old".to_owned()]);
         let update = param_update(&config, true, &stale, 1_000_000).build("pk", "#STATE", None);
-        let value_of = |attr: &str| {
-            let alias = update
+        let alias_of = |attr: &str| {
+            update
                 .names
                 .iter()
                 .find(|(_, a)| *a == attr)
                 .map(|(k, _)| k.clone())
-                .unwrap();
+                .unwrap()
+        };
+        let value_of = |attr: &str| {
+            let alias = alias_of(attr);
             let at = update.expression.find(&format!("{alias} = ")).unwrap();
             let placeholder = update.expression[at + alias.len() + 3..]
                 .split([',', ' '])
@@ -225,12 +228,7 @@ mod tests {
             "sched",
             "sched_tz",
         ] {
-            let alias = update
-                .names
-                .iter()
-                .find(|(_, a)| *a == attr)
-                .map(|(k, _)| k.clone())
-                .unwrap();
+            let alias = alias_of(attr);
             assert!(removed.split(", ").any(|r| r == alias), "{attr} removed");
         }
     }
