@@ -162,8 +162,14 @@ async fn answer_malformed<R: Responder>(
             .to_owned(),
         _ => String::new(),
     };
-    let url = text("ResponseURL");
-    if !url.is_empty() {
+    let url = match payload {
+        Tree::Mapping(m) => m
+            .get("ResponseURL")
+            .and_then(Tree::as_str)
+            .map(str::to_owned),
+        _ => None,
+    };
+    if let Some(url) = url {
         let envelope = Envelope {
             kind: "Unknown",
             request_id: text("RequestId"),

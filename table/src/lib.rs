@@ -1,7 +1,6 @@
 //! The zae-limiter 0.17.0 table model, shared by both Lambdas: every key
 //! ([`keys`]), the one attribute-value type ([`value`]) and the store seam
-//! it travels through ([`store`], with its SDK adapter in `sdk` and its
-//! in-memory twin in `store::memory`), and the items the server side reads
+//! it travels through ([`store`], with its SDK adapter in `sdk`), and the items the server side reads
 //! and writes: buckets ([`bucket`]), usage snapshots ([`snapshot`]), config
 //! levels ([`level`], [`config`]), entities ([`entity`]), registries ([`registry`]), audit events
 //! ([`audit`]) and the provisioner's records ([`provisioner`]); the rules the

@@ -7,9 +7,9 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use zae_table::store::memory::MemoryStore;
 use zae_table::store::{Condition, Query, Returns, StoreError, TxWrite, Update};
 use zae_table::{Attr, Item};
+use zae_test_support::memory::MemoryStore;
 
 /// The in-memory table, with injected failures of its UpdateItem calls.
 #[derive(Default)]

@@ -4,9 +4,9 @@
 
 use super::*;
 use std::sync::Arc;
-use zae_table::store::memory::MemoryStore;
 use zae_table::store::{Counted, Returns, Update};
 use zae_table::{Attr, Item, keys};
+use zae_test_support::memory::MemoryStore;
 
 pub(crate) const NS: &str = "ns1";
 

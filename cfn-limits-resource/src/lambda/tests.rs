@@ -7,9 +7,9 @@ use super::*;
 use crate::apply::tests::{NS, bucket, bucket_item, seeded};
 use serde_json::Value;
 use std::sync::Mutex;
-use zae_table::store::memory::MemoryStore;
 use zae_table::store::{Condition, Query, Returns, StoreError, TxWrite, Update};
 use zae_table::{Attr, Item, keys};
+use zae_test_support::memory::MemoryStore;
 
 /// Every table name opens the same store.
 struct Fixed<S>(S);

@@ -1,13 +1,11 @@
 //! The seam between the Lambdas' logic and DynamoDB: requests as plain data,
 //! the [`Store`] trait that carries them out, and the failure kinds callers
 //! act on. Its production implementation is `sdk::DynamoStore` (feature
-//! `sdk`); its in-memory twin, for unit tests, is `memory::MemoryStore`
-//! (feature `memory`).
+//! `sdk`); its in-memory twin, for unit tests, is
+//! `zae_test_support::memory::MemoryStore`.
 
 mod counted;
 mod expression;
-#[cfg(feature = "memory")]
-pub mod memory;
 
 pub use counted::Counted;
 pub use expression::UpdateBuilder;

@@ -6,9 +6,9 @@
 //! `size`). Names and values must all be defined and all be used, as
 //! DynamoDB requires.
 
-use crate::value::{Attr, Item};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use zae_table::{Attr, Item};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {

@@ -1,4 +1,4 @@
-//! The in-memory twin of [`crate::sdk::DynamoStore`], for unit tests: one
+//! The in-memory twin of `zae_table::sdk::DynamoStore`, for unit tests: one
 //! table whose writes evaluate the expressions the Lambdas send, with
 //! DynamoDB's rules on them (every name and value used, no overlapping
 //! paths, no key updates, conditions on the item as it was, all-or-nothing
@@ -9,14 +9,14 @@
 
 mod expression;
 
-use super::{
-    Condition, Query, Returns, Store, StoreError, TxWrite, Update, item_key_text, key_text,
-};
-use crate::keys::Index;
-use crate::value::{Attr, Item};
 use expression::{Compiled, compile};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
+use zae_table::keys::Index;
+use zae_table::store::{
+    Condition, Query, Returns, Store, StoreError, TxWrite, Update, item_key_text, key_text,
+};
+use zae_table::{Attr, Item};
 
 type Key = (String, String);
 
