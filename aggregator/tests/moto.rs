@@ -465,3 +465,67 @@ fn agrees_with_the_reference_aggregator_except_for_the_documented_fixes() {
         }
     }
 }
+
+/// A limit the client accepts but whose name is a snapshot attribute
+/// (`window`): only its own counter is left out; the entity's other limits
+/// are counted, and the poller does not stall on the batch.
+#[test]
+fn a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter() {
+    let table = unique_table("agg-window");
+    let dir = tempdir::Dir::new("window");
+    run_json("client.py", &["setup", "--table", &table]);
+    let manifest = dir.file("limits.yaml");
+    std::fs::write(
+        &manifest,
+        "namespace: default\nresources: {gpt-4: {limits: {window: {capacity: 1000}, rpm: {capacity: 1000}}}}\n",
+    )
+    .unwrap();
+    run_json(
+        "limits_client.py",
+        &[
+            "set",
+            "--table",
+            &table,
+            "--manifest",
+            manifest.to_str().unwrap(),
+        ],
+    );
+    let t = table.as_str();
+    let acquired = run_json(
+        "limits_client.py",
+        &[
+            "acquire",
+            "--table",
+            t,
+            "--entity",
+            "u1",
+            "--resource",
+            "gpt-4",
+            "--consume",
+            "window=1",
+            "--consume",
+            "rpm=1",
+            "--times",
+            "25",
+        ],
+    );
+    assert_eq!(acquired["ok"], 25, "{acquired}");
+    let polled = poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    assert!(
+        polled.summary["usage_skipped"].as_u64() >= Some(1),
+        "{}",
+        polled.summary
+    );
+    let usage = run_json(
+        "limits_client.py",
+        &["usage", "--table", t, "--entity", "u1"],
+    );
+    let hourly = usage["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["window"] == "hourly")
+        .expect("an hourly snapshot");
+    assert_eq!(hourly["counters"]["rpm"], 25, "{usage}");
+    assert!(hourly["counters"].get("window").is_none(), "{usage}");
+}

@@ -3,7 +3,7 @@
 //! through the [`Tables`] seam, so the whole entry runs on the in-memory
 //! store in unit tests.
 
-use crate::apply::Caller;
+use crate::apply::{Caller, Ownership};
 use crate::cloudformation::{self, Envelope, Outcome, Responder};
 use crate::invoke::{self, InvokeRequest};
 use serde_json::{Value, json};
@@ -47,7 +47,7 @@ fn caller(principal: String, remaining: Duration) -> Caller {
     let reserve = reserve(remaining);
     Caller {
         principal,
-        owner: None,
+        ownership: Ownership::Keep,
         stop_at: Instant::now().checked_add(remaining.saturating_sub(reserve * 2)),
         lease_ms: remaining.as_millis() as i64 + 60_000,
     }

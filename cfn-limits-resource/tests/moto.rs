@@ -1206,6 +1206,28 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
     assert_eq!(deleted["Data"]["deleted"], 1);
     let read = read_levels(&table, "default", &["resource:gpt-4"]);
     assert_eq!(read["levels"]["resource:gpt-4"]["limits"], json!([]));
+
+    // The Delete released the namespace: the next stack that declares it takes it.
+    let mut successor = cfn_event(
+        "Create",
+        &url,
+        "c10",
+        None,
+        tenant_properties(&table, "false"),
+    );
+    successor["StackId"] = json!("arn:aws:cloudformation:us-east-1:123456789012:stack/next/guid");
+    lambda.invoke(&function, &successor);
+    let taken = answered(&rx);
+    assert_eq!(taken["Status"], "SUCCESS", "{taken}");
+    let record = items(&table)
+        .into_iter()
+        .find(|(key, _)| key.ends_with("/SYSTEM# #PROVISIONER"))
+        .map(|(_, item)| item)
+        .expect("the state record");
+    assert_eq!(
+        record["cfn_owner"]["S"],
+        "arn:aws:cloudformation:us-east-1:123456789012:stack/next/guid|TenantLimits"
+    );
 }
 
 #[test]

@@ -10,6 +10,30 @@ pub const WINDOW_START: &str = "window_start";
 pub const TOTAL_EVENTS: &str = "total_events";
 pub const TTL: &str = "ttl";
 
+/// Every attribute of a snapshot item that a limit name could also spell.
+/// A limit so named has no counter of its own: the reader would take the
+/// attribute for it, and DynamoDB refuses an update that writes one path
+/// twice. (Watermarks and `#od` counters hold `#`, which no limit name can.)
+pub const OWN_ATTRIBUTES: [&str; 12] = [
+    "PK",
+    "SK",
+    ENTITY_ID,
+    RESOURCE,
+    WINDOW,
+    WINDOW_START,
+    TOTAL_EVENTS,
+    TTL,
+    "GSI2PK",
+    "GSI2SK",
+    "GSI4PK",
+    "GSI4SK",
+];
+
+/// Whether a limit's counter would land on one of the item's own attributes.
+pub fn collides(limit: &str) -> bool {
+    OWN_ATTRIBUTES.contains(&limit)
+}
+
 /// Suffix of the counter of records that left a soft limit in debt.
 pub const OVERDRAWN_SUFFIX: &str = "#od";
 

@@ -10,6 +10,8 @@ writes limits itself, reads back what the provisioner wrote, and acquires.
                               --consume tpm=100 [--consume rpm=1] [--times K]
     limits_client.py entity   --table T --namespace N --entity E [--parent P] [--cascade]
     limits_client.py items    --table T   every item, as DynamoDB JSON
+    limits_client.py usage    --table T --namespace N --entity E
+                              the entity's usage snapshots, as get_usage_snapshots reads them
     limits_client.py lambda-version --table T --version V
                               stamp the version record as if Lambdas at V were deployed
 
@@ -166,6 +168,19 @@ async def entity(table: str, namespace: str, entity_id: str, parent: str | None,
     return {"entity": entity_id}
 
 
+async def usage(table: str, namespace: str, entity_id: str) -> dict:
+    repo = await open_repo(table, namespace)
+    limiter = RateLimiter(repository=repo)
+    snaps, _ = await limiter.get_usage_snapshots(entity_id=entity_id)
+    await repo.close()
+    return {
+        "snapshots": [
+            {"window": s.window_type, "counters": s.counters, "overdrawn": s.overdrawn, "total_events": s.total_events}
+            for s in snaps
+        ]
+    }
+
+
 def items(table: str) -> dict:
     client = boto3.client("dynamodb", endpoint_url=endpoint(), region_name=region())
     found, start = [], None
@@ -191,7 +206,7 @@ def lambda_version(table: str, version: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["register", "read", "set", "acquire", "entity", "items", "lambda-version"])
+    parser.add_argument("command", choices=["register", "read", "set", "acquire", "entity", "items", "usage", "lambda-version"])
     parser.add_argument("--table", required=True)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--levels", default="[]")
@@ -215,6 +230,8 @@ def main() -> None:
         result = asyncio.run(acquire(args.table, args.namespace, args.entity, args.resource, consume, args.times))
     elif args.command == "entity":
         result = asyncio.run(entity(args.table, args.namespace, args.entity, args.parent, args.cascade))
+    elif args.command == "usage":
+        result = asyncio.run(usage(args.table, args.namespace, args.entity))
     elif args.command == "lambda-version":
         result = lambda_version(args.table, args.version)
     else:

@@ -11,6 +11,9 @@ use std::io::Write;
 
 pub const DEFAULT_NAMESPACE: &str = "ZaeLimiter";
 pub const RECORDS_SKIPPED: &str = "RecordsSkipped";
+/// Usage left out of the snapshots: a snapshot item DynamoDB rejected, or
+/// the counter of a limit whose name is a snapshot attribute.
+pub const USAGE_SKIPPED: &str = "UsageSkipped";
 
 /// Every overdraw metric is published under these dimension sets, so that an
 /// alarm can watch a whole table, one resource, or one resource's limit. The
@@ -38,6 +41,10 @@ pub enum MetricEvent {
         at_ms: i64,
         count: u64,
     },
+    UsageSkipped {
+        at_ms: i64,
+        count: u64,
+    },
 }
 
 impl MetricEvent {
@@ -45,21 +52,24 @@ impl MetricEvent {
         match self {
             MetricEvent::Transition { kind, .. } => kind.metric(),
             MetricEvent::RecordsSkipped { .. } => RECORDS_SKIPPED,
+            MetricEvent::UsageSkipped { .. } => USAGE_SKIPPED,
         }
     }
 
     pub fn value(&self) -> f64 {
         match self {
             MetricEvent::Transition { .. } => 1.0,
-            MetricEvent::RecordsSkipped { count, .. } => *count as f64,
+            MetricEvent::RecordsSkipped { count, .. } | MetricEvent::UsageSkipped { count, .. } => {
+                *count as f64
+            }
         }
     }
 
     pub fn at_ms(&self) -> i64 {
         match self {
-            MetricEvent::Transition { at_ms, .. } | MetricEvent::RecordsSkipped { at_ms, .. } => {
-                *at_ms
-            }
+            MetricEvent::Transition { at_ms, .. }
+            | MetricEvent::RecordsSkipped { at_ms, .. }
+            | MetricEvent::UsageSkipped { at_ms, .. } => *at_ms,
         }
     }
 
@@ -79,7 +89,9 @@ impl MetricEvent {
                 ],
                 TRANSITION_DIMENSIONS.to_vec(),
             ),
-            MetricEvent::RecordsSkipped { .. } => (vec![("Table", table)], vec![&["Table"]]),
+            MetricEvent::RecordsSkipped { .. } | MetricEvent::UsageSkipped { .. } => {
+                (vec![("Table", table)], vec![&["Table"]])
+            }
         }
     }
 }

@@ -10,12 +10,13 @@ pub use snapshot::{Contribution, SnapshotKey, SnapshotUpdate, Sources, Totals};
 
 use overdraw::transition_between;
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use zae_table::bucket::REFILLED_AT;
 use zae_table::keys::{self, SK_STATE};
 use zae_table::milli::{whole_token_delta, whole_tokens};
 use zae_table::names::WCU_LIMIT;
+use zae_table::snapshot::collides;
 use zae_table::stream::{AttrError, EventName, RecordError};
 use zae_table::{BucketImage, BucketKey, SequenceNumber, StreamRecord, Window};
 
@@ -54,6 +55,9 @@ pub struct BatchPlan {
     /// Records that are not bucket changes (other items, removals): not errors.
     pub ignored: usize,
     pub bucket_records: usize,
+    /// (bucket partition key, limit) whose counter is left out of the
+    /// snapshots because the limit's name is a snapshot attribute.
+    pub counters_left_out: BTreeSet<(String, String)>,
 }
 
 /// What a single bucket record yields.
@@ -61,6 +65,8 @@ struct RecordYield {
     at_ms: i64,
     contribution: Option<Contribution>,
     transitions: Vec<Transition>,
+    /// Limits whose counter moved but has no place in the snapshot.
+    left_out: Vec<String>,
 }
 
 /// The snapshot items of a batch, grouped without building their key strings:
@@ -196,6 +202,8 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
         }
         plan.bucket_records += 1;
         plan.transitions.extend(y.transitions);
+        plan.counters_left_out
+            .extend(y.left_out.into_iter().map(|limit| (pk.to_owned(), limit)));
     }
     plan.snapshots = grouping.into_updates();
     plan
@@ -232,6 +240,7 @@ fn read_bucket_record(
         overdrawn: BTreeMap::new(),
         events: 0,
     };
+    let mut left_out = Vec::new();
     let mut transitions = Vec::new();
     for (&limit, now) in &new.limits {
         if limit == WCU_LIMIT {
@@ -244,8 +253,13 @@ fn read_bucket_record(
             let old_tc = before.consumed.unwrap_or(0);
             if new_tc != old_tc {
                 contribution.events += 1;
-                *contribution.counters.entry(limit.to_owned()).or_default() +=
-                    i128::from(whole_token_delta(old_tc, new_tc));
+                // The overdraw counter (`{limit}#od`) and the transitions still apply.
+                if collides(limit) {
+                    left_out.push(limit.to_owned());
+                } else {
+                    *contribution.counters.entry(limit.to_owned()).or_default() +=
+                        i128::from(whole_token_delta(old_tc, new_tc));
+                }
                 if now.soft && new_tc > old_tc && now.balance.is_some_and(|b| b < 0) {
                     *contribution.overdrawn.entry(limit.to_owned()).or_default() += 1;
                 }
@@ -270,6 +284,7 @@ fn read_bucket_record(
         at_ms,
         contribution,
         transitions,
+        left_out,
     })
 }
 

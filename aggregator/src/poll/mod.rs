@@ -120,6 +120,8 @@ pub struct PollSummary {
     pub snapshot_writes: usize,
     pub audit_events_written: usize,
     pub records_skipped: usize,
+    /// Snapshot items rejected, and counters of limits named like snapshot attributes.
+    pub usage_skipped: usize,
 }
 
 /// Parents before children, so a key's older records are handled first.
@@ -257,6 +259,7 @@ async fn deliver<S: Store, M: MetricSink>(
         summary.snapshot_writes += outcome.stats.snapshot_writes;
         summary.audit_events_written += outcome.stats.audit_events_written;
         summary.records_skipped += outcome.stats.skipped;
+        summary.usage_skipped += outcome.stats.snapshots_rejected + outcome.stats.counters_left_out;
         if let Err(e) = sink.publish(&outcome.metrics).await {
             tracing::error!(error = %e, "publishing metrics failed");
         }

@@ -37,6 +37,10 @@ pub struct BatchStats {
     pub audit_events_written: usize,
     pub audit_events_existing: usize,
     pub failed_writes: usize,
+    /// Snapshot items DynamoDB rejected (skipped, not retried).
+    pub snapshots_rejected: usize,
+    /// Limit counters left out: the limit's name is a snapshot attribute.
+    pub counters_left_out: usize,
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +67,8 @@ enum Job<'p> {
 enum Done {
     SnapshotWritten,
     SnapshotAlreadyApplied,
+    /// DynamoDB refuses this item's write, and always will: skipped.
+    SnapshotRejected,
     AuditWritten(MetricEvent),
     AuditExisting,
 }
@@ -128,6 +134,7 @@ impl<S: Store> Aggregator<S> {
             match result {
                 Ok(Done::SnapshotWritten) => outcome.stats.snapshot_writes += 1,
                 Ok(Done::SnapshotAlreadyApplied) => outcome.stats.snapshots_already_applied += 1,
+                Ok(Done::SnapshotRejected) => outcome.stats.snapshots_rejected += 1,
                 Ok(Done::AuditWritten(metric)) => {
                     outcome.stats.audit_events_written += 1;
                     audit_metrics.push(metric);
@@ -146,11 +153,19 @@ impl<S: Store> Aggregator<S> {
         // Stream order, whatever order the writes finished in.
         audit_metrics.sort_by_key(|m| m.at_ms());
         outcome.metrics = audit_metrics;
+        let at_ms = now_s.saturating_mul(1000);
         if !plan.skipped.is_empty() {
-            let at_ms = now_s.saturating_mul(1000);
             outcome.metrics.push(MetricEvent::RecordsSkipped {
                 at_ms,
                 count: plan.skipped.len() as u64,
+            });
+        }
+        outcome.stats.counters_left_out = plan.counters_left_out.len();
+        let usage_skipped = outcome.stats.snapshots_rejected + outcome.stats.counters_left_out;
+        if usage_skipped > 0 {
+            outcome.metrics.push(MetricEvent::UsageSkipped {
+                at_ms,
+                count: usage_skipped as u64,
             });
         }
         outcome
@@ -158,6 +173,13 @@ impl<S: Store> Aggregator<S> {
 }
 
 fn log_skipped(plan: &BatchPlan) {
+    for (pk, limit) in &plan.counters_left_out {
+        tracing::warn!(
+            pk = %pk,
+            limit = %limit,
+            "the limit's name is a snapshot attribute: its counter is left out of the usage snapshots"
+        );
+    }
     for skip in &plan.skipped {
         tracing::warn!(
             record_index = skip.index,

@@ -168,6 +168,12 @@ impl<S: Store> Aggregator<S> {
                 Err(StoreError::ConditionFailed { .. }) => {
                     guard = Guard::Exactly(self.read_watermarks(update, deadline).await?);
                 }
+                // Redelivery cannot help a request DynamoDB refuses: the item is
+                // skipped, so the shard moves on and every other item is written.
+                Err(e @ StoreError::Rejected { .. }) => {
+                    tracing::error!(error = %e, "snapshot write rejected; this item's usage is skipped");
+                    return Ok(Done::SnapshotRejected);
+                }
                 Err(e) => return Err(e),
             }
         }

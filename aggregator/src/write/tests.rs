@@ -20,6 +20,9 @@ struct Faulty {
     fail_before: Vec<usize>,
     fail_after: Vec<usize>,
     fail_all_writes: bool,
+    /// Updates of this partition are refused as DynamoDB refuses an item
+    /// over its size limit: a ValidationException, every time.
+    reject_pk: Option<String>,
 }
 
 fn num(v: Option<&Attr>) -> i128 {
@@ -65,6 +68,14 @@ impl Store for Faulty {
         if let Some(e) = self.fault(&update.pk, false) {
             return Err(e);
         }
+        if self.reject_pk.as_deref() == Some(update.pk.as_str()) {
+            return Err(StoreError::Rejected {
+                operation: "UpdateItem",
+                key: update.pk.clone(),
+                message: "ValidationException: Item size has exceeded the maximum allowed size"
+                    .into(),
+            });
+        }
         let written = self.table.update(update, returns).await?;
         match self.fault(&update.pk, true) {
             Some(e) => Err(e),
@@ -100,15 +111,26 @@ fn settings() -> Settings {
     }
 }
 
-/// Records for two entities' buckets; `b` debits 1 token per record, soft, into debt at the 3rd.
+/// Records for two entities' buckets; each debits 1 token of its soft `tpm`
+/// per record, going into debt at the 3rd.
 fn records() -> Vec<String> {
+    records_of(&["a", "b"], &["tpm"])
+}
+
+/// Six records per entity; each debits 1 token of every soft limit named.
+fn records_of(entities: &[&str], limits: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     for i in 0..6i64 {
-        for entity in ["a", "b"] {
+        for entity in entities {
             let pk = format!("ns/BUCKET#{entity}#r#0");
             let image = |tc: i64| {
-                json!({"PK": {"S": pk}, "SK": {"S": "#STATE"}, "b_tpm_tc": {"N": (tc * 1000).to_string()},
-                       "b_tpm_tk": {"N": ((2 - tc) * 1000).to_string()}, "b_tpm_soft": {"N": "1"}})
+                let mut image = json!({"PK": {"S": pk}, "SK": {"S": "#STATE"}});
+                for limit in limits {
+                    image[format!("b_{limit}_tc")] = json!({"N": (tc * 1000).to_string()});
+                    image[format!("b_{limit}_tk")] = json!({"N": ((2 - tc) * 1000).to_string()});
+                    image[format!("b_{limit}_soft")] = json!({"N": "1"});
+                }
+                image
             };
             out.push(
                 json!({"eventName": "MODIFY", "dynamodb": {
@@ -245,4 +267,76 @@ async fn skipped_records_are_counted_in_a_metric() {
         count: 1
     }));
     assert_eq!(usage(agg.store(), "a").0, 6);
+}
+
+#[tokio::test]
+async fn a_limit_named_like_a_snapshot_attribute_loses_only_its_counter() {
+    let agg = Aggregator::new(Faulty::default(), settings());
+    let outcome = agg
+        .process(&records_of(&["a"], &["window", "tpm"]), "p", 7, None)
+        .await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert_eq!(
+        usage(agg.store(), "a"),
+        (6, 4, 12),
+        "tpm is counted, both limits are events"
+    );
+    let item = agg
+        .store()
+        .snapshot("ns/ENTITY#a", "#USAGE#r#2026-11-29T16:00:00Z");
+    assert_eq!(
+        item["window"],
+        Attr::s("hourly"),
+        "the snapshot keeps its own attribute"
+    );
+    assert_eq!(
+        num(item.get("window#od")),
+        4,
+        "its overdraw counter still counts"
+    );
+    assert_eq!(outcome.stats.counters_left_out, 1);
+    assert!(outcome.metrics.contains(&MetricEvent::UsageSkipped {
+        at_ms: 7000,
+        count: 1
+    }));
+    let overdrawn: Vec<&str> = outcome
+        .metrics
+        .iter()
+        .filter_map(|m| match m {
+            MetricEvent::Transition { limit, .. } => Some(limit.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        overdrawn,
+        ["tpm", "window"],
+        "both overdraw signals are sent"
+    );
+}
+
+#[tokio::test]
+async fn a_snapshot_item_dynamodb_rejects_is_skipped_and_the_rest_are_written() {
+    let table = Faulty {
+        reject_pk: Some("ns/ENTITY#b".into()),
+        ..Default::default()
+    };
+    let agg = Aggregator::new(table, settings());
+    let outcome = agg.process(&records(), "p", 7, None).await;
+    assert!(
+        outcome.first_failure.is_none(),
+        "a rejection must not block the shard"
+    );
+    assert_eq!(usage(agg.store(), "a"), (6, 4, 6));
+    assert_eq!(
+        outcome.stats.snapshots_rejected, 2,
+        "b's hourly and daily items"
+    );
+    assert!(outcome.metrics.contains(&MetricEvent::UsageSkipped {
+        at_ms: 7000,
+        count: 2
+    }));
+    assert_eq!(
+        outcome.stats.audit_events_written, 2,
+        "b's overdraw is still recorded"
+    );
 }

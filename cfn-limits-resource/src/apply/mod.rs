@@ -67,13 +67,25 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// The custom resource that owns a namespace, `<StackId>|<LogicalResourceId>`,
+/// as an apply leaves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// A CLI or direct-invoke apply: whoever owned it still does.
+    Keep,
+    /// A custom resource's Create or Update: it owns the namespace now.
+    Claim(String),
+    /// The owning custom resource's Delete: nobody owns it any more.
+    Release,
+}
+
 /// Who asks, and for how long they can wait.
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The audit events' principal: a stack id, an invoker, a CLI user.
     pub principal: String,
-    /// `<StackId>|<LogicalResourceId>` when a custom resource applies.
-    pub owner: Option<String>,
+    /// What the apply does to the namespace's owning custom resource.
+    pub ownership: Ownership,
     /// Stop starting new work at this instant (the deadline guard).
     pub stop_at: Option<Instant>,
     /// How long pending items stay leased to this apply.
@@ -84,7 +96,7 @@ impl Caller {
     pub fn local(principal: &str) -> Caller {
         Caller {
             principal: principal.to_owned(),
-            owner: None,
+            ownership: Ownership::Keep,
             stop_at: None,
             lease_ms: 900_000 + 60_000,
         }

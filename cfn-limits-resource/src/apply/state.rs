@@ -2,7 +2,7 @@
 //! of a namespace name, from the client's registry, and the `#PROVISIONER`
 //! state record (its layout is `zae_table::provisioner::State`).
 
-use super::{ApplyError, Caller, Provisioner, store_err};
+use super::{ApplyError, Caller, Ownership, Provisioner, store_err};
 use crate::manifest::Manifest;
 use zae_table::keys;
 use zae_table::provisioner::State;
@@ -41,7 +41,11 @@ impl<S: Store> Provisioner<'_, S> {
     ) -> Result<(), ApplyError> {
         let state = State {
             managed: manifest.managed_set(),
-            owner: caller.owner.clone().or(before.owner.clone()),
+            owner: match &caller.ownership {
+                Ownership::Keep => before.owner.clone(),
+                Ownership::Claim(owner) => Some(owner.clone()),
+                Ownership::Release => None,
+            },
             cascade_pending: Vec::new(),
             applied_hash: Some(manifest.applied_hash()),
         };

@@ -11,7 +11,7 @@ mod responder;
 pub use responder::{HttpResponder, Responder, answer};
 
 use crate::apply::state::namespace_id as registered_id;
-use crate::apply::{ApplyError, Caller, Provisioner, Report};
+use crate::apply::{ApplyError, Caller, Ownership, Provisioner, Report};
 use crate::manifest::Manifest;
 use crate::manifest::cloudformation::{coerce_bool, to_manifest_tree};
 use crate::manifest::problem::{Invalid, Path, Spelling};
@@ -280,7 +280,12 @@ pub async fn handle(
     };
     let full = full_apply(envelope)?;
     let caller = Caller {
-        owner: (envelope.kind != "Delete").then_some(me),
+        // Only the owner (or nobody) gets this far with a Delete.
+        ownership: if envelope.kind == "Delete" {
+            Ownership::Release
+        } else {
+            Ownership::Claim(me)
+        },
         ..caller.clone()
     };
     let plan = provisioner.plan_from(state, &manifest, full).await?;

@@ -156,6 +156,28 @@ async fn another_stack_is_refused_and_its_delete_wipes_nothing() {
 }
 
 #[tokio::test]
+async fn a_deleted_stack_releases_its_namespace_to_the_next() {
+    let store = seeded();
+    let deps = deps(store.clone());
+    send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
+    let gone = send(
+        &deps,
+        request("Delete", "r2", Some(PHYSICAL), STACK, "10"),
+        MINUTE,
+    )
+    .await;
+    assert_eq!(gone["Status"], "SUCCESS");
+    let state = store
+        .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+        .unwrap();
+    assert!(!state.contains_key("cfn_owner"), "{state:?}");
+    let next = "arn:aws:cloudformation:us-east-1:123456789012:stack/next/3";
+    let taken = send(&deps, request("Create", "r3", None, next, "20"), MINUTE).await;
+    assert_eq!(taken["Status"], "SUCCESS", "{taken}");
+    assert_eq!(resource_config(&store).unwrap()["l_rpm_cp"], Attr::n(20));
+}
+
+#[tokio::test]
 async fn a_bad_manifest_fails_at_its_path_and_its_rollback_is_a_no_op() {
     let store = seeded();
     let deps = deps(store.clone());

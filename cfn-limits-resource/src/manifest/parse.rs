@@ -8,6 +8,7 @@ use super::{DEFAULT_RESOURCE, Disabled, LevelDecl, LimitDecl, Manifest};
 use serde_norway::Value as Tree;
 use zae_table::config::{MAX_PERIOD_SECONDS, MAX_TOKENS};
 use zae_table::names::{self, NameKind};
+use zae_table::snapshot;
 
 /// Names are bounded and free of the characters the table's keys use as separators.
 fn check_name(kind: NameKind, name: &str, path: &Path, problems: &mut Vec<Problem>) {
@@ -233,6 +234,15 @@ fn parse_limits(
     for (name, tree) in mapping(tree, path, problems).unwrap_or_default() {
         let path = path.key(&name);
         check_name(NameKind::Limit, &name, &path, problems);
+        if snapshot::collides(&name) {
+            problems.push(Problem::new(
+                &path,
+                format!(
+                    "limit name '{name}' is an attribute of the usage snapshots, where its \
+                     counter would be lost; choose another name"
+                ),
+            ));
+        }
         if let Some(limit) = parse_limit(tree, &path, problems) {
             limits.push((name, limit));
         }
@@ -383,4 +393,31 @@ fn recovery(
         }
     }
     (problems.len() == before).then_some(refill_amount)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::manifest::Manifest;
+
+    #[test]
+    fn a_limit_named_like_a_snapshot_attribute_is_refused_at_its_path() {
+        for name in ["window", "ttl", "total_events", "entity_id", "GSI2PK"] {
+            let yaml = format!(
+                "namespace: n\nresources: {{gpt-4: {{limits: {{{name}: {{capacity: 5}}}}}}}}\n"
+            );
+            let err = Manifest::from_yaml(&yaml).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!(
+                    "resources.gpt-4.limits.{name}: limit name '{name}'"
+                )),
+                "{err}"
+            );
+        }
+        assert!(
+            Manifest::from_yaml(
+                "namespace: n\nresources: {r: {limits: {windows: {capacity: 5}}}}\n"
+            )
+            .is_ok()
+        );
+    }
 }

@@ -75,6 +75,13 @@ where
             if code == "ConditionalCheckFailedException" {
                 return StoreError::ConditionFailed { operation, key };
             }
+            if code == "ValidationException" {
+                return StoreError::Rejected {
+                    operation,
+                    key,
+                    message,
+                };
+            }
             service.raw().status_code() >= 500 || THROTTLING_CODES.contains(&code)
         }
         _ => false,

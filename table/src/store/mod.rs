@@ -32,6 +32,15 @@ pub enum StoreError {
         key: String,
         message: String,
     },
+    /// DynamoDB refused the request itself (a ValidationException: an
+    /// expression it cannot take, an item over its size limit): the same
+    /// request fails the same way every time.
+    #[error("{operation} on {key}: {message} (rejected)")]
+    Rejected {
+        operation: &'static str,
+        key: String,
+        message: String,
+    },
     #[error("{operation} on {key}: {message}")]
     Fatal {
         operation: &'static str,

@@ -26,7 +26,7 @@ pub struct MemoryStore {
 }
 
 fn invalid(operation: &'static str, key: String, message: String) -> StoreError {
-    StoreError::Fatal {
+    StoreError::Rejected {
         operation,
         key,
         message: format!("ValidationException: {message}"),
