@@ -41,7 +41,10 @@ pub fn timestamp(at_ms: i64) -> String {
 
 /// The audit item's `ttl`: epoch seconds when it expires.
 pub fn expiry(at_ms: i64, retention_days: i64) -> i64 {
-    at_ms.div_euclid(1000) + retention_days.saturating_mul(86_400)
+    // Retention is read from the table: saturate rather than wrap.
+    at_ms
+        .div_euclid(1000)
+        .saturating_add(retention_days.saturating_mul(86_400))
 }
 
 /// The actions the server side records.
@@ -126,6 +129,12 @@ mod tests {
         assert!(a < b);
         assert_eq!(ulid_millis(&a), Some(1_795_970_136_158));
         assert_eq!(timestamp(1_795_970_136_158), "2026-11-29T16:35:36Z");
+    }
+
+    #[test]
+    fn any_stored_retention_gives_an_expiry_without_overflow() {
+        assert_eq!(expiry(1_795_970_136_158, i64::MAX), i64::MAX);
+        assert_eq!(expiry(1_795_970_136_158, 1), 1_795_970_136 + 86_400);
     }
 
     #[test]

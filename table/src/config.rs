@@ -79,7 +79,8 @@ impl LevelConfig {
     }
 
     /// Reads a stored config item. Limits the client could not read either
-    /// (a field missing or not a whole number) are left out.
+    /// (a field missing, not a whole number, or beyond the client's
+    /// ceilings) are left out.
     pub fn decode(item: &Item) -> LevelConfig {
         let mut names: Vec<(&'static str, String)> = item
             .keys()
@@ -100,7 +101,18 @@ impl LevelConfig {
             .into_iter()
             .filter_map(|(prefix, name)| {
                 let field = |f: &str| item.get(&format!("{prefix}{name}_{f}"));
-                let int = |f: &str| field(f).and_then(Attr::as_int);
+                // Within the client's ceilings, so millitoken and millisecond
+                // arithmetic on them cannot overflow.
+                let within = |f: &str, min: i64, max: i64| {
+                    field(f)
+                        .and_then(Attr::as_int)
+                        .filter(|v| (min..=max).contains(v))
+                };
+                let int = |f: &str| match f {
+                    "cp" => within(f, 1, MAX_TOKENS),
+                    "ra" => within(f, 0, MAX_TOKENS),
+                    _ => within(f, 1, MAX_PERIOD_SECONDS),
+                };
                 let text = |f: &str| field(f).and_then(Attr::as_s).map(str::to_owned);
                 Some(LimitConfig {
                     capacity: int("cp")?,
@@ -299,5 +311,24 @@ mod tests {
         );
         let resource = build_item("ns", &Level::Resource("r".into()), &LevelConfig::default());
         assert!(!item_to_write(&resource, Some(&live)).contains_key(AUDIT_RETENTION));
+    }
+
+    #[test]
+    fn limits_beyond_the_clients_ceilings_are_left_out() {
+        let mut item = build_item(
+            "ns",
+            &Level::System,
+            &LevelConfig {
+                limits: vec![limit("ok"), limit("huge")],
+                ..LevelConfig::default()
+            },
+        );
+        item.insert("l_huge_cp".into(), Attr::n(i64::MAX));
+        let names: Vec<String> = LevelConfig::decode(&item)
+            .limits
+            .into_iter()
+            .map(|l| l.name)
+            .collect();
+        assert_eq!(names, ["ok"]);
     }
 }

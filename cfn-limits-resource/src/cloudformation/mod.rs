@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 use serde_norway::Value as Tree;
 use zae_table::store::{Store, StoreError};
 
+/// Marks a reason cut to fit the body.
+const TRUNCATED: &str = " … (truncated)";
 /// CloudFormation refuses larger response bodies.
 pub const MAX_RESPONSE_BYTES: usize = 4096;
 /// A failed Create's physical id starts with this; its rollback Delete is a no-op.
@@ -164,6 +166,15 @@ impl Outcome {
                 return body;
             }
             if !shrink_list(&mut data, "changes") && !shrink_list(&mut data, "errors") {
+                // Only the request's own fields are left: nothing more to cut.
+                if reason.is_empty() && data == json!({}) {
+                    return body;
+                }
+                if reason.ends_with(TRUNCATED) && reason.len() <= TRUNCATED.len() {
+                    reason.clear();
+                    data = json!({});
+                    continue;
+                }
                 let excess = body.len() - MAX_RESPONSE_BYTES + 32;
                 let keep = reason.len().saturating_sub(excess);
                 let mut cut = keep;
@@ -171,7 +182,7 @@ impl Outcome {
                     cut -= 1;
                 }
                 reason.truncate(cut);
-                reason.push_str(" … (truncated)");
+                reason.push_str(TRUNCATED);
                 if keep == 0 {
                     data = json!({});
                 }

@@ -55,7 +55,8 @@ impl Responder for HttpResponder {
             .body(body)
             .send()
             .await
-            .map_err(|e| format!("PUT {}: {e}", redact(url)))?;
+            // reqwest's errors carry the URL, signature and all: drop it.
+            .map_err(|e| format!("PUT {}: {}", redact(url), e.without_url()))?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -67,4 +68,19 @@ impl Responder for HttpResponder {
 /// The URL without its signature, for logs.
 fn redact(url: &str) -> &str {
     url.split('?').next().unwrap_or(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_put_never_reveals_the_presigned_url() {
+        let responder = HttpResponder::new().unwrap();
+        // Nothing listens on port 1: the connection is refused at once.
+        let url = "http://127.0.0.1:1/response?X-Amz-Signature=secret-signature";
+        let err = responder.put(url, "{}".into()).await.unwrap_err();
+        assert!(err.starts_with("PUT http://127.0.0.1:1/response:"), "{err}");
+        assert!(!err.contains("secret-signature"), "{err}");
+    }
 }

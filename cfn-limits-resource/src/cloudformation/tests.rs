@@ -109,3 +109,14 @@ fn the_tenant_stack_example_is_a_valid_manifest() {
         ("big-customer", 5000)
     );
 }
+
+#[test]
+fn a_body_is_returned_even_when_the_requests_own_fields_exceed_the_limit() {
+    let mut env = envelope("Create", None);
+    env.stack_id = "s".repeat(10_000);
+    let outcome = Outcome::failed(&env, "r".repeat(5_000));
+    let body = outcome.body(&env);
+    let parsed: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(parsed["Status"], "FAILED");
+    assert_eq!(parsed["Reason"], "", "every cuttable byte was cut");
+}

@@ -121,10 +121,12 @@ impl CompactEntry {
             let scaled = |v: i64| ((v as f64 * scale) as i64).max(1);
             return (scaled(cp), if ra == 0 { 0 } else { scaled(ra) }, rp);
         }
+        // Stored values are the client's to bound; saturate rather than wrap.
         (
-            self.capacity.map_or(cp, |c| c * 1000),
-            self.refill_amount.map_or(ra, |a| a * 1000),
-            self.refill_period_seconds.map_or(rp, |p| p * 1000),
+            self.capacity.map_or(cp, |c| c.saturating_mul(1000)),
+            self.refill_amount.map_or(ra, |a| a.saturating_mul(1000)),
+            self.refill_period_seconds
+                .map_or(rp, |p| p.saturating_mul(1000)),
         )
     }
 }
@@ -141,11 +143,13 @@ pub fn decode_compact(compact: &str) -> Option<Vec<CompactEntry>> {
             let mut entry = CompactEntry::default();
             let mut rest = part;
             while let Some(tag) = rest.chars().next() {
-                let text_len = rest[1..]
+                // By characters, not bytes: a stored value may hold any UTF-8.
+                let after = &rest[tag.len_utf8()..];
+                let text_len = after
                     .find(|c: char| c.is_ascii_alphabetic())
-                    .unwrap_or(rest.len() - 1);
-                let text = &rest[1..1 + text_len];
-                rest = &rest[1 + text_len..];
+                    .unwrap_or(after.len());
+                let text = &after[..text_len];
+                rest = &after[text_len..];
                 if text.is_empty() {
                     return None;
                 }
@@ -253,6 +257,39 @@ mod tests {
         }
         for cron in ["0 0 * * *", "*/5 1,2,3 1-31/2 jan-DEC mon-sat", "* * * * 7"] {
             assert!(check_cron(cron).is_ok(), "{cron} must be accepted");
+        }
+    }
+
+    #[test]
+    fn stored_values_of_any_text_decode_or_fail_without_panicking() {
+        for text in [
+            "1é",
+            "1mé",
+            "1m5é;h",
+            "1s99999999999999999999",
+            "1c9223372036854775807",
+        ] {
+            let _ = decode_compact(text);
+        }
+        assert_eq!(decode_compact("1é"), None);
+        let huge = decode_compact("1c9223372036854775807").unwrap();
+        assert_eq!(
+            huge[0].params(1, 1, 1).0,
+            i64::MAX,
+            "saturates, never wraps"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_stored_string_decodes_without_panicking(text in "\\PC{0,40}", ascii in "[0-9a-zA-Z;*/,-]{0,40}") {
+            let _ = decode_compact(&text);
+            if let Some(entries) = decode_compact(&format!("1{ascii}")) {
+                for entry in entries {
+                    let _ = entry.cycle_seconds();
+                    let _ = entry.params(i64::MAX, i64::MAX, i64::MAX);
+                }
+            }
         }
     }
 }
