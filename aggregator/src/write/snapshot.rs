@@ -78,10 +78,23 @@ impl Expression {
         }
     }
 
-    /// Each source shard's watermark moves to its last record, guarded.
+    /// Each contributing source shard's watermark moves to its last record,
+    /// guarded. A source whose records the item already holds is left alone:
+    /// its watermark may be ahead of this batch (another reader got further),
+    /// and moving it back would let that reader's records count twice.
     fn watermarks(&mut self, update: &SnapshotUpdate, guard: &Guard) {
         let firsts = update.first_per_source();
-        for (i, (shard, last)) in update.latest_per_source().into_iter().enumerate() {
+        let latest = update
+            .latest_per_source()
+            .into_iter()
+            .filter(|(shard, last)| match guard {
+                Guard::Fresh => true,
+                Guard::Exactly(read) => read
+                    .get(shard)
+                    .and_then(|m| m.as_ref())
+                    .is_none_or(|mark| *last > mark),
+            });
+        for (i, (shard, last)) in latest.enumerate() {
             let alias = format!("#m{i}");
             self.names.insert(alias.clone(), watermark_attr(shard));
             self.values.insert(format!(":m{i}"), Attr::s(last.padded()));

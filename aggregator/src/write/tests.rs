@@ -340,3 +340,40 @@ async fn a_snapshot_item_dynamodb_rejects_is_skipped_and_the_rest_are_written() 
         "b's overdraw is still recorded"
     );
 }
+
+/// One record of entity `a`'s bucket shard `shard`: its `k`th debit of one token.
+fn shard_record(shard: u32, sequence: u64, k: i64) -> String {
+    let pk = format!("ns/BUCKET#a#r#{shard}");
+    let image = |tc: i64| json!({"PK": {"S": pk}, "SK": {"S": "#STATE"}, "b_rpm_tc": {"N": (tc * 1000).to_string()}});
+    json!({"eventName": "MODIFY", "dynamodb": {
+        "ApproximateCreationDateTime": 1_795_970_136,
+        "Keys": {"PK": {"S": pk}, "SK": {"S": "#STATE"}},
+        "SequenceNumber": sequence.to_string(),
+        "NewImage": image(k), "OldImage": image(k - 1)}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn two_readers_interleaved_over_a_sharded_bucket_never_count_a_record_twice() {
+    let agg = Aggregator::new(Faulty::default(), settings());
+    let s0 = |k: i64| shard_record(0, 1000 + k as u64, k);
+    let s1 = |k: i64| shard_record(1, 2000 + k as u64, k);
+    let rpm = |agg: &Aggregator<Faulty>| {
+        num(agg
+            .store()
+            .snapshot("ns/ENTITY#a", "#USAGE#r#2026-11-29T16:00:00Z")
+            .get("rpm"))
+    };
+    // Reader A gets both shards up to their 3rd record.
+    let a = [s0(1), s0(2), s0(3), s1(1), s1(2), s1(3)];
+    assert!(agg.process(&a, "p", 0, None).await.first_failure.is_none());
+    assert_eq!(rpm(&agg), 6);
+    // Reader B is ahead on shard 0 and behind on shard 1.
+    let b = [s0(1), s0(2), s0(3), s0(4), s0(5), s1(1), s1(2)];
+    assert!(agg.process(&b, "p", 0, None).await.first_failure.is_none());
+    assert_eq!(rpm(&agg), 8);
+    // Reader B goes on with shard 1: its 3rd record is already counted.
+    let b2 = [s1(3), s1(4)];
+    assert!(agg.process(&b2, "p", 0, None).await.first_failure.is_none());
+    assert_eq!(rpm(&agg), 9, "nine distinct records, each counted once");
+}
