@@ -28,7 +28,11 @@ pub const TRANSITION_DIMENSIONS: [&[&str]; 3] = [
 pub enum MetricEvent {
     Transition {
         kind: TransitionKind,
+        /// When the metric is published: processing time, so that a backlog
+        /// never lands datapoints in periods an alarm has already evaluated.
         at_ms: i64,
+        /// When the transition happened (the stream record's time).
+        transition_ms: i64,
         namespace_id: String,
         entity: String,
         resource: String,
@@ -121,9 +125,11 @@ pub fn emf_document(metric_namespace: &str, table: &str, event: &MetricEvent) ->
         shard,
         balance,
         event_id,
+        transition_ms,
         ..
     } = event
     {
+        doc.insert("TransitionTime".into(), json!(transition_ms));
         doc.insert("EntityId".into(), json!(entity));
         doc.insert("NamespaceId".into(), json!(namespace_id));
         doc.insert("Shard".into(), json!(shard));

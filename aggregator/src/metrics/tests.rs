@@ -7,6 +7,7 @@ pub(crate) fn overdrawn() -> MetricEvent {
     MetricEvent::Transition {
         kind: TransitionKind::Overdrawn,
         at_ms: 1_795_970_136_158,
+        transition_ms: 1_795_970_136_158,
         namespace_id: "ns".into(),
         entity: "key-a".into(),
         resource: "gpt-4".into(),

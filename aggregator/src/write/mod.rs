@@ -70,7 +70,9 @@ enum Done {
     /// DynamoDB refuses this item's write, and always will: skipped.
     SnapshotRejected,
     AuditWritten(MetricEvent),
-    AuditExisting,
+    /// Written by an earlier delivery; its metric is published again all the
+    /// same, since that delivery may have died before publishing it.
+    AuditExisting(MetricEvent),
 }
 
 impl<S: Store> Aggregator<S> {
@@ -123,7 +125,7 @@ impl<S: Store> Aggregator<S> {
                 };
                 let result = match job {
                     Job::Snapshot(u) => self.write_snapshot(u, ttl, deadline).await,
-                    Job::Audit(t) => self.write_audit(t, principal, deadline).await,
+                    Job::Audit(t) => self.write_audit(t, principal, now_s, deadline).await,
                 };
                 (earliest, result)
             })
@@ -139,7 +141,10 @@ impl<S: Store> Aggregator<S> {
                     outcome.stats.audit_events_written += 1;
                     audit_metrics.push(metric);
                 }
-                Ok(Done::AuditExisting) => outcome.stats.audit_events_existing += 1,
+                Ok(Done::AuditExisting(metric)) => {
+                    outcome.stats.audit_events_existing += 1;
+                    audit_metrics.push(metric);
+                }
                 Err(e) => {
                     tracing::error!(error = %e, first_record = %earliest, "write failed; the batch will be redelivered from this record");
                     outcome.stats.failed_writes += 1;
@@ -151,7 +156,10 @@ impl<S: Store> Aggregator<S> {
             }
         }
         // Stream order, whatever order the writes finished in.
-        audit_metrics.sort_by_key(|m| m.at_ms());
+        audit_metrics.sort_by_key(|m| match m {
+            MetricEvent::Transition { transition_ms, .. } => *transition_ms,
+            other => other.at_ms(),
+        });
         outcome.metrics = audit_metrics;
         let at_ms = now_s.saturating_mul(1000);
         if !plan.skipped.is_empty() {

@@ -101,34 +101,38 @@ impl<S: Store> Aggregator<S> {
         &self,
         transition: &Transition,
         principal: &str,
+        now_s: i64,
         deadline: Option<Instant>,
     ) -> Result<Done, StoreError> {
         let namespace = &transition.bucket.namespace;
         let retention = self.retention(namespace, deadline).await?;
         let item = audit_item(transition, principal, retention);
         let once = Condition::plain("attribute_not_exists(PK)");
-        match self
+        let written = match self
             .retrying(deadline, || self.store.put(&item, Some(&once)))
             .await
         {
-            Ok(_) => {}
-            Err(StoreError::ConditionFailed { .. }) => return Ok(Done::AuditExisting),
+            Ok(_) => true,
+            Err(StoreError::ConditionFailed { .. }) => false,
             Err(e) => return Err(e),
-        }
+        };
         let event_id = event_id(transition);
-        tracing::info!(
-            action = transition.kind.action().name(),
-            entity = %transition.bucket.entity,
-            resource = %transition.bucket.resource,
-            limit = %transition.limit,
-            shard = transition.bucket.shard,
-            balance = transition.balance,
-            event_id = %event_id,
-            "soft limit transition"
-        );
-        Ok(Done::AuditWritten(MetricEvent::Transition {
+        if written {
+            tracing::info!(
+                action = transition.kind.action().name(),
+                entity = %transition.bucket.entity,
+                resource = %transition.bucket.resource,
+                limit = %transition.limit,
+                shard = transition.bucket.shard,
+                balance = transition.balance,
+                event_id = %event_id,
+                "soft limit transition"
+            );
+        }
+        let metric = MetricEvent::Transition {
             kind: transition.kind,
-            at_ms: transition.at_ms,
+            at_ms: now_s.saturating_mul(1000),
+            transition_ms: transition.at_ms,
             namespace_id: namespace.clone(),
             entity: transition.bucket.entity.clone(),
             resource: transition.bucket.resource.clone(),
@@ -136,7 +140,12 @@ impl<S: Store> Aggregator<S> {
             shard: transition.bucket.shard,
             balance: transition.balance,
             event_id,
-        }))
+        };
+        Ok(if written {
+            Done::AuditWritten(metric)
+        } else {
+            Done::AuditExisting(metric)
+        })
     }
 }
 

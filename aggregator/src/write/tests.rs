@@ -173,9 +173,11 @@ async fn a_batch_delivered_twice_changes_no_total_and_writes_no_second_event() {
         (0, 4)
     );
     assert_eq!(second.stats.audit_events_existing, 2);
-    assert!(
-        second.metrics.is_empty(),
-        "no metric for a transition already recorded"
+    // The metric of a transition already recorded is published again: the
+    // first delivery may have died before publishing it.
+    assert_eq!(
+        second.metrics, first.metrics,
+        "the same datapoints, no more"
     );
     assert_eq!(usage(agg.store(), "a"), (6, 4, 6));
 }
@@ -376,4 +378,39 @@ async fn two_readers_interleaved_over_a_sharded_bucket_never_count_a_record_twic
     let b2 = [s1(3), s1(4)];
     assert!(agg.process(&b2, "p", 0, None).await.first_failure.is_none());
     assert_eq!(rpm(&agg), 9, "nine distinct records, each counted once");
+}
+
+#[tokio::test]
+async fn every_detected_transition_is_published_at_processing_time() {
+    let agg = Aggregator::new(Faulty::default(), settings());
+    let now_s = 1_795_999_999;
+    let outcome = agg.process(&records(), "p", now_s, None).await;
+    let times: Vec<(i64, i64)> = outcome
+        .metrics
+        .iter()
+        .filter_map(|m| match m {
+            MetricEvent::Transition {
+                at_ms,
+                transition_ms,
+                ..
+            } => Some((*at_ms, *transition_ms)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(times.len(), 2);
+    for (at_ms, transition_ms) in times {
+        assert_eq!(
+            at_ms,
+            now_s * 1000,
+            "the datapoint is stamped when published"
+        );
+        assert!(
+            transition_ms < at_ms,
+            "the transition's own time is kept as a property"
+        );
+    }
+    // A redelivery publishes them again, whoever wrote the audit events.
+    let again = agg.process(&records(), "p", now_s + 60, None).await;
+    assert_eq!(again.stats.audit_events_written, 0);
+    assert_eq!(again.metrics.len(), 2);
 }
