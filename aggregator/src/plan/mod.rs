@@ -8,13 +8,13 @@ pub mod snapshot;
 pub use overdraw::{Transition, TransitionKind};
 pub use snapshot::{Contribution, SnapshotKey, SnapshotUpdate, Sources, Totals};
 
-use overdraw::transition_between;
+use overdraw::transitions;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use zae_table::bucket::REFILLED_AT;
 use zae_table::keys::{self, SK_STATE};
-use zae_table::milli::{whole_token_delta, whole_tokens};
+use zae_table::milli::whole_token_delta;
 use zae_table::names::WCU_LIMIT;
 use zae_table::snapshot::collides;
 use zae_table::stream::{AttrError, EventName, RecordError};
@@ -241,7 +241,6 @@ fn read_bucket_record(
         events: 0,
     };
     let mut left_out = Vec::new();
-    let mut transitions = Vec::new();
     for (&limit, now) in &new.limits {
         if limit == WCU_LIMIT {
             continue;
@@ -265,20 +264,8 @@ fn read_bucket_record(
                 }
             }
         }
-        let (Some(kind), Some(balance)) = (transition_between(&before, now), now.balance) else {
-            continue;
-        };
-        transitions.push(Transition {
-            kind,
-            bucket: bucket.clone(),
-            limit: limit.to_owned(),
-            sequence: record.sequence_number.clone(),
-            at_ms,
-            balance: whole_tokens(balance),
-            capacity: now.capacity.map(whole_tokens),
-            shard_count: new.shard_count,
-        });
     }
+    let transitions = transitions(bucket, &record.sequence_number, at_ms, &old, &new);
     let contribution = (contribution.events > 0).then_some(contribution);
     Ok(RecordYield {
         at_ms,

@@ -187,6 +187,35 @@ fn recoveries_and_hard_limits() {
     assert_eq!(plan.transitions[0].bucket.shard, 3);
 }
 
+/// A record whose old image has a soft `tpm` in debt and whose new image is `new`.
+fn leaving_debt_record(new: serde_json::Value) -> String {
+    json!({"eventName": "MODIFY", "dynamodb": {
+        "ApproximateCreationDateTime": 1_795_970_136.0,
+        "Keys": {"PK": {"S": "ns/BUCKET#e#r#0"}, "SK": {"S": "#STATE"}},
+        "SequenceNumber": "7",
+        "OldImage": {"PK": {"S": "ns/BUCKET#e#r#0"}, "b_tpm_tc": {"N": "9000"},
+            "b_tpm_tk": {"N": "-2000"}, "b_tpm_soft": {"N": "1"}, "b_rpm_tk": {"N": "1000"}},
+        "NewImage": new}})
+    .to_string()
+}
+
+#[test]
+fn an_overdraw_closes_when_its_limit_turns_hard_or_leaves_the_bucket() {
+    let hard = leaving_debt_record(json!({"PK": {"S": "ns/BUCKET#e#r#0"},
+        "b_tpm_tc": {"N": "9000"}, "b_tpm_tk": {"N": "-2000"}, "b_rpm_tk": {"N": "1000"}}));
+    let removed =
+        leaving_debt_record(json!({"PK": {"S": "ns/BUCKET#e#r#0"}, "b_rpm_tk": {"N": "1000"}}));
+    for (record, reason) in [(hard, "no_longer_soft"), (removed, "limit_removed")] {
+        let plan = plan_batch(&[record], &[Window::Hourly]);
+        assert_eq!(plan.transitions.len(), 1, "{reason}");
+        let t = &plan.transitions[0];
+        assert_eq!(
+            (t.kind, t.limit.as_str(), t.balance, t.reason),
+            (TransitionKind::Recovered, "tpm", -2, Some(reason))
+        );
+    }
+}
+
 #[test]
 fn watermarks_exclude_what_an_item_already_holds() {
     let records: Vec<String> = (0..4)

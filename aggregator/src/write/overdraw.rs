@@ -52,6 +52,9 @@ pub fn audit_item(transition: &Transition, principal: &str, retention_days: i64)
     if let Some(count) = transition.shard_count {
         details.insert("shard_count".into(), Attr::n(count));
     }
+    if let Some(reason) = transition.reason {
+        details.insert("reason".into(), Attr::s(reason));
+    }
     let id = event_id(transition);
     AuditEvent {
         namespace: &bucket.namespace,
@@ -165,6 +168,7 @@ mod tests {
             balance: -100,
             capacity: Some(50_000),
             shard_count: Some(1),
+            reason: None,
         }
     }
 
