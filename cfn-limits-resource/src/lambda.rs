@@ -211,7 +211,13 @@ async fn run_cfn<T: Tables, R: Responder + 'static>(
         Err(Stopped::Panicked(text)) => {
             Outcome::failed(&envelope, format!("provisioner panicked: {text}"))
         }
-        Ok(Err(err)) => Outcome::failed(&envelope, err.to_string()),
+        Ok(Err(err)) => {
+            let mut outcome = Outcome::failed(&envelope, err.to_string());
+            if let Some(id) = err.written_id() {
+                outcome.physical_id = id.to_owned();
+            }
+            outcome
+        }
         Ok(Ok(outcome)) => outcome,
     }
 }

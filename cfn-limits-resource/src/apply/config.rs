@@ -17,6 +17,8 @@ use zae_table::store::{Condition, Returns, Store, StoreError, TxWrite};
 
 /// Writes in flight at once.
 const CONCURRENCY: usize = 16;
+/// Tries of a transaction that concurrent ones keep cancelling.
+const TRANSACT_ATTEMPTS: u32 = 5;
 
 /// What the config writes did, for the report and the fan-outs.
 #[derive(Debug, Default)]
@@ -158,6 +160,24 @@ impl<S: Store> Provisioner<'_, S> {
         }
     }
 
+    /// A transaction, tried again with backoff while it is cancelled by a
+    /// concurrent one (two applies updating the same registry counter).
+    async fn transact_retrying(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
+        let mut delay = std::time::Duration::from_millis(50);
+        let mut attempt = 1;
+        loop {
+            match self.store.transact(writes).await {
+                Err(err) if err.is_retryable() && attempt < TRANSACT_ATTEMPTS => {
+                    tracing::debug!(error = %err, attempt, "transaction cancelled; retrying");
+                    tokio::time::sleep(delay.mul_f64(0.5 + fastrand::f64() / 2.0)).await;
+                    delay *= 2;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Creates an entity config and counts it in one transaction, as the
     /// client's `set_limits` does; `false` when it already existed.
     async fn create_counted(&self, item: &Item, resource: &str) -> Result<bool, StoreError> {
@@ -168,7 +188,7 @@ impl<S: Store> Provisioner<'_, S> {
             },
             TxWrite::Update(registry::count_entity_config(self.namespace, resource, 1)),
         ];
-        match self.store.transact(&writes).await {
+        match self.transact_retrying(&writes).await {
             Ok(()) => Ok(true),
             Err(StoreError::ConditionFailed { .. }) => Ok(false),
             Err(err) => Err(err),
@@ -187,7 +207,7 @@ impl<S: Store> Provisioner<'_, S> {
             },
             TxWrite::Update(registry::count_entity_config(self.namespace, resource, -1)),
         ];
-        match self.store.transact(&writes).await {
+        match self.transact_retrying(&writes).await {
             Ok(()) => {}
             Err(StoreError::ConditionFailed { .. }) => return Ok(false),
             Err(err) => return Err(err),

@@ -177,6 +177,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
         // What only the writes' old images showed.
         run.record_ahead().await?;
         let mut errors = std::mem::take(&mut written.errors);
+        let config_errors = errors.len();
         self.repair_disabled(&declared, &run, caller, &mut errors)
             .await;
         let finished = self.fan_out(&run, &written, caller, &mut errors).await;
@@ -193,6 +194,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
             resumed: plan.resumed,
             pending,
             errors: Some(errors),
+            config_errors,
         })
     }
 

@@ -71,6 +71,10 @@ pub struct Report {
     pub pending: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub errors: Option<Vec<String>>,
+    /// How many of `errors` are config writes that failed (the rest are
+    /// fan-outs, retried by the next apply). Not part of the protocol.
+    #[serde(skip)]
+    pub config_errors: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -52,6 +52,13 @@ pub enum CfnError {
     Owned { namespace: String, owner: String },
     #[error("no TableName property and no TABLE_NAME in the environment")]
     NoTable,
+    #[error("{failed} of the request's config writes failed: {}", errors.join("; "))]
+    ConfigWrites {
+        failed: usize,
+        errors: Vec<String>,
+        /// The resource's real id: its rollback Delete removes what was written.
+        physical_id: String,
+    },
 }
 
 /// The common fields of the three request types.
@@ -129,6 +136,18 @@ pub struct Outcome {
     pub reason: String,
     pub physical_id: String,
     pub data: Value,
+}
+
+impl CfnError {
+    /// The physical id a FAILED answer must carry when something was written:
+    /// CloudFormation's rollback Delete then undoes it (a `failed-create/`
+    /// marker's rollback writes nothing).
+    pub fn written_id(&self) -> Option<&str> {
+        match self {
+            CfnError::ConfigWrites { physical_id, .. } => Some(physical_id),
+            _ => None,
+        }
+    }
 }
 
 impl Outcome {
@@ -301,6 +320,16 @@ pub async fn handle(
     };
     let plan = provisioner.plan_from(state, &manifest, full).await?;
     let report = provisioner.apply_plan(&manifest, plan, &caller).await?;
+    // The change the stack asked for did not happen: never SUCCESS. Fan-out
+    // problems alone are answered SUCCESS, with the pending work recorded.
+    if report.config_errors > 0 {
+        let errors = report.errors.clone().unwrap_or_default();
+        return Err(CfnError::ConfigWrites {
+            failed: report.config_errors,
+            errors: errors.into_iter().take(report.config_errors).collect(),
+            physical_id: id,
+        });
+    }
     Ok(Outcome {
         success: true,
         reason: reason_for(&report),

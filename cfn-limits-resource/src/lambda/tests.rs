@@ -357,3 +357,75 @@ fn the_reserve_leaves_room_to_answer() {
     // Lambda's default timeout: work gets half of it, not nothing.
     assert_eq!(reserve(Duration::from_secs(3)), Duration::from_millis(750));
 }
+
+/// The table, except that writes of resource config items are denied.
+#[derive(Clone)]
+struct DeniesResourceConfig(Memory);
+
+impl Store for DeniesResourceConfig {
+    async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
+        self.0.get(pk, sk, consistent).await
+    }
+    async fn put(
+        &self,
+        item: &Item,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        let pk = item.get("PK").and_then(Attr::as_s).unwrap_or_default();
+        if pk.contains("/RESOURCE#") {
+            return Err(StoreError::Fatal {
+                operation: "PutItem",
+                key: pk.to_owned(),
+                message: "AccessDeniedException: injected".into(),
+            });
+        }
+        self.0.put(item, condition).await
+    }
+    async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
+        self.0.update(update, returns).await
+    }
+    async fn delete(
+        &self,
+        pk: &str,
+        sk: &str,
+        condition: Option<&Condition>,
+    ) -> Result<Option<Item>, StoreError> {
+        self.0.delete(pk, sk, condition).await
+    }
+    async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
+        self.0.query(query).await
+    }
+    async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
+        self.0.transact(writes).await
+    }
+}
+
+#[tokio::test]
+async fn a_change_whose_config_writes_failed_is_answered_failed() {
+    let store = seeded();
+    let deps = deps(DeniesResourceConfig(store.clone()));
+    let answer = send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
+    assert_eq!(answer["Status"], "FAILED", "{answer}");
+    let reason = answer["Reason"].as_str().unwrap();
+    assert!(
+        reason.contains("1 of the request's config writes failed"),
+        "{reason}"
+    );
+    assert!(reason.contains("AccessDeniedException"), "{reason}");
+    // Something was written (the state record names this stack): the real id,
+    // so that CloudFormation's rollback Delete undoes it and frees the namespace.
+    assert_eq!(answer["PhysicalResourceId"], PHYSICAL);
+    assert_eq!(resource_config(&store), None);
+    let rollback = send(
+        &deps,
+        request("Delete", "r2", Some(PHYSICAL), STACK, "10"),
+        MINUTE,
+    )
+    .await;
+    assert_eq!(rollback["Status"], "SUCCESS", "{rollback}");
+    let state = store
+        .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+        .unwrap();
+    assert!(!state.contains_key("cfn_owner"), "{state:?}");
+    assert_eq!(state["managed_resources"], Attr::L(vec![]));
+}

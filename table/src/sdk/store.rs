@@ -7,6 +7,7 @@ use crate::store::{
 };
 use crate::value::{Attr, Item};
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update as TxUpdate,
@@ -288,6 +289,19 @@ impl Store for DynamoStore {
                 return Err(StoreError::ConditionFailed {
                     operation: "TransactWriteItems",
                     key: first,
+                });
+            }
+            // Another transaction on the same items (concurrent registry
+            // updates): worth another try, unlike a condition that failed.
+            let conflict = cancel
+                .cancellation_reasons()
+                .iter()
+                .any(|reason| reason.code() == Some("TransactionConflict"));
+            if conflict {
+                return Err(StoreError::Retryable {
+                    operation: "TransactWriteItems",
+                    key: first,
+                    message: DisplayErrorContext(&err).to_string(),
                 });
             }
         }
