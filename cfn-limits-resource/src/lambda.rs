@@ -178,6 +178,7 @@ async fn answer_malformed<R: Responder>(
             logical_resource_id: text("LogicalResourceId"),
             physical_resource_id: Some(text("PhysicalResourceId")).filter(|s| !s.is_empty()),
             properties: Tree::Null,
+            old_properties: Tree::Null,
         };
         let outcome = Outcome::failed(
             &envelope,

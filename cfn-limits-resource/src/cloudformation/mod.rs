@@ -14,7 +14,7 @@ use crate::apply::state::namespace_id as registered_id;
 use crate::apply::{ApplyError, Caller, Ownership, Provisioner, Report};
 use crate::manifest::Manifest;
 use crate::manifest::cloudformation::{coerce_bool, to_manifest_tree};
-use crate::manifest::problem::{Invalid, Path, Spelling};
+use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
 use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest;
 use serde_json::{Value, json};
 use serde_norway::Value as Tree;
@@ -71,6 +71,8 @@ pub struct Envelope {
     pub logical_resource_id: String,
     pub physical_resource_id: Option<String>,
     pub properties: Tree,
+    /// An Update's `OldResourceProperties`; null otherwise.
+    pub old_properties: Tree,
 }
 
 impl Envelope {
@@ -85,6 +87,7 @@ impl Envelope {
                 logical_resource_id: r.logical_resource_id,
                 physical_resource_id: None,
                 properties: r.resource_properties,
+                old_properties: Tree::Null,
             },
             CloudFormationCustomResourceRequest::Update(r) => Envelope {
                 kind: "Update",
@@ -94,6 +97,7 @@ impl Envelope {
                 logical_resource_id: r.logical_resource_id,
                 physical_resource_id: Some(r.physical_resource_id),
                 properties: r.resource_properties,
+                old_properties: r.old_resource_properties,
             },
             CloudFormationCustomResourceRequest::Delete(r) => Envelope {
                 kind: "Delete",
@@ -103,6 +107,7 @@ impl Envelope {
                 logical_resource_id: r.logical_resource_id,
                 physical_resource_id: Some(r.physical_resource_id),
                 properties: r.resource_properties,
+                old_properties: Tree::Null,
             },
             _ => return None,
         })
@@ -355,8 +360,59 @@ fn refuse_delete(
         .map(|owner| format!("namespace {namespace} is now managed by {owner}; nothing deleted"))
 }
 
+/// The custom resource's top-level properties: the manifest's sections and
+/// where it goes.
+const PROPERTIES: [&str; 9] = [
+    "ServiceToken",
+    "ServiceTimeout",
+    "TableName",
+    "Namespace",
+    "NamespaceId",
+    "FullApply",
+    "System",
+    "Resources",
+    "Entities",
+];
+
+/// Top-level properties this resource does not know, that the request
+/// introduces (an Update's old properties already carried the others, so a
+/// stack can always roll back).
+fn unknown_properties(envelope: &Envelope) -> Vec<Problem> {
+    let keys = |tree: &Tree| -> Vec<String> {
+        match tree {
+            Tree::Mapping(map) => map
+                .keys()
+                .filter_map(|k| k.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let old = keys(&envelope.old_properties);
+    keys(&envelope.properties)
+        .into_iter()
+        .filter(|key| !PROPERTIES.contains(&key.as_str()) && !old.contains(key))
+        .map(|key| {
+            Problem::new(
+                &Path::root(),
+                format!(
+                    "unknown property '{key}'; allowed: {} (a misspelt section would \
+                     otherwise be read as empty, and its levels deleted)",
+                    PROPERTIES.join(", ")
+                ),
+            )
+        })
+        .collect()
+}
+
 /// The manifest the request's properties declare, validated.
 fn declared_manifest(envelope: &Envelope, namespace: &str) -> Result<Manifest, CfnError> {
+    let unknown = unknown_properties(envelope);
+    if !unknown.is_empty() {
+        return Err(CfnError::Invalid(Invalid {
+            problems: unknown,
+            spelling: Spelling::CloudFormation,
+        }));
+    }
     let tree = to_manifest_tree(&envelope.properties, namespace).map_err(|problems| Invalid {
         problems,
         spelling: Spelling::CloudFormation,

@@ -9,6 +9,7 @@ fn envelope(kind: &'static str, physical: Option<&str>) -> Envelope {
         logical_resource_id: "TenantLimits".into(),
         physical_resource_id: physical.map(str::to_owned),
         properties: Tree::Null,
+        old_properties: Tree::Null,
     }
 }
 

@@ -429,3 +429,42 @@ async fn a_change_whose_config_writes_failed_is_answered_failed() {
     assert!(!state.contains_key("cfn_owner"), "{state:?}");
     assert_eq!(state["managed_resources"], Attr::L(vec![]));
 }
+
+#[tokio::test]
+async fn a_misspelt_section_fails_a_create_or_an_update_that_introduces_it() {
+    let store = seeded();
+    let deps = deps(store.clone());
+    let mut create = request("Create", "r1", None, STACK, "10");
+    create["ResourceProperties"]["Resource"] = create["ResourceProperties"]["Resources"].clone();
+    let refused = send(&deps, create, MINUTE).await;
+    assert_eq!(refused["Status"], "FAILED");
+    assert!(
+        refused["Reason"]
+            .as_str()
+            .unwrap()
+            .contains("unknown property 'Resource'"),
+        "{refused}"
+    );
+    assert_eq!(resource_config(&store), None);
+
+    send(&deps, request("Create", "r2", None, STACK, "10"), MINUTE).await;
+    // An Update that drops `Resources` for a misspelt `Resource` would delete every level in it.
+    let mut update = request("Update", "r3", Some(PHYSICAL), STACK, "10");
+    let section = update["ResourceProperties"]["Resources"].clone();
+    if let Tree::Mapping(props) = &mut update["ResourceProperties"] {
+        props.remove("Resources");
+        props.insert("Resource".into(), section);
+    }
+    let refused = send(&deps, update.clone(), MINUTE).await;
+    assert_eq!(refused["Status"], "FAILED", "{refused}");
+    assert_eq!(
+        resource_config(&store).unwrap()["l_rpm_cp"],
+        Attr::n(10),
+        "nothing deleted"
+    );
+
+    // Once the old properties carry it, the key is not refused (a rollback must pass).
+    update["OldResourceProperties"] = update["ResourceProperties"].clone();
+    let accepted = send(&deps, update, MINUTE).await;
+    assert_eq!(accepted["Status"], "SUCCESS", "{accepted}");
+}
