@@ -341,3 +341,40 @@ async fn a_registry_transaction_cancelled_by_a_concurrent_one_is_retried() {
         .unwrap();
     assert_eq!(counts["gpt-4"], Attr::n(1));
 }
+
+#[tokio::test]
+async fn a_stored_schedule_the_client_cannot_decode_never_reaches_a_bucket() {
+    let store = seeded();
+    bucket(&store, "u1", "gpt-4");
+    let level = Level::Entity {
+        entity: "u1".into(),
+        resource: "gpt-4".into(),
+    };
+    let (pk, sk) = config_key(NS, &level);
+    store.insert(item(
+        &pk,
+        &sk,
+        &[
+            ("l_rpm_cp", Attr::n(3)),
+            ("l_rpm_ra", Attr::n(3)),
+            ("l_rpm_rp", Attr::n(60)),
+            ("l_rpm_sched", Attr::s("zz!!garbage")),
+        ],
+    ));
+    let before = bucket_item(&store, "u1", "gpt-4");
+    let fan_outs = FanOuts {
+        store: &*store,
+        namespace: NS,
+        known: None,
+    };
+    let err = fan_outs
+        .run(Kind::Sync, &level, &Directive::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("'rpm'"), "{err}");
+    assert_eq!(
+        bucket_item(&store, "u1", "gpt-4"),
+        before,
+        "the bucket is left alone"
+    );
+}

@@ -9,7 +9,32 @@ use crate::apply::now_ms;
 use crate::manifest::{DEFAULT_RESOURCE, Level};
 use std::collections::BTreeSet;
 use zae_table::config::{LevelConfig, LimitConfig};
+use zae_table::schedule;
 use zae_table::store::{Store, StoreError};
+
+/// Refuses to copy a stored schedule the client cannot decode onto a bucket:
+/// every later acquire there would fail until the bucket expired. The level
+/// is reported and its sync stays pending; the buckets keep what they have.
+fn undecodable(level: &Level, config: &LevelConfig) -> Result<(), StoreError> {
+    let bad = config.limits.iter().find_map(|limit| {
+        [&limit.sched, &limit.rsched]
+            .into_iter()
+            .flatten()
+            .find(|compact| schedule::decode_compact(compact).is_none())
+            .map(|compact| (limit.name.as_str(), compact))
+    });
+    match bad {
+        None => Ok(()),
+        Some((limit, compact)) => Err(StoreError::Fatal {
+            operation: "param sync",
+            key: level.describe(),
+            message: format!(
+                "the stored schedule of limit '{limit}' ({compact:?}) is not one the client \
+                 can decode; its buckets are left as they are until the level is fixed"
+            ),
+        }),
+    }
+}
 
 impl<S: Store> FanOuts<'_, S> {
     pub(super) async fn sync(
@@ -52,6 +77,7 @@ impl<S: Store> FanOuts<'_, S> {
                 tally.skipped += 1;
                 continue;
             };
+            undecodable(&decided, &config)?;
             let entity_decided = matches!(decided, Level::Entity { .. });
             let resolved: BTreeSet<String> = config.limits.iter().map(|l| l.name.clone()).collect();
             let stale: BTreeSet<String> = previous
