@@ -3,6 +3,7 @@
 //! the plan or apply report out. An error becomes the Lambda error payload,
 //! whose `errorMessage` the CLI prints.
 
+use crate::apply::gate::GateError;
 use crate::apply::state::namespace_id;
 use crate::apply::{ApplyError, Caller, Provisioner, Report};
 use crate::manifest::problem::{Invalid, Spelling};
@@ -30,6 +31,20 @@ pub enum InvokeError {
     },
     #[error("the request must be a JSON object, got {0}")]
     NotAnObject(&'static str),
+}
+
+impl InvokeError {
+    /// The Lambda error's `errorType`: stable, documented names.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            InvokeError::Invalid(_) => "InvalidManifest",
+            InvokeError::Apply(ApplyError::Gate(GateError::Behind { .. })) => "VersionMismatch",
+            InvokeError::Apply(ApplyError::OutOfTime { .. }) => "OutOfTime",
+            InvokeError::Apply(_) | InvokeError::Lookup { .. } => "TableError",
+            InvokeError::NoTable | InvokeError::NotAnObject(_) => "InvalidRequest",
+            InvokeError::UnknownNamespace(_) => "UnknownNamespace",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

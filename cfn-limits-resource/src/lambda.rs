@@ -26,6 +26,38 @@ impl Tables for aws_sdk_dynamodb::Client {
     }
 }
 
+/// A failed invocation, as the caller sees it: a stable `errorType` and the
+/// message (documented in `docs/provisioner.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub error_type: &'static str,
+    pub message: String,
+}
+
+impl Failure {
+    fn new(error_type: &'static str, message: impl Into<String>) -> Failure {
+        Failure {
+            error_type,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<Failure> for lambda_runtime::Diagnostic {
+    fn from(failure: Failure) -> Self {
+        lambda_runtime::Diagnostic {
+            error_type: failure.error_type.to_owned(),
+            error_message: failure.message,
+        }
+    }
+}
+
 /// What every invocation shares.
 pub struct Deps<T, R> {
     pub tables: T,
@@ -95,7 +127,7 @@ pub async fn handle<T: Tables, R: Responder + 'static>(
     payload: Tree,
     deadline_ms: u64,
     function_arn: String,
-) -> Result<Value, String> {
+) -> Result<Value, Failure> {
     let remaining = zae_runtime::deadline::remaining(deadline_ms);
     let is_cfn = matches!(&payload, Tree::Mapping(m) if m.contains_key("RequestType"));
     if !is_cfn {
@@ -116,7 +148,9 @@ pub async fn handle<T: Tables, R: Responder + 'static>(
         physical_id = %outcome.physical_id,
         "answering CloudFormation"
     );
-    cloudformation::answer(&deps.responder, &envelope, &outcome).await?;
+    cloudformation::answer(&deps.responder, &envelope, &outcome)
+        .await
+        .map_err(|e| Failure::new("ResponseFailed", e))?;
     Ok(json!({ "Status": if outcome.success { "SUCCESS" } else { "FAILED" } }))
 }
 
@@ -126,9 +160,9 @@ async fn handle_invoke<T: Tables, R>(
     payload: &Tree,
     remaining: Duration,
     function_arn: String,
-) -> Result<Value, String> {
-    let request =
-        InvokeRequest::parse(payload, deps.default_table.as_deref()).map_err(|e| e.to_string())?;
+) -> Result<Value, Failure> {
+    let request = InvokeRequest::parse(payload, deps.default_table.as_deref())
+        .map_err(|e| Failure::new(e.error_type(), e.to_string()))?;
     let principal = request.principal.clone().unwrap_or(function_arn);
     let caller = caller(principal, remaining);
     let store = deps.tables.open(&request.table);
@@ -138,13 +172,20 @@ async fn handle_invoke<T: Tables, R>(
     })
     .await
     {
-        Err(Stopped::Deadline) => Err(format!(
-            "stopped {} s before the Lambda timeout; pending fan-outs are retried by the next apply",
-            reserve(remaining).as_secs()
+        Err(Stopped::Deadline) => Err(Failure::new(
+            "OutOfTime",
+            format!(
+                "stopped {} s before the Lambda timeout; pending fan-outs are retried by the next apply",
+                reserve(remaining).as_secs()
+            ),
         )),
-        Err(Stopped::Panicked(text)) => Err(format!("provisioner panicked: {text}")),
-        Ok(Err(err)) => Err(err.to_string()),
-        Ok(Ok(report)) => serde_json::to_value(&report).map_err(|e| e.to_string()),
+        Err(Stopped::Panicked(text)) => Err(Failure::new(
+            "Panicked",
+            format!("provisioner panicked: {text}"),
+        )),
+        Ok(Err(err)) => Err(Failure::new(err.error_type(), err.to_string())),
+        Ok(Ok(report)) => serde_json::to_value(&report)
+            .map_err(|e| Failure::new("ProvisionerError", e.to_string())),
     }
 }
 
@@ -153,7 +194,7 @@ async fn answer_malformed<R: Responder>(
     responder: &R,
     payload: &Tree,
     err: String,
-) -> Result<Value, String> {
+) -> Result<Value, Failure> {
     let text = |k: &str| match payload {
         Tree::Mapping(m) => m
             .get(k)
@@ -184,9 +225,14 @@ async fn answer_malformed<R: Responder>(
             &envelope,
             format!("malformed custom-resource request: {err}"),
         );
-        cloudformation::answer(responder, &envelope, &outcome).await?;
+        cloudformation::answer(responder, &envelope, &outcome)
+            .await
+            .map_err(|e| Failure::new("ResponseFailed", e))?;
     }
-    Err(format!("malformed custom-resource request: {err}"))
+    Err(Failure::new(
+        "InvalidRequest",
+        format!("malformed custom-resource request: {err}"),
+    ))
 }
 
 async fn run_cfn<T: Tables, R: Responder + 'static>(

@@ -33,7 +33,6 @@ async fn main() -> Result<(), Error> {
                 context.invoked_function_arn,
             )
             .await
-            .map_err(Error::from)
         }
     }))
     .await

@@ -22,7 +22,8 @@ pub enum GateError {
     #[error(
         "version mismatch: this provisioner implements zae-limiter {PROTOCOL_VERSION}, \
          the table's Lambdas are at {lambda}; refusing to store {feature}, which needs \
-         Lambdas at {minimum} or later"
+         Lambdas at {minimum} or later. Redeploy this project's stack (`sam build && sam \
+         deploy`) to bring the table's functions and version record up to date"
     )]
     Behind {
         lambda: String,

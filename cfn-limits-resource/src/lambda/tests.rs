@@ -335,8 +335,14 @@ async fn the_direct_invoke_plans_and_applies_like_the_python_cli_expects() {
         .await
         .unwrap_err();
     assert!(
-        err.contains("resources.gpt-4.limits.rpm.capacity: is required"),
+        err.message
+            .contains("resources.gpt-4.limits.rpm.capacity: is required"),
         "{err}"
+    );
+    let diagnostic = lambda_runtime::Diagnostic::from(err);
+    assert_eq!(
+        diagnostic.error_type, "InvalidManifest",
+        "a stable errorType"
     );
 }
 
