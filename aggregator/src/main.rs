@@ -1,6 +1,5 @@
 //! The `aggregator` binary: the Lambda function, or `poll` against any endpoint.
 
-use aws_config::BehaviorVersion;
 use aws_config::SdkConfig;
 use aws_config::retry::RetryConfig;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -14,6 +13,7 @@ use zae_aggregator::poll::streams::DynamoStreams;
 use zae_aggregator::poll::{self, PollOptions};
 use zae_aggregator::settings::{self, Environment};
 use zae_aggregator::{lambda, write::Aggregator};
+use zae_runtime::aws::Timeouts;
 use zae_runtime::telemetry;
 use zae_table::sdk::DynamoStore;
 
@@ -74,7 +74,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let sdk = zae_runtime::aws::sdk_config(Timeouts::default()).await;
     // The aggregator retries table writes itself, with its own classification and deadline.
     let dynamodb = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&sdk)

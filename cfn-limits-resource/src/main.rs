@@ -5,18 +5,18 @@
 // than the default limit allows the compiler to lay out.
 #![recursion_limit = "256"]
 
-use aws_config::BehaviorVersion;
 use cfn_limits_resource::cloudformation::HttpResponder;
 use cfn_limits_resource::lambda::{self, Deps};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_norway::Value as Tree;
 use std::sync::Arc;
+use zae_runtime::aws::Timeouts;
 use zae_runtime::telemetry;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let sdk = zae_runtime::aws::sdk_config(Timeouts::default()).await;
     let deps = Arc::new(Deps {
         tables: aws_sdk_dynamodb::Client::new(&sdk),
         default_table: std::env::var("TABLE_NAME").ok().filter(|t| !t.is_empty()),

@@ -1,6 +1,8 @@
 //! What both Lambdas need from their runtime that is no part of the table
-//! model: JSON logs on stderr ([`telemetry`]) and the time left in an
-//! invocation ([`deadline`]).
+//! model: JSON logs on stderr ([`telemetry`]), the time left in an
+//! invocation ([`deadline`]), and SDK configuration whose every request is
+//! bounded in time ([`aws`]).
 
+pub mod aws;
 pub mod deadline;
 pub mod telemetry;

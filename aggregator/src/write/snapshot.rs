@@ -164,7 +164,15 @@ impl<S: Store> Aggregator<S> {
         deadline: Option<Instant>,
     ) -> Result<Done, StoreError> {
         let mut guard = Guard::Fresh;
-        for _ in 0..CONFLICT_ROUNDS {
+        for round in 0..CONFLICT_ROUNDS {
+            // A round after a conflict starts only while there is time for it.
+            if round > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(StoreError::Retryable {
+                    operation: "UpdateItem",
+                    key: format!("{} {}", update.key.pk(), update.key.sk()),
+                    message: "watermarks changed under the writer and the deadline came".into(),
+                });
+            }
             let totals = match &guard {
                 Guard::Fresh => update.totals_after(&BTreeMap::new()),
                 Guard::Exactly(marks) => update.totals_after(marks),

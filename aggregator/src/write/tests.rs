@@ -23,6 +23,8 @@ struct Faulty {
     /// Updates of this partition are refused as DynamoDB refuses an item
     /// over its size limit: a ValidationException, every time.
     reject_pk: Option<String>,
+    /// Every update finds its watermarks changed (another writer, always).
+    conflict_always: bool,
 }
 
 fn num(v: Option<&Attr>) -> i128 {
@@ -67,6 +69,12 @@ impl Store for Faulty {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if let Some(e) = self.fault(&update.pk, false) {
             return Err(e);
+        }
+        if self.conflict_always {
+            return Err(StoreError::ConditionFailed {
+                operation: "UpdateItem",
+                key: update.pk.clone(),
+            });
         }
         if self.reject_pk.as_deref() == Some(update.pk.as_str()) {
             return Err(StoreError::Rejected {
@@ -413,4 +421,41 @@ async fn every_detected_transition_is_published_at_processing_time() {
     let again = agg.process(&records(), "p", now_s + 60, None).await;
     assert_eq!(again.stats.audit_events_written, 0);
     assert_eq!(again.metrics.len(), 2);
+}
+
+#[tokio::test]
+async fn conflict_rounds_stop_at_the_deadline() {
+    let contended = || Faulty {
+        conflict_always: true,
+        ..Default::default()
+    };
+    let agg = Aggregator::new(
+        contended(),
+        Settings {
+            concurrency: 1,
+            ..settings()
+        },
+    );
+    let outcome = agg.process(&records(), "p", 0, None).await;
+    assert!(outcome.first_failure.is_some());
+    assert_eq!(
+        agg.store().calls.load(Ordering::SeqCst),
+        4 * 5,
+        "five rounds per item"
+    );
+
+    let agg = Aggregator::new(
+        contended(),
+        Settings {
+            concurrency: 1,
+            ..settings()
+        },
+    );
+    let outcome = agg.process(&records(), "p", 0, Some(Instant::now())).await;
+    assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
+    assert_eq!(
+        agg.store().calls.load(Ordering::SeqCst),
+        4,
+        "one round per item, none after the deadline"
+    );
 }

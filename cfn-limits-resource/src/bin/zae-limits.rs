@@ -2,7 +2,6 @@
 //! local work and CI. Endpoint and credentials come from the AWS
 //! environment (`AWS_ENDPOINT_URL_DYNAMODB` and friends).
 
-use aws_config::BehaviorVersion;
 use cfn_limits_resource::apply::state::namespace_id;
 use cfn_limits_resource::apply::{Caller, Provisioner};
 use cfn_limits_resource::manifest::Manifest;
@@ -11,6 +10,7 @@ use cfn_limits_resource::report;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use zae_runtime::aws::Timeouts;
 use zae_table::sdk::DynamoStore;
 use zae_table::store::Counted;
 
@@ -99,7 +99,7 @@ async fn run(command: Command) -> Result<bool, String> {
             (target, read_manifest(&target.file)?)
         }
     };
-    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let sdk = zae_runtime::aws::sdk_config(Timeouts::default()).await;
     let store = Counted::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&sdk),
         &target.table,
