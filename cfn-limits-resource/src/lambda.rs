@@ -58,6 +58,9 @@ impl From<Failure> for lambda_runtime::Diagnostic {
     }
 }
 
+/// The time to answer a request too malformed to be worked on.
+const ANSWER_BUDGET: Duration = Duration::from_secs(3);
+
 /// What every invocation shares.
 pub struct Deps<T, R> {
     pub tables: T,
@@ -148,7 +151,7 @@ pub async fn handle<T: Tables, R: Responder + 'static>(
         physical_id = %outcome.physical_id,
         "answering CloudFormation"
     );
-    cloudformation::answer(&deps.responder, &envelope, &outcome)
+    cloudformation::answer(&deps.responder, &envelope, &outcome, reserve(remaining))
         .await
         .map_err(|e| Failure::new("ResponseFailed", e))?;
     Ok(json!({ "Status": if outcome.success { "SUCCESS" } else { "FAILED" } }))
@@ -225,7 +228,7 @@ async fn answer_malformed<R: Responder>(
             &envelope,
             format!("malformed custom-resource request: {err}"),
         );
-        cloudformation::answer(responder, &envelope, &outcome)
+        cloudformation::answer(responder, &envelope, &outcome, ANSWER_BUDGET)
             .await
             .map_err(|e| Failure::new("ResponseFailed", e))?;
     }
