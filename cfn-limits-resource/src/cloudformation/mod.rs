@@ -278,7 +278,20 @@ pub async fn handle(
             "the Create this Delete rolls back wrote nothing",
         ));
     }
-    let Some(namespace) = namespace_id(store, envelope).await? else {
+    let namespace = match namespace_id(store, envelope).await {
+        // The table went first (its stack was deleted): nothing is left to remove.
+        Err(CfnError::Lookup {
+            source: StoreError::TableMissing { .. },
+            ..
+        }) if envelope.kind == "Delete" => {
+            return Ok(skipped(
+                envelope,
+                &format!("table '{table}' no longer exists"),
+            ));
+        }
+        other => other?,
+    };
+    let Some(namespace) = namespace else {
         let name = envelope
             .text("Namespace")
             .unwrap_or_else(|| "default".into());

@@ -216,18 +216,24 @@ async fn an_update_reaches_existing_buckets_before_success_is_answered() {
     );
 }
 
-/// A table whose every call hangs, or panics.
+/// A table whose every call hangs, panics, or finds no table.
 #[derive(Clone, Copy)]
 enum Broken {
     Hangs,
     Panics,
+    Missing,
 }
 
 impl Broken {
-    async fn fail<T>(self) -> T {
+    async fn fail<T>(self) -> Result<T, StoreError> {
         match self {
             Broken::Hangs => std::future::pending().await,
             Broken::Panics => panic!("the store broke"),
+            Broken::Missing => Err(StoreError::TableMissing {
+                operation: "GetItem",
+                key: "k".into(),
+                message: "ResourceNotFoundException: injected".into(),
+            }),
         }
     }
 }
@@ -473,4 +479,29 @@ async fn a_misspelt_section_fails_a_create_or_an_update_that_introduces_it() {
     update["OldResourceProperties"] = update["ResourceProperties"].clone();
     let accepted = send(&deps, update, MINUTE).await;
     assert_eq!(accepted["Status"], "SUCCESS", "{accepted}");
+}
+
+#[tokio::test]
+async fn a_delete_whose_table_is_gone_succeeds_and_a_create_fails() {
+    let deleted = send(
+        &deps(Broken::Missing),
+        request("Delete", "r1", Some(PHYSICAL), STACK, "10"),
+        MINUTE,
+    )
+    .await;
+    assert_eq!(deleted["Status"], "SUCCESS", "{deleted}");
+    assert!(
+        deleted["Reason"]
+            .as_str()
+            .unwrap()
+            .contains("no longer exists"),
+        "{deleted}"
+    );
+    let created = send(
+        &deps(Broken::Missing),
+        request("Create", "r2", None, STACK, "10"),
+        MINUTE,
+    )
+    .await;
+    assert_eq!(created["Status"], "FAILED", "{created}");
 }

@@ -75,6 +75,13 @@ where
             if code == "ConditionalCheckFailedException" {
                 return StoreError::ConditionFailed { operation, key };
             }
+            if code == "ResourceNotFoundException" {
+                return StoreError::TableMissing {
+                    operation,
+                    key,
+                    message,
+                };
+            }
             if code == "ValidationException" {
                 return StoreError::Rejected {
                     operation,

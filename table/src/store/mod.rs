@@ -41,6 +41,13 @@ pub enum StoreError {
         key: String,
         message: String,
     },
+    /// The table (or the index) does not exist (`ResourceNotFoundException`).
+    #[error("{operation} on {key}: the table does not exist ({message})")]
+    TableMissing {
+        operation: &'static str,
+        key: String,
+        message: String,
+    },
     #[error("{operation} on {key}: {message}")]
     Fatal {
         operation: &'static str,
