@@ -2,7 +2,6 @@
 
 use crate::metrics::MetricSink;
 use crate::write::Aggregator;
-use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -17,6 +16,34 @@ pub struct StreamEvent {
     pub records: Vec<Box<RawValue>>,
 }
 
+/// The answer: the event source mapping reads `batchItemFailures` (and
+/// ignores the rest); `statusCode` and `body` are what the 0.17.0 function
+/// returns, for whoever invokes it directly.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Response {
+    #[serde(rename = "batchItemFailures")]
+    pub batch_item_failures: Vec<ItemFailure>,
+    #[serde(rename = "statusCode")]
+    pub status_code: u16,
+    pub body: Body,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ItemFailure {
+    #[serde(rename = "itemIdentifier")]
+    pub item_identifier: String,
+}
+
+/// The reference's counts.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Body {
+    pub processed: usize,
+    pub snapshots_updated: usize,
+    pub refills_written: usize,
+    pub events_archived: usize,
+    pub errors: Vec<String>,
+}
+
 /// Retrying stops this long before the function's deadline, leaving time to
 /// answer with the failures.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
@@ -25,7 +52,7 @@ pub async fn handle<S: Store, M: MetricSink>(
     aggregator: &Aggregator<S>,
     sink: &M,
     event: LambdaEvent<StreamEvent>,
-) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
+) -> Result<Response, lambda_runtime::Error> {
     let now_ms = chrono::Utc::now().timestamp_millis();
     let remaining = zae_runtime::deadline::remaining(event.context.deadline);
     let deadline = Instant::now() + remaining.saturating_sub(DEADLINE_MARGIN);
@@ -41,18 +68,83 @@ pub async fn handle<S: Store, M: MetricSink>(
         tracing::error!(error = %e, "publishing metrics failed");
     }
     tracing::info!(stats = ?outcome.stats, first_failure = ?outcome.first_failure.as_ref().map(|s| s.as_stream().to_owned()), "batch processed");
-    let mut response = DynamoDbEventResponse::default();
-    if let Some(failed) = outcome.first_failure {
-        let mut failure = DynamoDbBatchItemFailure::default();
-        failure.item_identifier = Some(failed.as_stream().to_owned());
-        response.batch_item_failures.push(failure);
-    }
-    Ok(response)
+    Ok(Response {
+        batch_item_failures: outcome
+            .first_failure
+            .iter()
+            .map(|failed| ItemFailure {
+                item_identifier: failed.as_stream().to_owned(),
+            })
+            .collect(),
+        status_code: 200,
+        body: Body {
+            processed: texts.len(),
+            snapshots_updated: outcome.stats.snapshot_writes,
+            refills_written: 0,
+            events_archived: 0,
+            errors: outcome.errors,
+        },
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::write::{RetryPolicy, Settings};
+    use zae_table::Window;
+    use zae_test_support::memory::MemoryStore;
+
+    /// Discards what it is given.
+    struct NoMetrics;
+
+    impl MetricSink for NoMetrics {
+        async fn publish(
+            &self,
+            _: &[crate::metrics::MetricEvent],
+        ) -> Result<(), crate::metrics::MetricsError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_answer_carries_the_failures_for_the_mapping_and_the_references_counts() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/lambda_event_sample.json"
+        ))
+        .unwrap();
+        let payload: StreamEvent = serde_json::from_str(&text).unwrap();
+        let records = payload.records.len();
+        let settings = Settings {
+            windows: vec![Window::Hourly],
+            snapshot_ttl_days: 90,
+            concurrency: 4,
+            retry: RetryPolicy::default(),
+        };
+        let aggregator = Aggregator::new(MemoryStore::new(), settings);
+        let event = LambdaEvent::new(payload, lambda_runtime::Context::default());
+        let answer = handle(&aggregator, &NoMetrics, event).await.unwrap();
+        let json = serde_json::to_value(&answer).unwrap();
+        assert_eq!(json["batchItemFailures"], serde_json::json!([]));
+        assert_eq!(json["statusCode"], 200);
+        assert_eq!(json["body"]["processed"], records);
+        assert!(
+            json["body"]["snapshots_updated"].as_u64() > Some(0),
+            "{json}"
+        );
+
+        // The shape the event source mapping reads when a record must be redelivered.
+        let failed = Response {
+            batch_item_failures: vec![ItemFailure {
+                item_identifier: "1100000000017454423835".into(),
+            }],
+            ..answer
+        };
+        assert_eq!(
+            serde_json::to_value(&failed).unwrap()["batchItemFailures"],
+            serde_json::json!([{"itemIdentifier": "1100000000017454423835"}])
+        );
+    }
 
     /// `aws_lambda_events` (1.2.1 here) reads `.653` s as `.000653` s. The
     /// aggregator therefore parses records itself; this test notices the day

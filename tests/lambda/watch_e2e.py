@@ -176,7 +176,8 @@ def main() -> None:
         driven = harness("client.py", "drive", "--table", table, "--requests", "12")
         batch = stream_batch(table)
         answer = invoke(port, "aggregator", batch)
-        check(answer == {"batchItemFailures": []}, f"aggregator answered {answer} for {len(batch['Records'])} records")
+        check(answer.get("batchItemFailures") == [] and answer.get("statusCode") == 200,
+              f"aggregator answered {answer} for {len(batch['Records'])} records")
         read = harness("client.py", "read", "--table", table)
         for entity, consumed in driven["consumed"].items():
             hourly = [s for s in read["entities"][entity]["snapshots"] if s["window"] == "hourly"]
