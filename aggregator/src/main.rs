@@ -74,6 +74,9 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    for warning in &environment.warnings {
+        tracing::warn!("{warning}");
+    }
     let sdk = zae_runtime::aws::sdk_config(Timeouts::default()).await;
     // The aggregator retries table writes itself, with its own classification and deadline.
     let dynamodb = aws_sdk_dynamodb::Client::from_conf(

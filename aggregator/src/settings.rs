@@ -24,6 +24,8 @@ pub struct Environment {
     pub table_name: String,
     pub metric_namespace: String,
     pub settings: Settings,
+    /// Values adjusted rather than refused, to be logged at start-up.
+    pub warnings: Vec<String>,
 }
 
 /// Reads a variable through `lookup`, so tests need not touch the process environment.
@@ -59,7 +61,18 @@ pub fn from_lookup(
                 }),
             },
         };
-    let snapshot_ttl_days = int("SNAPSHOT_TTL_DAYS", 90, 1..=36_500)?;
+    let mut snapshot_ttl_days = int("SNAPSHOT_TTL_DAYS", 90, 1..=36_500)?;
+    let mut warnings = Vec::new();
+    // Never refused: an in-place upgrade must not stop the stream.
+    let needed = windows.iter().map(|w| w.longest_days()).max().unwrap_or(1);
+    if snapshot_ttl_days < needed {
+        warnings.push(format!(
+            "SNAPSHOT_TTL_DAYS={snapshot_ttl_days} is shorter than the longest window in \
+             SNAPSHOT_WINDOWS={windows_text:?}; raised to {needed} days so no snapshot expires \
+             while its window still counts"
+        ));
+        snapshot_ttl_days = needed;
+    }
     let concurrency = int("WRITE_CONCURRENCY", 16, 1..=256)? as usize;
     let max_attempts = int("WRITE_MAX_ATTEMPTS", 8, 1..=20)? as u32;
     let metric_namespace = lookup("METRICS_NAMESPACE")
@@ -74,6 +87,7 @@ pub fn from_lookup(
         });
     }
     Ok(Environment {
+        warnings,
         table_name,
         metric_namespace,
         settings: Settings {
@@ -143,5 +157,27 @@ mod tests {
             config(&[]),
             Err(SettingsError::Missing("TABLE_NAME"))
         ));
+    }
+
+    #[test]
+    fn a_ttl_shorter_than_the_longest_window_is_raised_with_a_warning() {
+        let c = config(&[
+            ("TABLE_NAME", "t"),
+            ("SNAPSHOT_WINDOWS", "hourly,monthly"),
+            ("SNAPSHOT_TTL_DAYS", "7"),
+        ])
+        .unwrap();
+        assert_eq!(c.settings.snapshot_ttl_days, 31);
+        assert_eq!(c.warnings.len(), 1);
+        assert!(
+            c.warnings[0].contains("SNAPSHOT_TTL_DAYS=7"),
+            "{:?}",
+            c.warnings
+        );
+        let daily = config(&[("TABLE_NAME", "t"), ("SNAPSHOT_TTL_DAYS", "1")]).unwrap();
+        assert_eq!(
+            (daily.settings.snapshot_ttl_days, daily.warnings.len()),
+            (1, 0)
+        );
     }
 }

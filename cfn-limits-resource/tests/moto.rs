@@ -1157,6 +1157,20 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
         "{still}"
     );
 
+    // The CLI still works on a stack's namespace, and says whose it is.
+    let owned = write_manifest(
+        "owned.yaml",
+        "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 50}}}}\n",
+    );
+    let planned = zae_limits(&["plan", "-f", owned.to_str().unwrap(), "-t", &table]);
+    ok(&planned);
+    let warning = String::from_utf8_lossy(&planned.stderr);
+    assert!(
+        warning.contains("is managed by the custom resource arn:aws:cloudformation")
+            && warning.contains("|TenantLimits"),
+        "{warning}"
+    );
+
     // A bucket on the soft default: over the limit, and still admitted.
     let soft = acquire(&table, "user-1", &["tpm=80"], 2);
     assert_eq!(

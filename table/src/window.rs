@@ -33,6 +33,15 @@ impl Window {
         }
     }
 
+    /// The longest a window lasts, in whole days: a snapshot TTL shorter
+    /// than this lets an item expire while its window is still counting.
+    pub fn longest_days(self) -> i64 {
+        match self {
+            Window::Hourly | Window::Daily => 1,
+            Window::Monthly => 31,
+        }
+    }
+
     /// The start, in epoch milliseconds, of the window holding `at_ms` (UTC).
     /// Cheap and allocation-free, so records can be grouped by it.
     pub fn start(self, at_ms: i64) -> Result<i64, WindowError> {

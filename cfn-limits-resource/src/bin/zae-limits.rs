@@ -121,33 +121,34 @@ async fn run(command: Command) -> Result<bool, String> {
         store: &store,
         namespace: &namespace,
     };
+    let state = provisioner.read_state().await.map_err(|e| e.to_string())?;
+    if let Some(owner) = &state.owner {
+        eprintln!(
+            "warning: namespace {namespace} is managed by the custom resource {owner}; \
+             changes made here are undone by that stack's next update"
+        );
+    }
+    let full = matches!(command, Command::Apply { full: true, .. });
+    let plan = provisioner
+        .plan_from(state, &manifest, full)
+        .await
+        .map_err(|e| e.to_string())?;
     let (report, text) = match &command {
         Command::Plan { quiet, .. } => {
-            let report = provisioner
-                .plan(&manifest, false)
-                .await
-                .map_err(|e| e.to_string())?
-                .report();
+            let report = plan.report();
             let text = report::render_plan(&report, *quiet);
             (report, text)
         }
         Command::Diff { .. } => {
-            let report = provisioner
-                .plan(&manifest, false)
-                .await
-                .map_err(|e| e.to_string())?
-                .report();
+            let report = plan.report();
             let text = report::render_diff(&report);
             (report, text)
         }
         Command::Apply {
-            full,
-            quiet,
-            principal,
-            ..
+            quiet, principal, ..
         } => {
             let report = provisioner
-                .apply(&manifest, *full, &Caller::local(principal))
+                .apply_plan(&manifest, plan, &Caller::local(principal))
                 .await
                 .map_err(|e| e.to_string())?;
             let text = report::render_apply(&report, *quiet);
