@@ -1,8 +1,9 @@
 //! Test-only code that both crates' tests share: the in-memory twin of the
-//! table ([`memory`]), the end-to-end harness (the test venv's Python, one
+//! table ([`memory`]) and faults injected around it ([`faults`]), the end-to-end harness (the test venv's Python, one
 //! moto server per test run, unique table names) and the EMF validator. A
 //! dev-dependency only; nothing shipped links it.
 
 pub mod emf;
+pub mod faults;
 pub mod harness;
 pub mod memory;

@@ -7,14 +7,14 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use zae_table::store::{Condition, Query, Returns, StoreError, TxWrite, Update};
-use zae_table::{Attr, Item};
+use zae_table::Attr;
+use zae_table::store::StoreError;
+use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
 
-/// The in-memory table, with injected failures of its UpdateItem calls.
+/// Injected failures of the UpdateItem calls.
 #[derive(Default)]
-struct Faulty {
-    table: MemoryStore,
+struct UpdateFaults {
     calls: AtomicUsize,
     /// Updates (1-based) that fail: before applying (throttled) or after (5xx).
     fail_before: Vec<usize>,
@@ -27,6 +27,55 @@ struct Faulty {
     conflict_always: bool,
 }
 
+fn retryable(key: &str) -> StoreError {
+    StoreError::Retryable {
+        operation: "UpdateItem",
+        key: key.into(),
+        message: "injected".into(),
+    }
+}
+
+impl Faults for UpdateFaults {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let Call::Update(update) = call else {
+            return None;
+        };
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.fail_before.contains(&n) || self.fail_all_writes {
+            return Some(retryable(&update.pk));
+        }
+        if self.conflict_always {
+            return Some(StoreError::ConditionFailed {
+                operation: "UpdateItem",
+                key: update.pk.clone(),
+            });
+        }
+        (self.reject_pk.as_deref() == Some(update.pk.as_str())).then(|| StoreError::Rejected {
+            operation: "UpdateItem",
+            key: update.pk.clone(),
+            message: "ValidationException: Item size has exceeded the maximum allowed size".into(),
+        })
+    }
+
+    fn after(&self, call: &Call<'_>) -> Option<StoreError> {
+        let Call::Update(update) = call else {
+            return None;
+        };
+        let n = self.calls.load(Ordering::SeqCst);
+        self.fail_after.contains(&n).then(|| retryable(&update.pk))
+    }
+}
+
+/// The in-memory table, with injected failures of its UpdateItem calls.
+type Faulty = Injected<MemoryStore, UpdateFaults>;
+
+fn faulty(faults: UpdateFaults) -> Faulty {
+    Injected {
+        inner: MemoryStore::new(),
+        faults,
+    }
+}
+
 fn num(v: Option<&Attr>) -> i128 {
     match v {
         Some(Attr::N(n)) => n.parse().unwrap(),
@@ -34,76 +83,8 @@ fn num(v: Option<&Attr>) -> i128 {
     }
 }
 
-impl Faulty {
-    fn fault(&self, key: &str, applied: bool) -> Option<StoreError> {
-        let n = self.calls.load(Ordering::SeqCst);
-        let hit = if applied {
-            self.fail_after.contains(&n)
-        } else {
-            self.fail_before.contains(&n) || self.fail_all_writes
-        };
-        hit.then(|| StoreError::Retryable {
-            operation: "UpdateItem",
-            key: key.into(),
-            message: "injected".into(),
-        })
-    }
-
-    fn snapshot(&self, pk: &str, sk: &str) -> BTreeMap<String, Attr> {
-        self.table.item(pk, sk).unwrap_or_default()
-    }
-}
-
-impl Store for Faulty {
-    async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
-        self.table.get(pk, sk, consistent).await
-    }
-    async fn put(
-        &self,
-        item: &Item,
-        condition: Option<&Condition>,
-    ) -> Result<Option<Item>, StoreError> {
-        self.table.put(item, condition).await
-    }
-    async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        if let Some(e) = self.fault(&update.pk, false) {
-            return Err(e);
-        }
-        if self.conflict_always {
-            return Err(StoreError::ConditionFailed {
-                operation: "UpdateItem",
-                key: update.pk.clone(),
-            });
-        }
-        if self.reject_pk.as_deref() == Some(update.pk.as_str()) {
-            return Err(StoreError::Rejected {
-                operation: "UpdateItem",
-                key: update.pk.clone(),
-                message: "ValidationException: Item size has exceeded the maximum allowed size"
-                    .into(),
-            });
-        }
-        let written = self.table.update(update, returns).await?;
-        match self.fault(&update.pk, true) {
-            Some(e) => Err(e),
-            None => Ok(written),
-        }
-    }
-    async fn delete(
-        &self,
-        pk: &str,
-        sk: &str,
-        condition: Option<&Condition>,
-    ) -> Result<Option<Item>, StoreError> {
-        self.table.delete(pk, sk, condition).await
-    }
-    async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
-        self.table.query(query).await
-    }
-    async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
-        self.table.transact(writes).await
-    }
+fn snapshot(table: &Faulty, pk: &str, sk: &str) -> BTreeMap<String, Attr> {
+    table.inner.item(pk, sk).unwrap_or_default()
 }
 
 fn settings() -> Settings {
@@ -154,7 +135,8 @@ fn records_of(entities: &[&str], limits: &[&str]) -> Vec<String> {
 }
 
 fn usage(table: &Faulty, entity: &str) -> (i128, i128, i128) {
-    let item = table.snapshot(
+    let item = snapshot(
+        table,
         &format!("ns/ENTITY#{entity}"),
         "#USAGE#r#2026-11-29T16:00:00Z",
     );
@@ -167,7 +149,7 @@ fn usage(table: &Faulty, entity: &str) -> (i128, i128, i128) {
 
 #[tokio::test]
 async fn a_batch_delivered_twice_changes_no_total_and_writes_no_second_event() {
-    let agg = Aggregator::new(Faulty::default(), settings());
+    let agg = Aggregator::new(faulty(UpdateFaults::default()), settings());
     let first = agg.process(&records(), "p", 0, None).await;
     assert!(first.first_failure.is_none());
     assert_eq!(first.stats.snapshot_writes, 4);
@@ -192,11 +174,11 @@ async fn a_batch_delivered_twice_changes_no_total_and_writes_no_second_event() {
 
 #[tokio::test]
 async fn a_failed_item_is_reported_from_its_earliest_record_and_the_redelivery_is_exact() {
-    let table = Faulty {
+    let table = faulty(UpdateFaults {
         fail_all_writes: false,
         fail_before: vec![1, 2, 3],
         ..Default::default()
-    };
+    });
     let agg = Aggregator::new(
         table,
         Settings {
@@ -223,10 +205,10 @@ async fn a_failed_item_is_reported_from_its_earliest_record_and_the_redelivery_i
 
 #[tokio::test]
 async fn a_write_that_succeeded_but_reported_a_5xx_is_not_applied_twice() {
-    let table = Faulty {
+    let table = faulty(UpdateFaults {
         fail_after: vec![1, 4],
         ..Default::default()
-    };
+    });
     let agg = Aggregator::new(
         table,
         Settings {
@@ -242,10 +224,10 @@ async fn a_write_that_succeeded_but_reported_a_5xx_is_not_applied_twice() {
 
 #[tokio::test]
 async fn retrying_stops_at_the_deadline() {
-    let table = Faulty {
+    let table = faulty(UpdateFaults {
         fail_all_writes: true,
         ..Default::default()
-    };
+    });
     let agg = Aggregator::new(
         table,
         Settings {
@@ -259,7 +241,7 @@ async fn retrying_stops_at_the_deadline() {
     let outcome = agg.process(&records(), "p", 0, Some(Instant::now())).await;
     assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
     assert_eq!(
-        agg.store().calls.load(Ordering::SeqCst),
+        agg.store().faults.calls.load(Ordering::SeqCst),
         4,
         "one attempt per item, none after the deadline"
     );
@@ -267,7 +249,7 @@ async fn retrying_stops_at_the_deadline() {
 
 #[tokio::test]
 async fn skipped_records_are_counted_in_a_metric() {
-    let agg = Aggregator::new(Faulty::default(), settings());
+    let agg = Aggregator::new(faulty(UpdateFaults::default()), settings());
     let mut batch = records();
     batch.insert(3, "{\"eventName\":\"MODIFY\"}".into());
     let outcome = agg.process(&batch, "p", 7, None).await;
@@ -281,7 +263,7 @@ async fn skipped_records_are_counted_in_a_metric() {
 
 #[tokio::test]
 async fn a_limit_named_like_a_snapshot_attribute_loses_only_its_counter() {
-    let agg = Aggregator::new(Faulty::default(), settings());
+    let agg = Aggregator::new(faulty(UpdateFaults::default()), settings());
     let outcome = agg
         .process(&records_of(&["a"], &["window", "tpm"]), "p", 7, None)
         .await;
@@ -291,9 +273,7 @@ async fn a_limit_named_like_a_snapshot_attribute_loses_only_its_counter() {
         (6, 4, 12),
         "tpm is counted, both limits are events"
     );
-    let item = agg
-        .store()
-        .snapshot("ns/ENTITY#a", "#USAGE#r#2026-11-29T16:00:00Z");
+    let item = snapshot(agg.store(), "ns/ENTITY#a", "#USAGE#r#2026-11-29T16:00:00Z");
     assert_eq!(
         item["window"],
         Attr::s("hourly"),
@@ -326,10 +306,10 @@ async fn a_limit_named_like_a_snapshot_attribute_loses_only_its_counter() {
 
 #[tokio::test]
 async fn a_snapshot_item_dynamodb_rejects_is_skipped_and_the_rest_are_written() {
-    let table = Faulty {
+    let table = faulty(UpdateFaults {
         reject_pk: Some("ns/ENTITY#b".into()),
         ..Default::default()
-    };
+    });
     let agg = Aggregator::new(table, settings());
     let outcome = agg.process(&records(), "p", 7, None).await;
     assert!(
@@ -365,14 +345,11 @@ fn shard_record(shard: u32, sequence: u64, k: i64) -> String {
 
 #[tokio::test]
 async fn two_readers_interleaved_over_a_sharded_bucket_never_count_a_record_twice() {
-    let agg = Aggregator::new(Faulty::default(), settings());
+    let agg = Aggregator::new(faulty(UpdateFaults::default()), settings());
     let s0 = |k: i64| shard_record(0, 1000 + k as u64, k);
     let s1 = |k: i64| shard_record(1, 2000 + k as u64, k);
     let rpm = |agg: &Aggregator<Faulty>| {
-        num(agg
-            .store()
-            .snapshot("ns/ENTITY#a", "#USAGE#r#2026-11-29T16:00:00Z")
-            .get("rpm"))
+        num(snapshot(agg.store(), "ns/ENTITY#a", "#USAGE#r#2026-11-29T16:00:00Z").get("rpm"))
     };
     // Reader A gets both shards up to their 3rd record.
     let a = [s0(1), s0(2), s0(3), s1(1), s1(2), s1(3)];
@@ -390,7 +367,7 @@ async fn two_readers_interleaved_over_a_sharded_bucket_never_count_a_record_twic
 
 #[tokio::test]
 async fn every_detected_transition_is_published_at_processing_time() {
-    let agg = Aggregator::new(Faulty::default(), settings());
+    let agg = Aggregator::new(faulty(UpdateFaults::default()), settings());
     let now_s = 1_795_999_999;
     let outcome = agg.process(&records(), "p", now_s, None).await;
     let times: Vec<(i64, i64)> = outcome
@@ -425,9 +402,11 @@ async fn every_detected_transition_is_published_at_processing_time() {
 
 #[tokio::test]
 async fn conflict_rounds_stop_at_the_deadline() {
-    let contended = || Faulty {
-        conflict_always: true,
-        ..Default::default()
+    let contended = || {
+        faulty(UpdateFaults {
+            conflict_always: true,
+            ..Default::default()
+        })
     };
     let agg = Aggregator::new(
         contended(),
@@ -439,7 +418,7 @@ async fn conflict_rounds_stop_at_the_deadline() {
     let outcome = agg.process(&records(), "p", 0, None).await;
     assert!(outcome.first_failure.is_some());
     assert_eq!(
-        agg.store().calls.load(Ordering::SeqCst),
+        agg.store().faults.calls.load(Ordering::SeqCst),
         4 * 5,
         "five rounds per item"
     );
@@ -454,7 +433,7 @@ async fn conflict_rounds_stop_at_the_deadline() {
     let outcome = agg.process(&records(), "p", 0, Some(Instant::now())).await;
     assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
     assert_eq!(
-        agg.store().calls.load(Ordering::SeqCst),
+        agg.store().faults.calls.load(Ordering::SeqCst),
         4,
         "one round per item, none after the deadline"
     );

@@ -5,8 +5,9 @@
 use super::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use zae_table::store::{Condition, Counted, Query, Returns, TxWrite, Update};
+use zae_table::store::{Counted, Returns, Update};
 use zae_table::{Attr, Item, keys};
+use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
 
 pub(crate) const NS: &str = "ns1";
@@ -280,63 +281,39 @@ async fn the_version_gate_refuses_before_any_write() {
     assert_eq!(store.items(), before, "nothing written");
 }
 
-/// The table, with its first transactions cancelled by a concurrent one.
-struct Contended {
-    table: Arc<MemoryStore>,
-    cancel: AtomicUsize,
-}
+/// Cancels the first transactions, as a concurrent one would. DynamoDB answers
+/// TransactionCanceledException [TransactionConflict]; moto shows no
+/// transaction conflicts, so it is injected here.
+struct CancelFirst(AtomicUsize);
 
-impl Store for Contended {
-    async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
-        self.table.get(pk, sk, consistent).await
-    }
-    async fn put(
-        &self,
-        item: &Item,
-        condition: Option<&Condition>,
-    ) -> Result<Option<Item>, StoreError> {
-        self.table.put(item, condition).await
-    }
-    async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
-        self.table.update(update, returns).await
-    }
-    async fn delete(
-        &self,
-        pk: &str,
-        sk: &str,
-        condition: Option<&Condition>,
-    ) -> Result<Option<Item>, StoreError> {
-        self.table.delete(pk, sk, condition).await
-    }
-    async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
-        self.table.query(query).await
-    }
-    async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
-        // DynamoDB answers TransactionCanceledException [TransactionConflict];
-        // moto shows no transaction conflicts, so it is injected here.
-        if self.cancel.load(Ordering::SeqCst) > 0 {
-            self.cancel.fetch_sub(1, Ordering::SeqCst);
-            return Err(StoreError::Retryable {
+impl Faults for CancelFirst {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let Call::Transact(_) = call else {
+            return None;
+        };
+        let left = self.0.load(Ordering::SeqCst);
+        (left > 0).then(|| {
+            self.0.store(left - 1, Ordering::SeqCst);
+            StoreError::Retryable {
                 operation: "TransactWriteItems",
                 key: "injected".into(),
                 message: "TransactionCanceledException [TransactionConflict]".into(),
-            });
-        }
-        self.table.transact(writes).await
+            }
+        })
     }
 }
 
 #[tokio::test]
 async fn a_registry_transaction_cancelled_by_a_concurrent_one_is_retried() {
-    let store = Contended {
-        table: seeded(),
-        cancel: AtomicUsize::new(2),
+    let store = Injected {
+        inner: seeded(),
+        faults: CancelFirst(AtomicUsize::new(2)),
     };
     let report = apply(&store, TENANT).await;
     assert_eq!(report.errors, Some(vec![]));
     assert_eq!(report.created, Some(3));
     let counts = store
-        .table
+        .inner
         .item(&keys::pk_system(NS), keys::SK_ENTITY_CONFIG_RESOURCES)
         .unwrap();
     assert_eq!(counts["gpt-4"], Attr::n(1));

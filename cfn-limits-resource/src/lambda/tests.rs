@@ -9,6 +9,7 @@ use serde_json::Value;
 use std::sync::Mutex;
 use zae_table::store::{Condition, Query, Returns, StoreError, TxWrite, Update};
 use zae_table::{Attr, Item, keys};
+use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
 
 /// Every table name opens the same store.
@@ -370,52 +371,31 @@ fn the_reserve_leaves_room_to_answer() {
     assert_eq!(reserve(Duration::from_secs(3)), Duration::from_millis(750));
 }
 
-/// The table, except that writes of resource config items are denied.
-#[derive(Clone)]
-struct DeniesResourceConfig(Memory);
+/// Denies writes of resource config items.
+#[derive(Clone, Copy)]
+struct DeniesResourceConfig;
 
-impl Store for DeniesResourceConfig {
-    async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
-        self.0.get(pk, sk, consistent).await
-    }
-    async fn put(
-        &self,
-        item: &Item,
-        condition: Option<&Condition>,
-    ) -> Result<Option<Item>, StoreError> {
+impl Faults for DeniesResourceConfig {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let Call::Put(item) = call else {
+            return None;
+        };
         let pk = item.get("PK").and_then(Attr::as_s).unwrap_or_default();
-        if pk.contains("/RESOURCE#") {
-            return Err(StoreError::Fatal {
-                operation: "PutItem",
-                key: pk.to_owned(),
-                message: "AccessDeniedException: injected".into(),
-            });
-        }
-        self.0.put(item, condition).await
-    }
-    async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
-        self.0.update(update, returns).await
-    }
-    async fn delete(
-        &self,
-        pk: &str,
-        sk: &str,
-        condition: Option<&Condition>,
-    ) -> Result<Option<Item>, StoreError> {
-        self.0.delete(pk, sk, condition).await
-    }
-    async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
-        self.0.query(query).await
-    }
-    async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
-        self.0.transact(writes).await
+        pk.contains("/RESOURCE#").then(|| StoreError::Fatal {
+            operation: "PutItem",
+            key: pk.to_owned(),
+            message: "AccessDeniedException: injected".into(),
+        })
     }
 }
 
 #[tokio::test]
 async fn a_change_whose_config_writes_failed_is_answered_failed() {
     let store = seeded();
-    let deps = deps(DeniesResourceConfig(store.clone()));
+    let deps = deps(Injected {
+        inner: store.clone(),
+        faults: DeniesResourceConfig,
+    });
     let answer = send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
     assert_eq!(answer["Status"], "FAILED", "{answer}");
     let reason = answer["Reason"].as_str().unwrap();
