@@ -43,7 +43,31 @@ impl ManagedSet {
         }
         levels
     }
+
+    /// Every level either set manages, in the record's sorted layout.
+    pub fn union(&self, other: &ManagedSet) -> ManagedSet {
+        let sorted = |a: &[String], b: &[String]| -> Vec<String> {
+            let set: std::collections::BTreeSet<&String> = a.iter().chain(b).collect();
+            set.into_iter().cloned().collect()
+        };
+        let mut entities: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (entity, resources) in self.entities.iter().chain(&other.entities) {
+            let merged = sorted(
+                entities.get(entity).map_or(&[][..], Vec::as_slice),
+                resources,
+            );
+            entities.insert(entity.clone(), merged);
+        }
+        ManagedSet {
+            system: self.system || other.system,
+            resources: sorted(&self.resources, &other.resources),
+            entities: entities.into_iter().collect(),
+        }
+    }
 }
+
+/// The record attribute naming the owning custom resource.
+pub const CFN_OWNER: &str = "cfn_owner";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct State {
@@ -101,10 +125,7 @@ impl State {
                 resources: strings(item.get("managed_resources")),
                 entities,
             },
-            owner: item
-                .get("cfn_owner")
-                .and_then(Attr::as_s)
-                .map(str::to_owned),
+            owner: item.get(CFN_OWNER).and_then(Attr::as_s).map(str::to_owned),
             cascade_pending,
             applied_hash: item
                 .get("applied_hash")
@@ -141,7 +162,7 @@ impl State {
             ("applied_hash".to_owned(), Attr::s(applied_hash)),
         ]);
         if let Some(owner) = &self.owner {
-            item.insert("cfn_owner".into(), Attr::s(owner));
+            item.insert(CFN_OWNER.into(), Attr::s(owner));
         }
         item
     }
@@ -306,5 +327,35 @@ mod tests {
         };
         assert!(pending.claimable(10) && pending.interrupted_full(10));
         assert!(!pending.claimable(5));
+    }
+
+    #[test]
+    fn managed_sets_unite_level_by_level() {
+        let a = ManagedSet {
+            system: false,
+            resources: vec!["b".into()],
+            entities: vec![("u1".into(), vec!["r".into()])],
+        };
+        let b = ManagedSet {
+            system: true,
+            resources: vec!["a".into(), "b".into()],
+            entities: vec![
+                ("u1".into(), vec!["_default_".into()]),
+                ("u2".into(), vec!["r".into()]),
+            ],
+        };
+        let union = a.union(&b);
+        assert!(union.system);
+        assert_eq!(union.resources, ["a", "b"]);
+        assert_eq!(
+            union.entities,
+            vec![
+                (
+                    "u1".to_owned(),
+                    vec!["_default_".to_owned(), "r".to_owned()]
+                ),
+                ("u2".to_owned(), vec!["r".to_owned()])
+            ]
+        );
     }
 }

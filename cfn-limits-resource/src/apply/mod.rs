@@ -56,6 +56,11 @@ pub enum ApplyError {
          The fan-outs owed so far are recorded as pending and the next apply finishes them"
     )]
     OutOfTime { done: usize, total: usize },
+    #[error(
+        "namespace {namespace} is managed by another custom resource (it claimed the namespace \
+         while this request ran); nothing was written"
+    )]
+    Owned { namespace: String },
 }
 
 fn store_err(context: impl Into<String>) -> impl FnOnce(StoreError) -> ApplyError {
@@ -170,6 +175,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
         let declared = manifest.declared();
         let decls: Vec<&LevelDecl> = declared.iter().map(|(_, d)| *d).collect();
         gate::check(self.store, &decls).await?;
+        let intent = self.record_intent(manifest, &plan.state, caller).await?;
         let mut run = self.claim(&plan, caller).await?;
         let mut written = self
             .write_config(&plan, &declared, caller, &mut run)
@@ -182,7 +188,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
             .await;
         let finished = self.fan_out(&run, &written, caller, &mut errors).await;
         let pending = self.release(&run, &plan, finished).await;
-        self.record_state(manifest, &plan.state, caller).await?;
+        self.record_state(manifest, &intent, caller).await?;
         Ok(Report {
             status: "applied",
             changes: plan.lines(),

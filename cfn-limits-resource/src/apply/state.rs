@@ -4,10 +4,12 @@
 
 use super::{ApplyError, Caller, Ownership, Provisioner, store_err};
 use crate::manifest::Manifest;
+use std::collections::BTreeMap;
+use zae_table::Attr;
 use zae_table::keys;
-use zae_table::provisioner::State;
+use zae_table::provisioner::{CFN_OWNER, State};
 use zae_table::registry;
-use zae_table::store::{Store, StoreError};
+use zae_table::store::{Condition, Store, StoreError};
 
 /// The id of a namespace name, from the client's registry (`_/SYSTEM#`,
 /// `#NAMESPACE#<name>`); `None` when the name is not registered.
@@ -28,11 +30,42 @@ pub fn iso_now() -> String {
         .to_string()
 }
 
+/// The owner a record names once `caller` has applied.
+fn owner_after(caller: &Caller, before: &State) -> Option<String> {
+    match &caller.ownership {
+        Ownership::Keep => before.owner.clone(),
+        Ownership::Claim(owner) => Some(owner.clone()),
+        Ownership::Release => None,
+    }
+}
+
 impl<S: Store> Provisioner<'_, S> {
+    /// Before the first config write: the record names every level this
+    /// apply may leave written (the old managed set and the new one) and the
+    /// owner it claims, so a run that dies midway leaves nothing enforced that
+    /// nobody owns. Returns the record as it now stands.
+    pub(super) async fn record_intent(
+        &self,
+        manifest: &Manifest,
+        before: &State,
+        caller: &Caller,
+    ) -> Result<State, ApplyError> {
+        let intent = State {
+            managed: before.managed.union(&manifest.managed_set()),
+            // A Delete releases the namespace only once its levels are gone.
+            owner: match caller.ownership {
+                Ownership::Release => before.owner.clone(),
+                _ => owner_after(caller, before),
+            },
+            cascade_pending: before.cascade_pending.clone(),
+            applied_hash: before.applied_hash.clone(),
+        };
+        self.write_record(&intent, before, caller).await?;
+        Ok(intent)
+    }
+
     /// The last phase: the record names the manifest's managed set and the
-    /// owning custom resource. A no-change apply costs reads only: the record
-    /// is rewritten only when what it says changes (`last_applied` is the
-    /// last apply that did).
+    /// owning custom resource.
     pub(super) async fn record_state(
         &self,
         manifest: &Manifest,
@@ -41,15 +74,24 @@ impl<S: Store> Provisioner<'_, S> {
     ) -> Result<(), ApplyError> {
         let state = State {
             managed: manifest.managed_set(),
-            owner: match &caller.ownership {
-                Ownership::Keep => before.owner.clone(),
-                Ownership::Claim(owner) => Some(owner.clone()),
-                Ownership::Release => None,
-            },
+            owner: owner_after(caller, before),
             cascade_pending: Vec::new(),
             applied_hash: Some(manifest.applied_hash()),
         };
-        if state == *before {
+        self.write_record(&state, before, caller).await
+    }
+
+    /// Writes the record when what it says changes, so a no-change apply
+    /// costs reads only (`last_applied` is the last apply that changed it).
+    /// A custom resource claims the namespace in the same conditional write:
+    /// of two stacks applying at once, one wins and the other writes nothing.
+    async fn write_record(
+        &self,
+        state: &State,
+        before: &State,
+        caller: &Caller,
+    ) -> Result<(), ApplyError> {
+        if state == before {
             return Ok(());
         }
         let record = state.encode(
@@ -57,10 +99,20 @@ impl<S: Store> Provisioner<'_, S> {
             &iso_now(),
             state.applied_hash.as_deref().unwrap_or_default(),
         );
-        self.store
-            .put(&record, None)
-            .await
-            .map_err(store_err("writing the #PROVISIONER record"))?;
-        Ok(())
+        let claim = match &caller.ownership {
+            Ownership::Claim(me) => Some(Condition {
+                expression: "attribute_not_exists(#o) OR #o = :me".into(),
+                names: BTreeMap::from([("#o".to_owned(), CFN_OWNER.to_owned())]),
+                values: BTreeMap::from([(":me".to_owned(), Attr::s(me))]),
+            }),
+            _ => None,
+        };
+        match self.store.put(&record, claim.as_ref()).await {
+            Ok(_) => Ok(()),
+            Err(StoreError::ConditionFailed { .. }) => Err(ApplyError::Owned {
+                namespace: self.namespace.to_owned(),
+            }),
+            Err(err) => Err(store_err("writing the #PROVISIONER record")(err)),
+        }
     }
 }

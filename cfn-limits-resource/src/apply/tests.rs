@@ -355,3 +355,86 @@ async fn a_stored_schedule_the_client_cannot_decode_never_reaches_a_bucket() {
         "the bucket is left alone"
     );
 }
+
+#[tokio::test]
+async fn of_two_stacks_claiming_one_namespace_at_once_one_writes_nothing() {
+    let store = seeded();
+    let provisioner = Provisioner {
+        store: &*store,
+        namespace: NS,
+    };
+    let claim = |stack: &str| Caller {
+        ownership: Ownership::Claim(format!("{stack}|TenantLimits")),
+        ..Caller::local(stack)
+    };
+    // Both read the record while nobody owns the namespace...
+    let theirs = provisioner.plan(&manifest(TENANT), false).await.unwrap();
+    let ours = provisioner
+        .plan(
+            &manifest("namespace: default\nresources: {claude: {limits: {rpm: {capacity: 1}}}}\n"),
+            false,
+        )
+        .await
+        .unwrap();
+    // ...then the other stack's apply lands first.
+    provisioner
+        .apply_plan(&manifest(TENANT), theirs, &claim("stack/a"))
+        .await
+        .unwrap();
+    let before = store.items();
+    let lost = provisioner
+        .apply_plan(
+            &manifest("namespace: default\nresources: {claude: {limits: {rpm: {capacity: 1}}}}\n"),
+            ours,
+            &claim("stack/b"),
+        )
+        .await;
+    assert!(matches!(lost, Err(ApplyError::Owned { .. })), "{lost:?}");
+    assert_eq!(store.items(), before, "the loser wrote nothing");
+}
+
+#[tokio::test]
+async fn an_apply_that_dies_midway_leaves_what_it_wrote_managed() {
+    let store = seeded();
+    apply(
+        &store,
+        "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 9}}}}\n",
+    )
+    .await;
+    let grown = manifest(
+        "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 9}}}, \
+         claude: {limits: {rpm: {capacity: 5}}}, zeta: {limits: {rpm: {capacity: 5}}}}\n",
+    );
+    let provisioner = Provisioner {
+        store: &*store,
+        namespace: NS,
+    };
+    let dies = Caller {
+        stop_at: Some(Instant::now()),
+        ..Caller::local("test")
+    };
+    let stopped = provisioner.apply(&grown, false, &dies).await;
+    assert!(
+        matches!(stopped, Err(ApplyError::OutOfTime { done: 1, .. })),
+        "{stopped:?}"
+    );
+    let claude = store.item(&keys::pk_resource(NS, "claude"), keys::SK_CONFIG);
+    assert!(
+        claude.is_some(),
+        "the first new level was written before the stop"
+    );
+    // The record already names it, so going back to the first manifest removes it.
+    apply(
+        &store,
+        "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 9}}}}\n",
+    )
+    .await;
+    assert_eq!(
+        store.item(&keys::pk_resource(NS, "claude"), keys::SK_CONFIG),
+        None
+    );
+    let state = store
+        .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+        .unwrap();
+    assert_eq!(state["managed_resources"], Attr::L(vec![Attr::s("gpt-4")]));
+}
