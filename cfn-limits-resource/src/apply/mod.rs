@@ -3,6 +3,8 @@
 //!
 //! 1. [`Provisioner::plan`] ([`plan`]): the levels that would change.
 //! 2. [`gate::check`]: refuse features the table's Lambdas cannot read.
+//!    Then `record_intent` ([`state`]): the record names every level the
+//!    apply may write and claims the namespace, in one conditional write.
 //! 3. [`Provisioner::claim`] ([`pending`]): take over unfinished fan-outs and
 //!    record every fan-out this apply will owe, before the first write.
 //! 4. [`Provisioner::write_config`] ([`config`]): config items, registries,
