@@ -145,14 +145,18 @@ def shape_problems(cfn: dict) -> list[str]:
         poller = [json.loads(p["Pattern"]) for p in json.load(f)["Filters"]]
     if state not in patterns or state not in poller:
         problems.append("the #STATE filter differs from aggregator/filter-criteria.json")
-    audit = [p for p in patterns if p.get("eventName") == ["REMOVE"]]
-    sk = audit[0]["dynamodb"]["Keys"].get("SK", {}).get("S", []) if audit else []
-    if sk != [{"prefix": "#AUDIT#"}]:
-        problems.append(f"audit REMOVE filter {audit} does not match namespaced audit items")
-    alarms = {r["Properties"]["MetricName"] for r in cfn["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"}
-    for metric in ("SoftLimitOverdrawn", "IteratorAge", "Errors", "ApproximateNumberOfMessagesVisible"):
-        if metric not in alarms:
+    if patterns != [state]:
+        # Nothing reads REMOVE records until the archiver exists: no invocations for nothing.
+        problems.append(f"the trigger passes more than bucket changes: {patterns}")
+    alarms = [r["Properties"] for r in cfn["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    metrics = {a["MetricName"] for a in alarms}
+    for metric in ("SoftLimitOverdrawn", "IteratorAge", "Errors", "ApproximateNumberOfMessagesVisible",
+                   "RecordsSkipped", "UsageSkipped", "DestinationDeliveryFailures"):
+        if metric not in metrics:
             problems.append(f"no alarm on {metric}")
+    errors_of = {json.dumps(a.get("Dimensions"), sort_keys=True) for a in alarms if a["MetricName"] == "Errors"}
+    if len(errors_of) < 2:
+        problems.append("not both functions' Errors have an alarm")
     exports = {o.get("Export", {}).get("Name", {}).get("Fn::Sub") for o in cfn["Outputs"].values()}
     if "${AWS::StackName}-ProvisionerArn" not in exports:
         problems.append("the provisioner's ARN is not exported as <stack>-ProvisionerArn")
