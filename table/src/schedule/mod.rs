@@ -281,6 +281,10 @@ mod tests {
     }
 
     proptest::proptest! {
+        // 256 cases in the test command; `scripts/fuzz.sh` sets more.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("ZAE_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256)
+        ))]
         #[test]
         fn any_stored_string_decodes_without_panicking(text in "\\PC{0,40}", ascii in "[0-9a-zA-Z;*/,-]{0,40}") {
             let _ = decode_compact(&text);
