@@ -65,6 +65,16 @@ impl Index {
     };
 }
 
+/// An item's partition key, when it has one.
+pub fn pk_of(item: &crate::value::Item) -> Option<&str> {
+    item.get(Index::TABLE.pk).and_then(crate::value::Attr::as_s)
+}
+
+/// An item's sort key, when it has one.
+pub fn sk_of(item: &crate::value::Item) -> Option<&str> {
+    item.get(Index::TABLE.sk).and_then(crate::value::Attr::as_s)
+}
+
 /// Where a bucket item lives: `PK = "{ns}/BUCKET#{entity}#{resource}#{shard}"`, `SK = "#STATE"`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BucketKey {

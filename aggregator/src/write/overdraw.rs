@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use std::time::Instant;
 use zae_table::audit::{AuditEvent, ulid};
 use zae_table::config::{AUDIT_RETENTION, audit_retention_days};
-use zae_table::store::{Condition, Store, StoreError};
+use zae_table::store::{Condition, ITEM_ABSENT, Store, StoreError};
 use zae_table::{Attr, Item, keys};
 
 /// A ULID made from the stream record instead of a clock and a random source:
@@ -33,8 +33,13 @@ pub fn event_id(transition: &Transition) -> String {
     ulid(transition.at_ms, entropy)
 }
 
-/// The audit item of a transition.
-pub fn audit_item(transition: &Transition, principal: &str, retention_days: i64) -> Item {
+/// The audit item of a transition, named by its [`event_id`].
+pub fn audit_item(
+    transition: &Transition,
+    event_id: &str,
+    principal: &str,
+    retention_days: i64,
+) -> Item {
     let bucket = &transition.bucket;
     let mut details = Item::from([
         ("resource".to_owned(), Attr::s(&bucket.resource)),
@@ -55,11 +60,10 @@ pub fn audit_item(transition: &Transition, principal: &str, retention_days: i64)
     if let Some(reason) = transition.reason {
         details.insert("reason".into(), Attr::s(reason));
     }
-    let id = event_id(transition);
     AuditEvent {
         namespace: &bucket.namespace,
         entity_id: &bucket.entity,
-        event_id: &id,
+        event_id,
         at_ms: transition.at_ms,
         action: transition.kind.action(),
         principal: Some(principal),
@@ -109,8 +113,9 @@ impl<S: Store> Aggregator<S> {
     ) -> Result<Done, StoreError> {
         let namespace = &transition.bucket.namespace;
         let retention = self.retention(namespace, deadline).await?;
-        let item = audit_item(transition, principal, retention);
-        let once = Condition::plain("attribute_not_exists(PK)");
+        let event_id = event_id(transition);
+        let item = audit_item(transition, &event_id, principal, retention);
+        let once = Condition::plain(ITEM_ABSENT);
         let written = match self
             .retrying(deadline, || self.store.put(&item, Some(&once)))
             .await
@@ -119,7 +124,6 @@ impl<S: Store> Aggregator<S> {
             Err(StoreError::ConditionFailed { .. }) => false,
             Err(e) => return Err(e),
         };
-        let event_id = event_id(transition);
         if written {
             tracing::info!(
                 action = transition.kind.action().name(),
@@ -194,11 +198,8 @@ mod tests {
 
     #[test]
     fn the_item_is_keyed_under_the_entitys_audit_partition() {
-        let item = audit_item(
-            &transition("11", TransitionKind::Overdrawn),
-            "arn:aws:lambda:x",
-            30,
-        );
+        let overdrawn = transition("11", TransitionKind::Overdrawn);
+        let item = audit_item(&overdrawn, &event_id(&overdrawn), "arn:aws:lambda:x", 30);
         assert_eq!(item["PK"], Attr::s("ns/AUDIT#key-a"));
         assert!(item["SK"].as_s().unwrap().starts_with("#AUDIT#"));
         assert_eq!(item["action"], Attr::s("limit_overdrawn"));

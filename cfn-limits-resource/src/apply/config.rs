@@ -13,7 +13,7 @@ use zae_table::config::{LevelConfig, audit_retention_days, item_to_write};
 use zae_table::keys::{self, config_key};
 use zae_table::provisioner::{FanOut, Kind};
 use zae_table::registry;
-use zae_table::store::{Condition, Returns, Store, StoreError, TxWrite};
+use zae_table::store::{Condition, ITEM_ABSENT, ITEM_EXISTS, Returns, Store, StoreError, TxWrite};
 
 /// Writes in flight at once.
 const CONCURRENCY: usize = 16;
@@ -184,7 +184,7 @@ impl<S: Store> Provisioner<'_, S> {
         let writes = [
             TxWrite::Put {
                 item: item.clone(),
-                condition: Some(Condition::plain("attribute_not_exists(PK)")),
+                condition: Some(Condition::plain(ITEM_ABSENT)),
             },
             TxWrite::Update(registry::count_entity_config(self.namespace, resource, 1)),
         ];
@@ -203,7 +203,7 @@ impl<S: Store> Provisioner<'_, S> {
             TxWrite::Delete {
                 pk,
                 sk,
-                condition: Some(Condition::plain("attribute_exists(PK)")),
+                condition: Some(Condition::plain(ITEM_EXISTS)),
             },
             TxWrite::Update(registry::count_entity_config(self.namespace, resource, -1)),
         ];

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use zae_table::Attr;
 use zae_table::keys::{self, SK_VERSION};
 use zae_table::registry::{CLIENT_MIN_VERSION, LAMBDA_VERSION};
-use zae_table::store::{Returns, Store, StoreError, Update};
+use zae_table::store::{ITEM_EXISTS, Returns, Store, StoreError, Update};
 
 /// The zae-limiter protocol level this provisioner implements.
 pub const PROTOCOL_VERSION: &str = "0.17.0";
@@ -119,15 +119,15 @@ pub async fn check(store: &impl Store, levels: &[&LevelDecl]) -> Result<(), Gate
         let condition = match &stored {
             Some(value) => {
                 values.insert(":stored".into(), Attr::s(value));
-                "attribute_exists(PK) AND #cmv = :stored"
+                "#cmv = :stored"
             }
-            None => "attribute_exists(PK) AND attribute_not_exists(#cmv)",
+            None => "attribute_not_exists(#cmv)",
         };
         let update = Update {
             pk: pk.clone(),
             sk: SK_VERSION.into(),
             expression: "SET #cmv = :new".into(),
-            condition: Some(condition.into()),
+            condition: Some(format!("{ITEM_EXISTS} AND {condition}")),
             names: BTreeMap::from([("#cmv".to_owned(), CLIENT_MIN_VERSION.to_owned())]),
             values,
         };

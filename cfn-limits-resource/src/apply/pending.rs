@@ -11,7 +11,7 @@ use zae_table::keys::{self, Index, SK_PENDING_PREFIX};
 use zae_table::provisioner::{
     FULL, FanOut, KIND, LEASE, LEVEL, OWNERS, Pending, Share, TARGET, WRITTEN_MS, decode_pending,
 };
-use zae_table::store::{Condition, Query, Returns, Store, StoreError, Update};
+use zae_table::store::{Condition, ITEM_EXISTS, Query, Returns, Store, StoreError, Update};
 
 /// Every pending item of the namespace.
 pub async fn read(store: &impl Store, namespace: &str) -> Result<Vec<Pending>, StoreError> {
@@ -121,7 +121,7 @@ impl<S: Store> Holder<'_, S> {
             .filter(|s| s.expired(now_ms))
             .collect();
         let mut removes = Vec::new();
-        let mut conditions = vec!["attribute_exists(PK)".to_owned()];
+        let mut conditions = vec![ITEM_EXISTS.to_owned()];
         for (i, share) in expired.iter().enumerate() {
             let alias = format!("#e{i}");
             update.names.insert(alias.clone(), share.token.clone());

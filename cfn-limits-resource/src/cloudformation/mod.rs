@@ -194,7 +194,7 @@ impl Outcome {
                 if reason.is_empty() && data == json!({}) {
                     return body;
                 }
-                if reason.ends_with(TRUNCATED) && reason.len() <= TRUNCATED.len() {
+                if reason == TRUNCATED {
                     reason.clear();
                     data = json!({});
                     continue;

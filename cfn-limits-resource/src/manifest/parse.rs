@@ -77,11 +77,7 @@ fn system(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<Level
     for flag in ["cascade", "disabled"] {
         if get(&entries, flag).is_some() {
             problems.push(Problem::new(
-                &path.field(if flag == "cascade" {
-                    "cascade"
-                } else {
-                    "disabled"
-                }),
+                &path.field(flag),
                 format!(
                     "'{flag}' is not supported at the system level; set it on \
                      resources.<name> or entities.<id>.resources.<name>"

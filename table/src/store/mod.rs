@@ -10,7 +10,7 @@ mod expression;
 pub use counted::Counted;
 pub use expression::UpdateBuilder;
 
-use crate::keys::Index;
+use crate::keys::{self, Index};
 use crate::value::{Attr, Item};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -88,6 +88,11 @@ pub struct Condition {
     pub values: BTreeMap<String, Attr>,
 }
 
+/// The item exists: its partition key is there.
+pub const ITEM_EXISTS: &str = "attribute_exists(PK)";
+/// The item does not exist yet.
+pub const ITEM_ABSENT: &str = "attribute_not_exists(PK)";
+
 impl Condition {
     pub fn plain(expression: &str) -> Condition {
         Condition {
@@ -139,8 +144,10 @@ pub fn key_text(pk: &str, sk: &str) -> String {
 }
 
 pub fn item_key_text(item: &Item) -> String {
-    let part = |name: &str| item.get(name).and_then(Attr::as_s).unwrap_or_default();
-    key_text(part("PK"), part("SK"))
+    key_text(
+        keys::pk_of(item).unwrap_or_default(),
+        keys::sk_of(item).unwrap_or_default(),
+    )
 }
 
 /// The table operations the Lambdas need, one item at a time.

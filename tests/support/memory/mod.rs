@@ -12,7 +12,7 @@ mod expression;
 use expression::{Compiled, compile};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
-use zae_table::keys::Index;
+use zae_table::keys::{Index, pk_of, sk_of};
 use zae_table::store::{
     Condition, Query, Returns, Store, StoreError, TxWrite, Update, item_key_text, key_text,
 };
@@ -34,8 +34,7 @@ fn invalid(operation: &'static str, key: String, message: String) -> StoreError 
 }
 
 fn item_key(item: &Item) -> Option<Key> {
-    let part = |name: &str| item.get(name).and_then(Attr::as_s).map(str::to_owned);
-    Some((part("PK")?, part("SK")?))
+    Some((pk_of(item)?.to_owned(), sk_of(item)?.to_owned()))
 }
 
 fn compiled_condition(

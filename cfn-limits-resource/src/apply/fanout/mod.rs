@@ -22,7 +22,7 @@ use zae_table::config::LevelConfig;
 use zae_table::keys::{self, Index, config_key};
 use zae_table::provisioner::Kind;
 use zae_table::store::{Query, Returns, Store, StoreError, UpdateBuilder};
-use zae_table::{Attr, BucketKey, Item};
+use zae_table::{BucketKey, Item};
 
 /// Soft and bypass stamps are deadlines: the client renews or drops them
 /// from fresh config on its slow path.
@@ -55,7 +55,7 @@ pub async fn sweep(
     Ok(items
         .into_iter()
         .filter_map(|item| {
-            let key = BucketKey::parse(item.get("PK").and_then(Attr::as_s)?).ok()?;
+            let key = BucketKey::parse(keys::pk_of(&item)?).ok()?;
             Some((key, item))
         })
         .collect())
@@ -166,7 +166,7 @@ impl<S: Store> FanOuts<'_, S> {
         let mut found = Vec::new();
         for _pass in 0..2 {
             for item in self.store.query(query).await? {
-                let Some(pk) = item.get("PK").and_then(Attr::as_s) else {
+                let Some(pk) = keys::pk_of(&item) else {
                     continue;
                 };
                 let Ok(key) = BucketKey::parse(pk) else {
@@ -188,7 +188,7 @@ impl<S: Store> FanOuts<'_, S> {
     ) -> Result<bool, StoreError> {
         let pk = key.pk();
         let mut update = update;
-        let exists = update.name("PK");
+        let exists = update.name(Index::TABLE.pk);
         let condition = match condition {
             Some(extra) => format!("attribute_exists({exists}) AND ({extra})"),
             None => format!("attribute_exists({exists})"),
