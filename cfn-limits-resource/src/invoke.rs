@@ -54,7 +54,6 @@ pub struct InvokeRequest {
     pub namespace_id: Option<String>,
     pub manifest: Tree,
     pub full: bool,
-    pub principal: Option<String>,
 }
 
 impl InvokeRequest {
@@ -80,7 +79,6 @@ impl InvokeRequest {
             namespace_id: text("namespace_id"),
             manifest: map.get("manifest").cloned().unwrap_or(Tree::Null),
             full: matches!(map.get("full"), Some(Tree::Bool(true))),
-            principal: text("principal"),
         })
     }
 }

@@ -166,8 +166,8 @@ async fn handle_invoke<T: Tables, R>(
 ) -> Result<Value, Failure> {
     let request = InvokeRequest::parse(payload, deps.default_table.as_deref())
         .map_err(|e| Failure::new(e.error_type(), e.to_string()))?;
-    let principal = request.principal.clone().unwrap_or(function_arn);
-    let caller = caller(principal, remaining);
+    // The payload is the invoker's word; the function's own identity did the writes.
+    let caller = caller(function_arn, remaining);
     let store = deps.tables.open(&request.table);
     let limit = remaining.saturating_sub(reserve(remaining));
     match guarded(limit, async move {

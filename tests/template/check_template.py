@@ -2,7 +2,8 @@
 translation to CloudFormation (aws-sam-translator, offline), cfn-lint on
 that, and a policy check on the translated IAM: no statement may reach
 beyond the table, its indexes and stream, the dead-letter queue and the
-functions' own log groups.
+functions' own log groups; and the parameter rule that keeps snapshots alive
+as long as their longest window, evaluated over every admitted window set.
 
     check_template.py [TEMPLATE]      exit 0 when every check passes
 
@@ -12,6 +13,7 @@ it must reject (a check that cannot fail proves nothing).
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -163,6 +165,62 @@ def shape_problems(cfn: dict) -> list[str]:
     return problems
 
 
+def parameter_refusal(template: dict, name: str, value: str) -> bool:
+    """Whether CloudFormation refuses VALUE for parameter NAME by its own
+    AllowedValues / AllowedPattern (the pattern must match all of it)."""
+    spec = template["Parameters"][name]
+    if "AllowedValues" in spec and value not in [str(v) for v in spec["AllowedValues"]]:
+        return True
+    return "AllowedPattern" in spec and re.fullmatch(spec["AllowedPattern"], value) is None
+
+
+def evaluate(node, params: dict):
+    """The rule functions the template uses, as CloudFormation defines them."""
+    if isinstance(node, dict) and len(node) == 1:
+        (fn, arg), = node.items()
+        if fn == "Ref":
+            return params[arg]
+        if fn == "Fn::Contains":
+            return evaluate(arg[1], params) in [evaluate(x, params) for x in arg[0]]
+        if fn == "Fn::Not":
+            return not evaluate(arg[0], params)
+        if fn == "Fn::Equals":
+            return evaluate(arg[0], params) == evaluate(arg[1], params)
+        if fn in ("Fn::And", "Fn::Or"):
+            values = [evaluate(x, params) for x in arg]
+            return all(values) if fn == "Fn::And" else any(values)
+        raise ValueError(f"rule function {fn} is not modelled here")
+    return node
+
+
+def rule_refusals(template: dict, params: dict) -> list[str]:
+    refused = []
+    for name, rule in template.get("Rules", {}).items():
+        if "RuleCondition" in rule and not evaluate(rule["RuleCondition"], params):
+            continue
+        refused += [f"{name}: {a['AssertDescription']}" for a in rule["Assertions"] if not evaluate(a["Assert"], params)]
+    return refused
+
+
+def ttl_problems(template: dict) -> list[str]:
+    """Every TTL the parameters admit covers the longest window chosen (the
+    aggregator's Window::longest_days: 31 for monthly, 1 otherwise), and
+    every TTL that covers it is admitted."""
+    problems = []
+    for bad in ("0", "030", "30.5", "3651", "", "-1", "90 "):
+        if not parameter_refusal(template, "SnapshotTtlDays", bad):
+            problems.append(f"SnapshotTtlDays admits {bad!r}")
+    for windows in template["Parameters"]["SnapshotWindows"]["AllowedValues"]:
+        needed = 31 if "monthly" in windows.split(",") else 1
+        for days in list(range(1, 45)) + [3650]:
+            ttl = str(days)
+            admitted = not parameter_refusal(template, "SnapshotTtlDays", ttl) and not rule_refusals(
+                template, {"SnapshotWindows": windows, "SnapshotTtlDays": ttl})
+            if admitted != (days >= needed):
+                problems.append(f"SnapshotWindows={windows} SnapshotTtlDays={ttl}: admitted is {admitted}")
+    return problems
+
+
 def main() -> None:
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "template.yaml")
     with open(path) as f:
@@ -179,6 +237,7 @@ def main() -> None:
     problems += lint(os.path.join(ROOT, "examples/tenant-limits.yaml"), "examples/tenant-limits.yaml")
     problems += policy_problems(cfn)
     problems += shape_problems(cfn)
+    problems += ttl_problems(template)
 
     broadened = copy.deepcopy(cfn)
     role = broadened["Resources"]["ProvisionerRole"]["Properties"]["Policies"][0]["PolicyDocument"]
@@ -190,7 +249,7 @@ def main() -> None:
         print(problem, file=sys.stderr)
     if problems:
         sys.exit(1)
-    print(f"template checks passed: cfn-lint (SAM and translated), {len(cfn['Resources'])} resources, IAM least privilege")
+    print(f"template checks passed: cfn-lint (SAM and translated), {len(cfn['Resources'])} resources, IAM least privilege, snapshot TTL rule")
 
 
 if __name__ == "__main__":

@@ -310,6 +310,7 @@ async fn the_direct_invoke_plans_and_applies_like_the_python_cli_expects() {
     let deps: Arc<Deps<Fixed<Memory>, Recorded>> = deps(store.clone());
     let payload = |action: &str| -> Tree {
         serde_json::from_value(json!({"action": action, "table_name": "t", "namespace_id": NS,
+            "principal": "arn:aws:iam::1:user/someone-else",
             "manifest": {"namespace": "default", "resources": {"gpt-4": {"limits": {"rpm": {"capacity": 5}}}}}}))
         .unwrap()
     };
@@ -330,6 +331,17 @@ async fn the_direct_invoke_plans_and_applies_like_the_python_cli_expects() {
     assert_eq!(
         (applied["status"].as_str(), applied["created"].as_u64()),
         (Some("applied"), Some(1))
+    );
+    let principals: Vec<Attr> = store
+        .items()
+        .into_iter()
+        .filter(|item| keys::pk_of(item).is_some_and(|pk| pk.contains(keys::AUDIT_PREFIX)))
+        .filter_map(|item| item.get("principal").cloned())
+        .collect();
+    assert_eq!(
+        principals,
+        vec![Attr::S("arn:fn".into())],
+        "the audit records the function, never the payload's claim"
     );
     assert!(
         deps.responder.0.lock().unwrap().is_empty(),
