@@ -10,11 +10,12 @@ use std::time::Duration;
 use zae_aggregator::metrics::EmfStdout;
 use zae_aggregator::metrics::cloudwatch::{CloudWatchSink, SelectedSink};
 use zae_aggregator::poll::streams::DynamoStreams;
-use zae_aggregator::poll::{self, PollOptions};
+use zae_aggregator::poll::{self, PollOptions, Start};
 use zae_aggregator::settings::{self, Environment};
 use zae_aggregator::{lambda, write::Aggregator};
 use zae_runtime::aws::Timeouts;
 use zae_runtime::telemetry;
+use zae_table::SequenceNumber;
 use zae_table::sdk::DynamoStore;
 
 /// zae-limiter stream aggregator. Without a subcommand it runs as the Lambda
@@ -47,7 +48,19 @@ enum Command {
         /// Redeliveries of a failing batch before giving up.
         #[arg(long, default_value_t = 5)]
         max_retries: u32,
+        /// Start one shard at this record (inclusive), e.g. a dead letter's
+        /// startSequenceNumber; other shards go on from the checkpoint.
+        #[arg(long, value_name = "SEQUENCE", value_parser = parse_sequence)]
+        from: Option<SequenceNumber>,
+        /// The shard of --from (a dead letter's shardId); needed only when
+        /// several shards' ranges hold the sequence.
+        #[arg(long, value_name = "SHARD_ID", requires = "from")]
+        shard: Option<String>,
     },
+}
+
+fn parse_sequence(text: &str) -> Result<SequenceNumber, String> {
+    SequenceNumber::parse(text).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -127,6 +140,8 @@ async fn run_poll(
         checkpoint,
         metrics,
         max_retries,
+        from,
+        shard,
         ..
     } = command;
     let sink = match metrics {
@@ -144,6 +159,7 @@ async fn run_poll(
         max_retries,
         idle_wait: Duration::from_secs(1),
         principal: "zae-aggregator-poll".into(),
+        start: from.map(|sequence| Start { sequence, shard }),
     };
     let result = async {
         let streams = aws_sdk_dynamodbstreams::Client::new(sdk);

@@ -341,6 +341,69 @@ fn replaying_the_whole_stream_with_a_fresh_checkpoint_changes_no_total() {
     assert_eq!(again.summary["records_read"], 0);
 }
 
+/// Usage summed over every entity's daily snapshots, per entity and limit.
+fn daily_usage(read: &Value) -> BTreeMap<String, Counters> {
+    ENTITIES
+        .iter()
+        .map(|e| (e.to_string(), window_sum(read, e, "daily", "counters")))
+        .collect()
+}
+
+#[test]
+fn a_dead_letter_replay_with_from_restores_nothing_that_later_records_passed() {
+    let s = scenario("dlq", 12);
+    let dump = s.dir.file("records.json");
+    run_json(
+        "stream_truth.py",
+        &["--table", &s.table, "--dump", dump.to_str().unwrap()],
+    );
+    let text = std::fs::read_to_string(&dump).unwrap();
+    let records: Value = serde_json::from_str(&text).unwrap();
+    let sequences: Vec<&str> = records["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["dynamodb"]["Keys"]["SK"]["S"] == "#STATE")
+        .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap())
+        .collect();
+    let (first, middle) = (sequences[0], sequences[sequences.len() / 2]);
+    let consumed: BTreeMap<String, Counters> = ENTITIES
+        .iter()
+        .map(|e| (e.to_string(), counters(&s.driven["consumed"][e])))
+        .collect();
+
+    // The first half went to the dead-letter queue; the mapping went on after it.
+    let checkpoint = s.dir.file("checkpoint.json");
+    poll(&s.table, &checkpoint, moto(), &[], &["--from", middle]);
+    let skipped = daily_usage(&run_json("client.py", &["read", "--table", &s.table]));
+    assert_ne!(skipped, consumed, "the dead-lettered half is missing");
+
+    // Replaying the dead letters from their first record, as the docs describe.
+    let replay = poll(&s.table, &checkpoint, moto(), &[], &["--from", first]);
+    assert!(replay.summary["records_read"].as_u64().unwrap() >= sequences.len() as u64);
+    let replayed = daily_usage(&run_json("client.py", &["read", "--table", &s.table]));
+    let mut restored_all = true;
+    for (entity, limits) in &consumed {
+        for (limit, tokens) in limits {
+            let got = replayed[entity].get(limit).copied().unwrap_or(0);
+            assert!(
+                got <= *tokens,
+                "{entity} {limit}: {got} > {tokens}, counted twice"
+            );
+            restored_all &= got == *tokens;
+        }
+    }
+    // What the docs say plainly: records older than a snapshot item's
+    // watermark are taken as applied, so the replay cannot bring them back.
+    assert!(
+        !restored_all,
+        "some dead-lettered usage stays lost: {replayed:?} vs {consumed:?}"
+    );
+    // And the checkpoint ends where the stream ends, as after any poll.
+    let again = poll(&s.table, &checkpoint, moto(), &[], &[]);
+    assert_eq!(again.summary["records_read"], 0);
+}
+
 fn fault_proxy(every: u32, budget: Option<u32>) -> (String, Child) {
     let budget = budget.map(|b| b.to_string());
     let mut child = Command::new(python())

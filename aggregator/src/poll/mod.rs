@@ -1,21 +1,31 @@
 //! `aggregator poll`: reads a table's stream through any endpoint and feeds the
 //! handler as the Lambda event source mapping would: the same filter, the same
 //! batch size, redelivery from a reported batch-item failure, and a checkpoint.
+//!
+//! Each shard is read by following `NextShardIterator`, parents to their end
+//! before their children; an empty page is not the end of a shard.
 
+pub mod checkpoint;
 pub mod filter;
+pub mod record;
+pub mod source;
 pub mod streams;
 
 use crate::metrics::MetricSink;
-use crate::write::Aggregator;
+use crate::write::{Aggregator, BatchOutcome};
+use checkpoint::Checkpoint;
 use filter::Filter;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
+use serde::Serialize;
+use serde_json::Value;
+use source::{Position, ShardInfo, StreamSource, parent_first, shard_of};
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 use zae_table::SequenceNumber;
 use zae_table::store::Store;
+
+pub use record::lambda_record;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PollError {
@@ -25,6 +35,12 @@ pub enum PollError {
         target: String,
         message: String,
     },
+    #[error("shard {shard}: the iterator expired")]
+    IteratorExpired { shard: String },
+    #[error("shard {shard}: position {position} is older than the stream keeps")]
+    Trimmed { shard: String, position: String },
+    #[error("--from: {0}")]
+    From(String),
     #[error("checkpoint {path}: {message}")]
     Checkpoint { path: PathBuf, message: String },
     #[error(
@@ -39,24 +55,23 @@ pub enum PollError {
     },
 }
 
-#[derive(Debug, Clone)]
-pub struct ShardInfo {
-    pub id: String,
-    pub parent: Option<String>,
+/// What the poller feeds: the aggregator, or a test's recorder.
+pub trait Handler {
+    fn handle(&self, records: &[&str], principal: &str) -> impl Future<Output = BatchOutcome>;
 }
 
-/// Where stream records come from.
-pub trait StreamSource: Send + Sync {
-    fn stream_arn(&self) -> &str;
-    fn shards(&self) -> impl Future<Output = Result<Vec<ShardInfo>, PollError>> + Send;
-    /// Up to `limit` records after `after` (from the start of the shard when
-    /// `None`), each in the Lambda event's record shape.
-    fn read_after(
-        &self,
-        shard: &str,
-        after: Option<&SequenceNumber>,
-        limit: i32,
-    ) -> impl Future<Output = Result<Vec<Value>, PollError>> + Send;
+impl<S: Store> Handler for Aggregator<S> {
+    async fn handle(&self, records: &[&str], principal: &str) -> BatchOutcome {
+        let now_s = chrono::Utc::now().timestamp();
+        self.process(records, principal, now_s, None).await
+    }
+}
+
+/// `--from SEQUENCE [--shard ID]`: start one shard at a record, inclusive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Start {
+    pub sequence: SequenceNumber,
+    pub shard: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -67,54 +82,22 @@ pub struct PollOptions {
     pub max_retries: u32,
     pub idle_wait: Duration,
     pub principal: String,
+    pub start: Option<Start>,
 }
 
-/// Position per stream shard: the last record whose effects are all written.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Checkpoint {
-    pub stream_arn: Option<String>,
-    pub shards: BTreeMap<String, String>,
-}
-
-impl Checkpoint {
-    pub fn load(path: &std::path::Path) -> Result<Checkpoint, PollError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) if text.trim().is_empty() => Ok(Checkpoint::default()),
-            Ok(text) => serde_json::from_str(&text).map_err(|e| PollError::Checkpoint {
-                path: path.into(),
-                message: format!("not a checkpoint: {e}"),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Checkpoint::default()),
-            Err(e) => Err(PollError::Checkpoint {
-                path: path.into(),
-                message: e.to_string(),
-            }),
-        }
-    }
-
-    /// Replaces the file whole, so a crash never leaves half a checkpoint.
-    pub fn save(&self, path: &std::path::Path) -> Result<(), PollError> {
-        let err = |e: std::io::Error| PollError::Checkpoint {
-            path: path.into(),
-            message: e.to_string(),
-        };
-        let tmp = path.with_extension("tmp");
-        let text = serde_json::to_string_pretty(self).expect("a checkpoint serializes");
-        std::fs::write(&tmp, text).map_err(err)?;
-        std::fs::rename(&tmp, path).map_err(err)
-    }
-
-    fn position(&self, shard: &str) -> Option<SequenceNumber> {
-        self.shards
-            .get(shard)
-            .and_then(|s| SequenceNumber::parse(s).ok())
-    }
-}
+/// Consecutive empty pages a pass follows on an open shard before it takes
+/// the shard as caught up; the iterator is kept, so the next pass goes on
+/// from there. (DynamoDB Streams may need several calls to reach records.)
+pub const EMPTY_PAGES_PER_PASS: usize = 8;
+/// Reopens of an expired iterator in a row before the poller gives up.
+const REOPENS: usize = 3;
 
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct PollSummary {
     pub records_read: usize,
     pub records_passed_filter: usize,
+    /// Records with no sequence number the poller can read: skipped, logged.
+    pub records_unreadable: usize,
     pub batches: usize,
     pub redeliveries: usize,
     pub snapshot_writes: usize,
@@ -122,20 +105,9 @@ pub struct PollSummary {
     pub records_skipped: usize,
     /// Snapshot items rejected, and counters of limits named like snapshot attributes.
     pub usage_skipped: usize,
-}
-
-/// Parents before children, so a key's older records are handled first.
-fn parent_first(mut shards: Vec<ShardInfo>) -> Vec<ShardInfo> {
-    let mut ordered: Vec<ShardInfo> = Vec::with_capacity(shards.len());
-    while !shards.is_empty() {
-        let ready = shards.iter().position(|s| {
-            s.parent.as_ref().is_none_or(|p| {
-                ordered.iter().any(|o| &o.id == p) || !shards.iter().any(|x| &x.id == p)
-            })
-        });
-        ordered.push(shards.remove(ready.unwrap_or(0)));
-    }
-    ordered
+    /// Shards whose position had been trimmed; read again from their oldest record.
+    pub positions_trimmed: usize,
+    pub shards_finished: usize,
 }
 
 fn record_sequence(record: &Value) -> Option<SequenceNumber> {
@@ -145,18 +117,58 @@ fn record_sequence(record: &Value) -> Option<SequenceNumber> {
         .and_then(|s| SequenceNumber::parse(s).ok())
 }
 
-pub async fn run<R, S, M>(
+pub async fn run<R, H, M>(
     source: &R,
-    aggregator: &Aggregator<S>,
+    handler: &H,
     sink: &M,
     options: &PollOptions,
 ) -> Result<PollSummary, PollError>
 where
     R: StreamSource,
-    S: Store,
+    H: Handler,
     M: MetricSink,
 {
-    let filter = Filter::event_source_mapping();
+    let mut poller = Poller {
+        source,
+        handler,
+        sink,
+        options,
+        checkpoint: open_checkpoint(source, options)?,
+        summary: PollSummary::default(),
+        iterators: HashMap::new(),
+        start: None,
+        floors: HashMap::new(),
+    };
+    let mut shards = parent_first(source.shards().await?);
+    if let Some(start) = &options.start {
+        let shard = shard_of(&shards, &start.sequence, start.shard.as_deref())?;
+        poller.checkpoint.finished.remove(&shard);
+        poller.start = Some((shard, start.sequence.clone()));
+    }
+    loop {
+        let mut progressed = false;
+        for shard in &shards {
+            if poller.ready(shard, &shards) {
+                progressed |= poller.read_shard(shard).await?;
+            }
+        }
+        if !progressed {
+            if options.until_idle {
+                tracing::info!(summary = ?poller.summary, "caught up with the stream");
+                return Ok(poller.summary);
+            }
+            tokio::time::sleep(options.idle_wait).await;
+        }
+        shards = parent_first(source.shards().await?);
+        let listed: BTreeSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+        poller.checkpoint.forget_gone(&listed);
+    }
+}
+
+fn open_checkpoint<R: StreamSource>(
+    source: &R,
+    options: &PollOptions,
+) -> Result<Checkpoint, PollError> {
     let mut checkpoint = match &options.checkpoint {
         Some(path) => Checkpoint::load(path)?,
         None => Checkpoint::default(),
@@ -170,198 +182,203 @@ where
         checkpoint = Checkpoint::default();
     }
     checkpoint.stream_arn = Some(source.stream_arn().to_owned());
-    let mut summary = PollSummary::default();
-    let read_limit = options.batch_size.clamp(100, 1000) as i32;
-
-    loop {
-        let mut progressed = false;
-        for shard in parent_first(source.shards().await?) {
-            loop {
-                let after = checkpoint.position(&shard.id);
-                let page: Vec<(SequenceNumber, Value)> = source
-                    .read_after(&shard.id, after.as_ref(), read_limit)
-                    .await?
-                    .into_iter()
-                    .filter_map(|r| record_sequence(&r).map(|s| (s, r)))
-                    // An endpoint that hands back what was asked to skip has nothing new.
-                    .filter(|(s, _)| after.as_ref().is_none_or(|a| s > a))
-                    .collect();
-                if page.is_empty() {
-                    break;
-                }
-                progressed = true;
-                // Fill one batch; records the filter drops are consumed all the same.
-                let mut examined = Vec::new();
-                let mut batch: Vec<(SequenceNumber, String)> = Vec::new();
-                for (sequence, record) in page {
-                    summary.records_read += 1;
-                    if filter.matches(&record) {
-                        batch.push((sequence.clone(), record.to_string()));
-                    }
-                    examined.push(sequence);
-                    if batch.len() == options.batch_size {
-                        break;
-                    }
-                }
-                summary.records_passed_filter += batch.len();
-                deliver(
-                    aggregator,
-                    sink,
-                    options,
-                    &shard.id,
-                    &mut batch,
-                    &examined,
-                    &mut checkpoint,
-                    &mut summary,
-                )
-                .await?;
-                if let Some(last) = examined.last() {
-                    checkpoint
-                        .shards
-                        .insert(shard.id.clone(), last.as_stream().to_owned());
-                }
-                if let Some(path) = &options.checkpoint {
-                    checkpoint.save(path)?;
-                }
-            }
-        }
-        if !progressed {
-            if options.until_idle {
-                tracing::info!(summary = ?summary, "caught up with the stream");
-                return Ok(summary);
-            }
-            tokio::time::sleep(options.idle_wait).await;
-        }
-    }
+    Ok(checkpoint)
 }
 
-/// Invokes the handler on a batch until it reports no failure, redelivering
-/// from the failed record each time as Lambda does.
-#[allow(clippy::too_many_arguments)]
-async fn deliver<S: Store, M: MetricSink>(
-    aggregator: &Aggregator<S>,
-    sink: &M,
-    options: &PollOptions,
-    shard: &str,
-    batch: &mut Vec<(SequenceNumber, String)>,
-    examined: &[SequenceNumber],
-    checkpoint: &mut Checkpoint,
-    summary: &mut PollSummary,
-) -> Result<(), PollError> {
-    let mut attempts = 0;
-    while !batch.is_empty() {
-        summary.batches += 1;
-        let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
-        let now_s = chrono::Utc::now().timestamp();
-        let outcome = aggregator
-            .process(&texts, &options.principal, now_s, None)
-            .await;
-        summary.snapshot_writes += outcome.stats.snapshot_writes;
-        summary.audit_events_written += outcome.stats.audit_events_written;
-        summary.records_skipped += outcome.stats.skipped;
-        summary.usage_skipped += outcome.stats.snapshots_rejected + outcome.stats.counters_left_out;
-        if let Err(e) = sink.publish(&outcome.metrics).await {
-            tracing::error!(error = %e, "publishing metrics failed");
+struct Poller<'a, R, H, M> {
+    source: &'a R,
+    handler: &'a H,
+    sink: &'a M,
+    options: &'a PollOptions,
+    checkpoint: Checkpoint,
+    summary: PollSummary,
+    /// Where each shard's reading goes on: `None` once a closed shard is done.
+    iterators: HashMap<String, Option<String>>,
+    /// `--from`, until its shard is first opened.
+    start: Option<(String, SequenceNumber)>,
+    /// Where each shard's iterator was opened.
+    floors: HashMap<String, Position>,
+}
+
+impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
+    /// A shard is read once its parent is read to its end (or gone).
+    fn ready(&self, shard: &ShardInfo, shards: &[ShardInfo]) -> bool {
+        !self.checkpoint.finished.contains(&shard.id)
+            && shard.parent.as_ref().is_none_or(|parent| {
+                self.checkpoint.finished.contains(parent) || !shards.iter().any(|s| &s.id == parent)
+            })
+    }
+
+    /// One pass over a shard: pages until it ends, or until it looks caught
+    /// up. Whether any record was read.
+    async fn read_shard(&mut self, shard: &ShardInfo) -> Result<bool, PollError> {
+        let mut iterator = match self.iterators.remove(&shard.id) {
+            Some(kept) => kept,
+            None => self.open(&shard.id).await?,
+        };
+        let (mut read, mut empty, mut reopens) = (false, 0, 0);
+        while let Some(current) = iterator {
+            let limit = self.options.batch_size.clamp(100, 1000) as i32;
+            let page = match self.source.page(&current, limit).await {
+                Err(PollError::IteratorExpired { .. }) if reopens < REOPENS => {
+                    reopens += 1;
+                    iterator = self.open(&shard.id).await?;
+                    continue;
+                }
+                other => other?,
+            };
+            reopens = 0;
+            iterator = page.next;
+            if page.records.is_empty() {
+                empty += 1;
+                if empty >= EMPTY_PAGES_PER_PASS && iterator.is_some() {
+                    self.iterators.insert(shard.id.clone(), iterator);
+                    return Ok(read);
+                }
+                continue;
+            }
+            (read, empty) = (true, 0);
+            self.consume(&shard.id, page.records).await?;
         }
-        tracing::info!(shard, stats = ?outcome.stats, "batch processed");
-        let Some(failed) = outcome.first_failure else {
+        self.finish(&shard.id)?;
+        Ok(read)
+    }
+
+    /// An iterator from `--from`, the checkpoint, or the shard's oldest record.
+    async fn open(&mut self, shard: &str) -> Result<Option<String>, PollError> {
+        let from = match self.start.take_if(|(id, _)| id == shard) {
+            Some((_, sequence)) => Position::At(sequence),
+            None => match self.checkpoint.position(shard) {
+                Some(sequence) => Position::After(sequence),
+                None => Position::TrimHorizon,
+            },
+        };
+        self.floors.insert(shard.into(), from.clone());
+        match self.source.iterator(shard, &from).await {
+            Err(PollError::Trimmed { shard, position }) => {
+                tracing::error!(
+                    shard,
+                    position,
+                    "the records after this position are gone (older than the stream keeps); \
+                     their usage cannot be counted. Reading the shard from its oldest record"
+                );
+                self.summary.positions_trimmed += 1;
+                self.floors.insert(shard.clone(), Position::TrimHorizon);
+                self.source.iterator(&shard, &Position::TrimHorizon).await
+            }
+            other => other,
+        }
+    }
+
+    fn finish(&mut self, shard: &str) -> Result<(), PollError> {
+        tracing::info!(shard, "shard closed and read to its end");
+        self.summary.shards_finished += 1;
+        self.checkpoint.finished.insert(shard.into());
+        self.save()
+    }
+
+    fn save(&self) -> Result<(), PollError> {
+        match &self.options.checkpoint {
+            Some(path) => self.checkpoint.save(path),
+            None => Ok(()),
+        }
+    }
+
+    /// Feeds a page to the handler in batches, checkpointing after each.
+    async fn consume(&mut self, shard: &str, records: Vec<Value>) -> Result<(), PollError> {
+        let filter = Filter::event_source_mapping();
+        let floor = self.floors.get(shard).cloned();
+        let mut examined: Vec<SequenceNumber> = Vec::new();
+        let mut batch: Vec<(SequenceNumber, String)> = Vec::new();
+        for record in records {
+            let Some(sequence) = record_sequence(&record) else {
+                self.summary.records_unreadable += 1;
+                tracing::warn!(
+                    shard,
+                    "a stream record without a readable sequence number; skipped"
+                );
+                continue;
+            };
+            // An endpoint that hands back what was asked to skip has nothing new.
+            if floor.as_ref().is_some_and(|f| !f.admits(&sequence)) {
+                continue;
+            }
+            self.summary.records_read += 1;
+            if filter.matches(&record) {
+                batch.push((sequence.clone(), record.to_string()));
+            }
+            examined.push(sequence);
+            if batch.len() == self.options.batch_size {
+                self.flush(shard, &mut batch, &mut examined).await?;
+            }
+        }
+        self.flush(shard, &mut batch, &mut examined).await
+    }
+
+    async fn flush(
+        &mut self,
+        shard: &str,
+        batch: &mut Vec<(SequenceNumber, String)>,
+        examined: &mut Vec<SequenceNumber>,
+    ) -> Result<(), PollError> {
+        let Some(last) = examined.last().cloned() else {
             return Ok(());
         };
-        attempts += 1;
-        if attempts > options.max_retries {
-            return Err(PollError::RetriesExhausted {
-                shard: shard.into(),
-                sequence: failed.as_stream().into(),
-                attempts,
-                last_error: outcome.errors.first().cloned().unwrap_or_default(),
-            });
-        }
-        summary.redeliveries += 1;
-        if let Some(done) = examined.iter().filter(|s| **s < failed).max() {
-            checkpoint
-                .shards
-                .insert(shard.into(), done.as_stream().into());
-            if let Some(path) = &options.checkpoint {
-                checkpoint.save(path)?;
-            }
-        }
-        batch.retain(|(s, _)| *s >= failed);
-        tokio::time::sleep(Duration::from_millis(200u64 << attempts.min(5))).await;
+        self.summary.records_passed_filter += batch.len();
+        self.deliver(shard, batch, examined).await?;
+        self.checkpoint.advance(shard, &last);
+        batch.clear();
+        examined.clear();
+        self.save()
     }
-    Ok(())
-}
 
-/// A DynamoDB Streams record from the SDK, in the shape Lambda delivers.
-pub fn lambda_record(record: &aws_sdk_dynamodbstreams::types::Record, stream_arn: &str) -> Value {
-    use aws_sdk_dynamodbstreams::types::StreamViewType;
-    let mut change = Map::new();
-    if let Some(c) = &record.dynamodb {
-        if let Some(at) = &c.approximate_creation_date_time {
-            change.insert(
-                "ApproximateCreationDateTime".into(),
-                json!(at.as_secs_f64()),
-            );
-        }
-        for (name, image) in [
-            ("Keys", &c.keys),
-            ("NewImage", &c.new_image),
-            ("OldImage", &c.old_image),
-        ] {
-            if let Some(image) = image {
-                change.insert(name.into(), image_json(image));
-            }
-        }
-        if let Some(s) = &c.sequence_number {
-            change.insert("SequenceNumber".into(), json!(s));
-        }
-        if let Some(n) = c.size_bytes {
-            change.insert("SizeBytes".into(), json!(n));
-        }
-        if let Some(v) = &c.stream_view_type {
-            let view = match v {
-                StreamViewType::NewAndOldImages => "NEW_AND_OLD_IMAGES",
-                other => other.as_str(),
+    /// Invokes the handler on a batch until it reports no failure,
+    /// redelivering from the failed record each time as Lambda does.
+    async fn deliver(
+        &mut self,
+        shard: &str,
+        batch: &mut Vec<(SequenceNumber, String)>,
+        examined: &[SequenceNumber],
+    ) -> Result<(), PollError> {
+        let mut attempts = 0;
+        while !batch.is_empty() {
+            let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
+            let outcome = self.handler.handle(&texts, &self.options.principal).await;
+            self.tally(shard, &outcome).await;
+            let Some(failed) = outcome.first_failure else {
+                return Ok(());
             };
-            change.insert("StreamViewType".into(), json!(view));
+            attempts += 1;
+            if attempts > self.options.max_retries {
+                return Err(PollError::RetriesExhausted {
+                    shard: shard.into(),
+                    sequence: failed.as_stream().into(),
+                    attempts,
+                    last_error: outcome.errors.first().cloned().unwrap_or_default(),
+                });
+            }
+            self.summary.redeliveries += 1;
+            if let Some(done) = examined.iter().filter(|s| **s < failed).max() {
+                self.checkpoint.advance(shard, done);
+                self.save()?;
+            }
+            batch.retain(|(s, _)| *s >= failed);
+            tokio::time::sleep(Duration::from_millis(200u64 << attempts.min(5))).await;
         }
+        Ok(())
     }
-    json!({
-        "eventID": record.event_id,
-        "eventName": record.event_name.as_ref().map(|e| e.as_str()),
-        "eventVersion": record.event_version,
-        "eventSource": record.event_source,
-        "awsRegion": record.aws_region,
-        "dynamodb": Value::Object(change),
-        "eventSourceARN": stream_arn,
-    })
-}
 
-fn image_json(
-    image: &std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>,
-) -> Value {
-    Value::Object(
-        image
-            .iter()
-            .map(|(k, v)| (k.clone(), attribute_json(v)))
-            .collect(),
-    )
-}
-
-fn attribute_json(value: &aws_sdk_dynamodbstreams::types::AttributeValue) -> Value {
-    use aws_sdk_dynamodbstreams::types::AttributeValue as A;
-    use aws_smithy_types::base64;
-    match value {
-        A::S(s) => json!({"S": s}),
-        A::N(n) => json!({"N": n}),
-        A::B(b) => json!({"B": base64::encode(b.as_ref())}),
-        A::Bool(b) => json!({"BOOL": b}),
-        A::Null(n) => json!({"NULL": n}),
-        A::Ss(v) => json!({"SS": v}),
-        A::Ns(v) => json!({"NS": v}),
-        A::Bs(v) => json!({"BS": v.iter().map(|b| base64::encode(b.as_ref())).collect::<Vec<_>>()}),
-        A::L(items) => json!({"L": items.iter().map(attribute_json).collect::<Vec<_>>()}),
-        A::M(map) => json!({"M": image_json(map)}),
-        _ => json!({}),
+    async fn tally(&mut self, shard: &str, outcome: &BatchOutcome) {
+        let (summary, stats) = (&mut self.summary, &outcome.stats);
+        summary.batches += 1;
+        summary.snapshot_writes += stats.snapshot_writes;
+        summary.audit_events_written += stats.audit_events_written;
+        summary.records_skipped += stats.skipped;
+        summary.usage_skipped += stats.snapshots_rejected + stats.counters_left_out;
+        if let Err(e) = self.sink.publish(&outcome.metrics).await {
+            tracing::error!(error = %e, "publishing metrics failed");
+        }
+        tracing::info!(shard, stats = ?stats, "batch processed");
     }
 }
 

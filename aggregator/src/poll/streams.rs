@@ -1,10 +1,12 @@
 //! [`StreamSource`] over the AWS SDK's DynamoDB Streams client.
 
-use crate::poll::{PollError, ShardInfo, StreamSource, lambda_record};
+use crate::poll::source::{Page, Position, ShardInfo, StreamSource};
+use crate::poll::{PollError, lambda_record};
 use aws_sdk_dynamodbstreams::Client;
 use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
-use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-use serde_json::Value;
+use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsError;
+use aws_sdk_dynamodbstreams::operation::get_shard_iterator::GetShardIteratorError;
+use aws_sdk_dynamodbstreams::types::{Shard, ShardIteratorType};
 use zae_table::SequenceNumber;
 
 pub struct DynamoStreams {
@@ -74,12 +76,7 @@ impl StreamSource for DynamoStreams {
                     .shards
                     .unwrap_or_default()
                     .into_iter()
-                    .filter_map(|s| {
-                        Some(ShardInfo {
-                            id: s.shard_id?,
-                            parent: s.parent_shard_id,
-                        })
-                    }),
+                    .filter_map(shard_info),
             );
             match description.last_evaluated_shard_id {
                 Some(next) => start = Some(next),
@@ -89,46 +86,89 @@ impl StreamSource for DynamoStreams {
         Ok(shards)
     }
 
-    async fn read_after(
-        &self,
-        shard: &str,
-        after: Option<&SequenceNumber>,
-        limit: i32,
-    ) -> Result<Vec<Value>, PollError> {
-        // A fresh iterator for every read: an iterator held across a cancelled
-        // transaction goes blind on moto, and real ones expire after 15 minutes.
+    async fn iterator(&self, shard: &str, from: &Position) -> Result<Option<String>, PollError> {
         let request = self
             .client
             .get_shard_iterator()
             .stream_arn(&self.stream_arn)
             .shard_id(shard);
-        let request = match after {
-            Some(sequence) => request
+        let request = match from {
+            Position::TrimHorizon => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+            Position::After(sequence) => request
                 .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
                 .sequence_number(sequence.as_stream()),
-            None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+            Position::At(sequence) => request
+                .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
+                .sequence_number(sequence.as_stream()),
         };
-        let iterator = request
-            .send()
-            .await
-            .map_err(|e| stream_error("GetShardIterator", shard, e))?
-            .shard_iterator;
-        let Some(iterator) = iterator else {
-            return Ok(Vec::new());
-        };
+        match request.send().await {
+            Ok(out) => Ok(out.shard_iterator),
+            Err(e) => match e.as_service_error() {
+                Some(GetShardIteratorError::TrimmedDataAccessException(_)) => {
+                    Err(PollError::Trimmed {
+                        shard: shard.into(),
+                        position: format!("{from:?}"),
+                    })
+                }
+                // A shard trimmed away since the listing has nothing more to give.
+                Some(GetShardIteratorError::ResourceNotFoundException(_)) => Ok(None),
+                _ => Err(stream_error("GetShardIterator", shard, e)),
+            },
+        }
+    }
+
+    async fn page(&self, iterator: &str, limit: i32) -> Result<Page, PollError> {
         let out = self
             .client
             .get_records()
             .shard_iterator(iterator)
             .limit(limit)
             .send()
-            .await
-            .map_err(|e| stream_error("GetRecords", shard, e))?;
-        Ok(out
-            .records
-            .unwrap_or_default()
-            .iter()
-            .map(|r| lambda_record(r, &self.stream_arn))
-            .collect())
+            .await;
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => {
+                return Err(match e.as_service_error() {
+                    Some(GetRecordsError::ExpiredIteratorException(_)) => {
+                        PollError::IteratorExpired {
+                            shard: shard_in(iterator),
+                        }
+                    }
+                    _ => stream_error("GetRecords", &shard_in(iterator), e),
+                });
+            }
+        };
+        Ok(Page {
+            records: out
+                .records
+                .unwrap_or_default()
+                .iter()
+                .map(|r| lambda_record(r, &self.stream_arn))
+                .collect(),
+            next: out.next_shard_iterator,
+        })
     }
+}
+
+fn shard_info(shard: Shard) -> Option<ShardInfo> {
+    let range = shard.sequence_number_range;
+    let number = |n: Option<String>| n.and_then(|n| SequenceNumber::parse(&n).ok());
+    Some(ShardInfo {
+        id: shard.shard_id?,
+        parent: shard.parent_shard_id,
+        first: number(
+            range
+                .as_ref()
+                .and_then(|r| r.starting_sequence_number.clone()),
+        ),
+        last: number(range.and_then(|r| r.ending_sequence_number)),
+    })
+}
+
+/// Iterators are opaque; name the error by a prefix, never the whole token.
+fn shard_in(iterator: &str) -> String {
+    format!(
+        "iterator {}…",
+        iterator.chars().take(24).collect::<String>()
+    )
 }

@@ -1,16 +1,17 @@
 use super::*;
+use crate::metrics::{MetricEvent, MetricsError};
+use source::Page;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[test]
 fn parents_are_read_before_their_children() {
-    let shard = |id: &str, parent: Option<&str>| ShardInfo {
-        id: id.into(),
-        parent: parent.map(Into::into),
-    };
     let order = parent_first(vec![
-        shard("c", Some("b")),
-        shard("b", Some("a")),
-        shard("a", None),
-        shard("x", Some("gone")),
+        ShardInfo::open("c", Some("b")),
+        ShardInfo::open("b", Some("a")),
+        ShardInfo::open("a", None),
+        ShardInfo::open("x", Some("gone")),
     ]);
     let ids: Vec<&str> = order.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids.len(), 4);
@@ -20,20 +21,58 @@ fn parents_are_read_before_their_children() {
 
 #[test]
 fn checkpoints_round_trip_and_a_missing_file_is_a_fresh_start() {
-    let dir = std::env::temp_dir().join(format!("zae-ckpt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("round-trip");
     let path = dir.join("c.json");
     assert_eq!(Checkpoint::load(&path).unwrap(), Checkpoint::default());
     let ckpt = Checkpoint {
         stream_arn: Some("arn".into()),
         shards: BTreeMap::from([("s".into(), "42".into())]),
+        finished: BTreeSet::from(["old".into()]),
     };
     ckpt.save(&path).unwrap();
     assert_eq!(Checkpoint::load(&path).unwrap(), ckpt);
+    std::fs::write(&path, r#"{"stream_arn": "arn", "shards": {"s": "7"}}"#).unwrap();
+    assert!(
+        Checkpoint::load(&path).unwrap().finished.is_empty(),
+        "a checkpoint from before `finished` still loads"
+    );
     std::fs::write(&path, "not json").unwrap();
     let err = Checkpoint::load(&path).unwrap_err().to_string();
     assert!(err.contains("c.json"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_checkpoint_is_replaced_through_a_file_of_its_own() {
+    // Another writer's (or a crashed run's) temporary names are in the way:
+    // a save must neither need nor touch them, and must leave nothing behind.
+    let dir = scratch("unique");
+    let path = dir.join("c.json");
+    for blocker in ["c.tmp", "c.json.tmp"] {
+        std::fs::create_dir(dir.join(blocker)).unwrap();
+    }
+    let ckpt = Checkpoint {
+        stream_arn: Some("arn".into()),
+        shards: BTreeMap::from([("s".into(), "9".into())]),
+        finished: BTreeSet::new(),
+    };
+    ckpt.save(&path).unwrap();
+    ckpt.save(&path).unwrap();
+    assert_eq!(Checkpoint::load(&path).unwrap(), ckpt);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["c.json", "c.json.tmp", "c.tmp"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("zae-ckpt-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 #[test]
@@ -65,4 +104,393 @@ fn sdk_records_take_the_lambda_shape_with_millisecond_times() {
         Some(5)
     );
     assert!(json.contains("\"eventSourceARN\":\"arn:stream\""));
+}
+
+// A stream as DynamoDB Streams serves it, scripted: moto has one shard that
+// never closes, no empty pages inside a shard, no trimming and no expiry, so
+// those behaviours are injected here, at the source seam.
+
+#[derive(Clone, Copy)]
+enum Slot {
+    Record(u64),
+    /// A record with no sequence number.
+    Unreadable,
+    /// An empty page before the next slot.
+    Gap,
+}
+
+struct ScriptedShard {
+    info: ShardInfo,
+    slots: Vec<Slot>,
+    closed: bool,
+    /// Positions before this sequence are gone.
+    trimmed_below: u64,
+}
+
+#[derive(Default)]
+struct Scripted {
+    shards: Vec<ScriptedShard>,
+    opened: Mutex<Vec<(String, Position)>>,
+    pages: AtomicUsize,
+    /// The page call at which the iterator has expired (once).
+    expire_at: Mutex<Option<usize>>,
+}
+
+fn seq(n: u64) -> SequenceNumber {
+    SequenceNumber::parse(&format!(
+        "{}",
+        1_000_000_000_000_000_000_000u128 + n as u128
+    ))
+    .unwrap()
+}
+
+fn number(sequence: &SequenceNumber) -> u64 {
+    (sequence.as_stream().parse::<u128>().unwrap() - 1_000_000_000_000_000_000_000) as u64
+}
+
+fn bucket_change(n: Option<u64>) -> Value {
+    let mut change = serde_json::json!({
+        "Keys": {"PK": {"S": "default/BUCKET#e#r#0"}, "SK": {"S": "#STATE"}},
+    });
+    if let Some(n) = n {
+        change["SequenceNumber"] = Value::from(seq(n).as_stream());
+    }
+    serde_json::json!({"eventName": "MODIFY", "dynamodb": change})
+}
+
+fn shard(id: &str, parent: Option<&str>, slots: Vec<Slot>, closed: bool) -> ScriptedShard {
+    let first = slots.iter().find_map(|s| match s {
+        Slot::Record(n) => Some(seq(*n)),
+        _ => None,
+    });
+    let last = slots.iter().rev().find_map(|s| match s {
+        Slot::Record(n) if closed => Some(seq(*n)),
+        _ => None,
+    });
+    ScriptedShard {
+        info: ShardInfo {
+            first,
+            last,
+            ..ShardInfo::open(id, parent)
+        },
+        slots,
+        closed,
+        trimmed_below: 0,
+    }
+}
+
+fn records(range: std::ops::Range<u64>) -> Vec<Slot> {
+    range.map(Slot::Record).collect()
+}
+
+impl Scripted {
+    fn shard(&self, id: &str) -> &ScriptedShard {
+        self.shards.iter().find(|s| s.info.id == id).unwrap()
+    }
+
+    fn opens(&self) -> usize {
+        self.opened.lock().unwrap().len()
+    }
+}
+
+impl StreamSource for Scripted {
+    fn stream_arn(&self) -> &str {
+        "arn:scripted"
+    }
+
+    async fn shards(&self) -> Result<Vec<ShardInfo>, PollError> {
+        Ok(self.shards.iter().map(|s| s.info.clone()).collect())
+    }
+
+    async fn iterator(&self, id: &str, from: &Position) -> Result<Option<String>, PollError> {
+        self.opened.lock().unwrap().push((id.into(), from.clone()));
+        let shard = self.shard(id);
+        if let Position::After(s) | Position::At(s) = from
+            && number(s) < shard.trimmed_below
+        {
+            return Err(PollError::Trimmed {
+                shard: id.into(),
+                position: s.to_string(),
+            });
+        }
+        let index = shard
+            .slots
+            .iter()
+            .position(|slot| match slot {
+                Slot::Record(n) => {
+                    number(&shard.info.first.clone().unwrap()) <= *n
+                        && *n >= shard.trimmed_below
+                        && from.admits(&seq(*n))
+                }
+                _ => false,
+            })
+            .unwrap_or(shard.slots.len());
+        Ok(Some(format!("{id}|{index}")))
+    }
+
+    async fn page(&self, iterator: &str, limit: i32) -> Result<Page, PollError> {
+        let call = self.pages.fetch_add(1, Ordering::SeqCst);
+        let (id, index) = iterator.split_once('|').unwrap();
+        if self
+            .expire_at
+            .lock()
+            .unwrap()
+            .take_if(|at| *at == call)
+            .is_some()
+        {
+            return Err(PollError::IteratorExpired { shard: id.into() });
+        }
+        let shard = self.shard(id);
+        let mut index: usize = index.parse().unwrap();
+        let at = |i: usize| Some(format!("{id}|{i}"));
+        if index >= shard.slots.len() {
+            let next = if shard.closed { None } else { at(index) };
+            return Ok(Page {
+                records: vec![],
+                next,
+            });
+        }
+        if let Slot::Gap = shard.slots[index] {
+            return Ok(Page {
+                records: vec![],
+                next: at(index + 1),
+            });
+        }
+        let mut records = Vec::new();
+        while index < shard.slots.len() && records.len() < limit as usize {
+            match shard.slots[index] {
+                Slot::Record(n) => records.push(bucket_change(Some(n))),
+                Slot::Unreadable => records.push(bucket_change(None)),
+                Slot::Gap => break,
+            }
+            index += 1;
+        }
+        let next = if index >= shard.slots.len() && shard.closed {
+            None
+        } else {
+            at(index)
+        };
+        Ok(Page { records, next })
+    }
+}
+
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<u64>>,
+}
+
+impl Handler for Recorder {
+    async fn handle(&self, records: &[&str], _principal: &str) -> BatchOutcome {
+        let mut seen = self.seen.lock().unwrap();
+        for text in records {
+            let record: Value = serde_json::from_str(text).unwrap();
+            seen.push(number(&record_sequence(&record).unwrap()));
+        }
+        BatchOutcome::default()
+    }
+}
+
+struct NoMetrics;
+
+impl MetricSink for NoMetrics {
+    async fn publish(&self, _: &[MetricEvent]) -> Result<(), MetricsError> {
+        Ok(())
+    }
+}
+
+fn options(checkpoint: Option<std::path::PathBuf>, start: Option<Start>) -> PollOptions {
+    PollOptions {
+        until_idle: true,
+        batch_size: 100,
+        checkpoint,
+        max_retries: 0,
+        idle_wait: Duration::ZERO,
+        principal: "test".into(),
+        start,
+    }
+}
+
+async fn poll_all(source: &Scripted, options: &PollOptions) -> (Vec<u64>, PollSummary) {
+    let recorder = Recorder::default();
+    let summary = run(source, &recorder, &NoMetrics, options).await.unwrap();
+    (recorder.seen.into_inner().unwrap(), summary)
+}
+
+#[tokio::test]
+async fn an_empty_page_inside_a_shard_is_not_its_end() {
+    use Slot::*;
+    let slots = vec![Record(1), Gap, Gap, Record(2), Gap, Gap, Gap, Record(3)];
+    let source = Scripted {
+        shards: vec![shard("a", None, slots, false)],
+        ..Default::default()
+    };
+    let (seen, summary) = poll_all(&source, &options(None, None)).await;
+    assert_eq!(seen, [1, 2, 3]);
+    assert_eq!(
+        summary.shards_finished, 0,
+        "an open shard is never finished"
+    );
+    assert_eq!(
+        source.opens(),
+        1,
+        "one iterator, then NextShardIterator to the end"
+    );
+}
+
+#[tokio::test]
+async fn closed_parents_are_read_to_their_end_before_their_children() {
+    let mut parent_slots = records(1..120);
+    parent_slots.push(Slot::Gap);
+    parent_slots.extend(records(120..251));
+    let source = Scripted {
+        // Listed child first, as DescribeStream may.
+        shards: vec![
+            shard("child", Some("parent"), records(300..306), false),
+            shard("parent", None, parent_slots, true),
+        ],
+        ..Default::default()
+    };
+    let dir = scratch("closed");
+    let path = dir.join("c.json");
+    let (seen, summary) = poll_all(&source, &options(Some(path.clone()), None)).await;
+    let expected: Vec<u64> = (1..251).chain(300..306).collect();
+    assert_eq!(seen, expected);
+    assert_eq!(summary.shards_finished, 1);
+    let saved = Checkpoint::load(&path).unwrap();
+    assert!(saved.finished.contains("parent"));
+    assert_eq!(saved.position("child"), Some(seq(305)));
+
+    // The next run reads neither again, and opens no iterator on the finished parent.
+    let again = Scripted {
+        shards: source.shards,
+        ..Default::default()
+    };
+    let (seen, _) = poll_all(&again, &options(Some(path), None)).await;
+    assert!(seen.is_empty(), "{seen:?}");
+    assert!(
+        again
+            .opened
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(id, _)| id == "child")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn unreadable_records_are_counted_and_the_rest_delivered() {
+    use Slot::*;
+    let source = Scripted {
+        shards: vec![shard(
+            "a",
+            None,
+            vec![Record(1), Unreadable, Record(2), Unreadable],
+            true,
+        )],
+        ..Default::default()
+    };
+    let (seen, summary) = poll_all(&source, &options(None, None)).await;
+    assert_eq!(seen, [1, 2]);
+    assert_eq!(summary.records_unreadable, 2);
+    assert_eq!(summary.records_read, 2);
+}
+
+#[tokio::test]
+async fn from_starts_a_shard_at_a_record_even_behind_the_checkpoint() {
+    let dir = scratch("from");
+    let path = dir.join("c.json");
+    let ckpt = Checkpoint {
+        stream_arn: Some("arn:scripted".into()),
+        shards: BTreeMap::from([("a".into(), seq(5).as_stream().into())]),
+        finished: BTreeSet::new(),
+    };
+    ckpt.save(&path).unwrap();
+    let source = || Scripted {
+        shards: vec![shard("a", None, records(1..8), false)],
+        ..Default::default()
+    };
+    let (seen, _) = poll_all(&source(), &options(Some(path.clone()), None)).await;
+    assert_eq!(seen, [6, 7], "without --from: after the checkpoint");
+    ckpt.save(&path).unwrap();
+    let start = Start {
+        sequence: seq(3),
+        shard: None,
+    };
+    let (seen, _) = poll_all(&source(), &options(Some(path.clone()), Some(start.clone()))).await;
+    assert_eq!(
+        seen,
+        [3, 4, 5, 6, 7],
+        "--from is inclusive, and overrides the checkpoint"
+    );
+
+    let two_open = Scripted {
+        shards: vec![
+            shard("a", None, records(1..8), false),
+            shard("b", None, records(2..9), false),
+        ],
+        ..Default::default()
+    };
+    let err = run(
+        &two_open,
+        &Recorder::default(),
+        &NoMetrics,
+        &options(None, Some(start)),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("a, b") && err.contains("--shard"), "{err}");
+    let named = Start {
+        sequence: seq(4),
+        shard: Some("b".into()),
+    };
+    let (seen, _) = poll_all(&two_open, &options(None, Some(named))).await;
+    let expected: Vec<u64> = (1..8).chain(4..9).collect();
+    assert_eq!(seen, expected, "a from its start, b from the named record");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn an_expired_iterator_is_reopened_from_the_checkpoint() {
+    let mut slots = records(1..150);
+    slots.insert(100, Slot::Gap);
+    let source = Scripted {
+        shards: vec![shard("a", None, slots, true)],
+        expire_at: Mutex::new(Some(1)),
+        ..Default::default()
+    };
+    let (seen, _) = poll_all(&source, &options(None, None)).await;
+    assert_eq!(seen, (1..150).collect::<Vec<_>>(), "each record once");
+    let opened = source.opened.lock().unwrap().clone();
+    assert_eq!(
+        opened,
+        [
+            ("a".into(), Position::TrimHorizon),
+            ("a".into(), Position::After(seq(100)))
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_trimmed_position_restarts_at_the_oldest_record_and_is_counted() {
+    let dir = scratch("trimmed");
+    let path = dir.join("c.json");
+    Checkpoint {
+        stream_arn: Some("arn:scripted".into()),
+        shards: BTreeMap::from([("a".into(), seq(2).as_stream().into())]),
+        finished: BTreeSet::new(),
+    }
+    .save(&path)
+    .unwrap();
+    let mut a = shard("a", None, records(1..10), false);
+    a.trimmed_below = 5;
+    let source = Scripted {
+        shards: vec![a],
+        ..Default::default()
+    };
+    let (seen, summary) = poll_all(&source, &options(Some(path), None)).await;
+    assert_eq!(seen, [5, 6, 7, 8, 9]);
+    assert_eq!(summary.positions_trimmed, 1);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
