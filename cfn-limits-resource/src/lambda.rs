@@ -3,13 +3,14 @@
 //! through the [`Tables`] seam, so the whole entry runs on the in-memory
 //! store in unit tests.
 
-use crate::apply::{Caller, Ownership};
+use crate::apply::{Caller, Ownership, Provisioner};
 use crate::cloudformation::{self, Envelope, Outcome, Responder};
+use crate::continuation::{self, Continuation, Continuer};
 use crate::invoke::{self, InvokeRequest};
 use serde_json::{Value, json};
 use serde_norway::Value as Tree;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use zae_table::sdk::DynamoStore;
 use zae_table::store::Store;
 
@@ -62,10 +63,12 @@ impl From<Failure> for lambda_runtime::Diagnostic {
 const ANSWER_BUDGET: Duration = Duration::from_secs(3);
 
 /// What every invocation shares.
-pub struct Deps<T, R> {
+pub struct Deps<T, R, C> {
     pub tables: T,
     pub default_table: Option<String>,
     pub responder: R,
+    /// Starts the follow-up of a fan-out stopped at the deadline.
+    pub continuer: C,
 }
 
 /// Time kept back from the Lambda deadline: the apply stops starting work
@@ -83,7 +86,7 @@ fn caller(principal: String, remaining: Duration) -> Caller {
     Caller {
         principal,
         ownership: Ownership::Keep,
-        stop_at: Instant::now().checked_add(remaining.saturating_sub(reserve * 2)),
+        stop_at: tokio::time::Instant::now().checked_add(remaining.saturating_sub(reserve * 2)),
         lease_ms: remaining.as_millis() as i64 + 60_000,
     }
 }
@@ -125,16 +128,20 @@ pub async fn guarded<T: Send + 'static>(
 
 /// Handles one invocation. The CloudFormation path always answers the
 /// stack and returns `Ok`; the invoke path returns the report or an error.
-pub async fn handle<T: Tables, R: Responder + 'static>(
-    deps: Arc<Deps<T, R>>,
+pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
+    deps: Arc<Deps<T, R, C>>,
     payload: Tree,
     deadline_ms: u64,
     function_arn: String,
 ) -> Result<Value, Failure> {
     let remaining = zae_runtime::deadline::remaining(deadline_ms);
+    if let Some(parsed) = Continuation::parse(&payload) {
+        let continuation = parsed.map_err(|e| Failure::new("InvalidRequest", e))?;
+        return handle_continue(&deps, continuation, deadline_ms, function_arn).await;
+    }
     let is_cfn = matches!(&payload, Tree::Mapping(m) if m.contains_key("RequestType"));
     if !is_cfn {
-        return handle_invoke(&deps, &payload, remaining, function_arn).await;
+        return handle_invoke(&deps, &payload, deadline_ms, function_arn).await;
     }
     let parsed = serde_norway::from_value::<cloudformation::Request>(payload.clone())
         .map_err(|e| e.to_string())
@@ -143,7 +150,17 @@ pub async fn handle<T: Tables, R: Responder + 'static>(
         Ok(envelope) => envelope,
         Err(err) => return answer_malformed(&deps.responder, &payload, err).await,
     };
-    let outcome = run_cfn(deps.clone(), envelope.clone(), remaining).await;
+    let mut outcome = run_cfn(deps.clone(), envelope.clone(), remaining).await;
+    if let Some(namespace_id) = outcome.stopped_in.take() {
+        let first = Continuation {
+            table: cloudformation::table_name(&envelope, deps.default_table.as_deref())
+                .unwrap_or_default(),
+            namespace_id,
+            generation: 1,
+        };
+        let next = follow_up(&deps, &function_arn, &first, deadline_ms).await;
+        outcome.reason = format!("{}: {next}", outcome.reason);
+    }
     tracing::info!(
         request = envelope.kind,
         success = outcome.success,
@@ -157,18 +174,75 @@ pub async fn handle<T: Tables, R: Responder + 'static>(
     Ok(json!({ "Status": if outcome.success { "SUCCESS" } else { "FAILED" } }))
 }
 
-/// The direct invoke of the Python CLI: the report, or an error message.
-async fn handle_invoke<T: Tables, R>(
-    deps: &Deps<T, R>,
-    payload: &Tree,
-    remaining: Duration,
+/// Asks for a follow-up with the time left before the stack must be
+/// answered; says what happens next.
+async fn follow_up<T, R, C: Continuer>(
+    deps: &Deps<T, R, C>,
+    function_arn: &str,
+    next: &Continuation,
+    deadline_ms: u64,
+) -> String {
+    let left = zae_runtime::deadline::remaining(deadline_ms);
+    let budget = left.saturating_sub(reserve(left));
+    continuation::request(&deps.continuer, function_arn, next, budget).await
+}
+
+/// A follow-up: the namespace's pending fan-outs, from their recorded
+/// place, and another follow-up if they stop again.
+async fn handle_continue<T: Tables, R, C: Continuer>(
+    deps: &Deps<T, R, C>,
+    continuation: Continuation,
+    deadline_ms: u64,
     function_arn: String,
 ) -> Result<Value, Failure> {
+    let remaining = zae_runtime::deadline::remaining(deadline_ms);
+    let caller = caller(function_arn.clone(), remaining);
+    let store = deps.tables.open(&continuation.table);
+    let namespace = continuation.namespace_id.clone();
+    let limit = remaining.saturating_sub(reserve(remaining));
+    let work = async move {
+        let provisioner = Provisioner {
+            store: &store,
+            namespace: &namespace,
+        };
+        provisioner.continue_pending(&caller).await
+    };
+    let report = match guarded(limit, work).await {
+        Ok(Ok(report)) => report,
+        Ok(Err(err)) => return Err(Failure::new("TableError", err.to_string())),
+        Err(Stopped::Deadline) => {
+            return Err(Failure::new(
+                "OutOfTime",
+                "the follow-up ran out of time; the next apply goes on",
+            ));
+        }
+        Err(Stopped::Panicked(text)) => {
+            return Err(Failure::new(
+                "Panicked",
+                format!("provisioner panicked: {text}"),
+            ));
+        }
+    };
+    if report.stopped > 0 {
+        follow_up(deps, &function_arn, &continuation.next(), deadline_ms).await;
+    }
+    serde_json::to_value(&report).map_err(|e| Failure::new("ProvisionerError", e.to_string()))
+}
+
+/// The direct invoke of the Python CLI: the report, or an error message.
+async fn handle_invoke<T: Tables, R, C: Continuer>(
+    deps: &Deps<T, R, C>,
+    payload: &Tree,
+    deadline_ms: u64,
+    function_arn: String,
+) -> Result<Value, Failure> {
+    let remaining = zae_runtime::deadline::remaining(deadline_ms);
     let request = InvokeRequest::parse(payload, deps.default_table.as_deref())
         .map_err(|e| Failure::new(e.error_type(), e.to_string()))?;
     // The payload is the invoker's word; the function's own identity did the writes.
-    let caller = caller(function_arn, remaining);
+    let caller = caller(function_arn.clone(), remaining);
     let store = deps.tables.open(&request.table);
+    let table = request.table.clone();
     let limit = remaining.saturating_sub(reserve(remaining));
     match guarded(limit, async move {
         invoke::handle(&store, &request, &caller).await
@@ -187,8 +261,18 @@ async fn handle_invoke<T: Tables, R>(
             format!("provisioner panicked: {text}"),
         )),
         Ok(Err(err)) => Err(Failure::new(err.error_type(), err.to_string())),
-        Ok(Ok(report)) => serde_json::to_value(&report)
-            .map_err(|e| Failure::new("ProvisionerError", e.to_string())),
+        Ok(Ok(report)) => {
+            if report.stopped > 0 {
+                let first = Continuation {
+                    table,
+                    namespace_id: report.namespace.clone(),
+                    generation: 1,
+                };
+                follow_up(deps, &function_arn, &first, deadline_ms).await;
+            }
+            serde_json::to_value(&report)
+                .map_err(|e| Failure::new("ProvisionerError", e.to_string()))
+        }
     }
 }
 
@@ -238,8 +322,8 @@ async fn answer_malformed<R: Responder>(
     ))
 }
 
-async fn run_cfn<T: Tables, R: Responder + 'static>(
-    deps: Arc<Deps<T, R>>,
+async fn run_cfn<T: Tables, R: Responder + 'static, C: Continuer>(
+    deps: Arc<Deps<T, R, C>>,
     envelope: Envelope,
     remaining: Duration,
 ) -> Outcome {

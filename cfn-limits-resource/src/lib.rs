@@ -6,12 +6,14 @@
 //! validated, each problem at its path). [`apply`] turns the manifest into
 //! writes, phase by phase: plan, version gate, claim pending fan-outs, config
 //! items with registries and audit events, bucket fan-outs, release, state
-//! record. Everything the table holds is modelled in `zae_table`, and every
+//! record; a fan-out stopped at the deadline goes on in follow-up invocations
+//! ([`continuation`]). Everything the table holds is modelled in `zae_table`, and every
 //! read and write goes through its `Store` seam. [`report`] renders what an
 //! apply did, in the Python CLI's words.
 
 pub mod apply;
 pub mod cloudformation;
+pub mod continuation;
 pub mod invoke;
 pub mod lambda;
 pub mod manifest;

@@ -21,6 +21,7 @@ async fn main() -> Result<(), Error> {
         tables: aws_sdk_dynamodb::Client::new(&sdk),
         default_table: std::env::var("TABLE_NAME").ok().filter(|t| !t.is_empty()),
         responder: HttpResponder::new()?,
+        continuer: aws_sdk_lambda::Client::new(&sdk),
     });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Tree>| {
         let deps = deps.clone();

@@ -866,7 +866,7 @@ async fn an_interrupted_apply_leaves_its_fan_outs_to_the_next() {
         namespace: &namespace,
     };
     let out_of_time = Caller {
-        stop_at: Some(std::time::Instant::now()),
+        stop_at: Some(tokio::time::Instant::now()),
         ..Caller::local("test")
     };
     let stopped = provisioner.apply(&manifest, false, &out_of_time).await;

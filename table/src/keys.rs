@@ -63,6 +63,16 @@ impl Index {
         sk: "GSI4SK",
         keys_only: true,
     };
+
+    /// The key attributes a query of this index goes on from after `item`
+    /// (DynamoDB's `ExclusiveStartKey`): the table's keys and the index's.
+    pub fn start_key(&self, item: &crate::value::Item) -> crate::value::Item {
+        let names = [Index::TABLE.pk, Index::TABLE.sk, self.pk, self.sk];
+        item.iter()
+            .filter(|(name, _)| names.contains(&name.as_str()))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect()
+    }
 }
 
 /// An item's partition key, when it has one.

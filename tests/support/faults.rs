@@ -1,10 +1,10 @@
 //! Faults moto cannot show, injected at the store seam: a [`Store`] that
 //! passes every call to the one it wraps, unless its [`Faults`] fail the
 //! call before it applies (a throttle, a denial, a cancelled transaction) or
-//! after (an answer lost once the write was applied).
+//! after (an answer lost once the write was applied), or make it slow.
 
 use zae_table::Item;
-use zae_table::store::{Condition, Query, Returns, Store, StoreError, TxWrite, Update};
+use zae_table::store::{Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update};
 
 /// One call, as the faults see it.
 pub enum Call<'a> {
@@ -26,6 +26,11 @@ pub trait Faults: Send + Sync {
     fn after(&self, _call: &Call<'_>) -> Option<StoreError> {
         None
     }
+    /// How long the call takes, on tokio's clock: a test that pauses the
+    /// clock gets a slow table without waiting for it.
+    fn delay(&self, _call: &Call<'_>) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -40,6 +45,9 @@ impl<S: Store, F: Faults> Injected<S, F> {
         call: Call<'_>,
         work: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
+        if let Some(pause) = self.faults.delay(&call) {
+            tokio::time::sleep(pause).await;
+        }
         if let Some(err) = self.faults.before(&call) {
             return Err(err);
         }
@@ -82,6 +90,14 @@ impl<S: Store, F: Faults> Store for Injected<S, F> {
     }
     async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
         self.around(Call::Query(query), self.inner.query(query))
+            .await
+    }
+    async fn query_page(
+        &self,
+        query: &Query,
+        start: Option<&Item>,
+    ) -> Result<QueryPage, StoreError> {
+        self.around(Call::Query(query), self.inner.query_page(query, start))
             .await
     }
     async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {

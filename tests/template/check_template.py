@@ -35,13 +35,18 @@ ALLOWED_RESOURCES = [
     {"Fn::GetAtt": ["AggregatorDeadLetters", "Arn"]},
     {"Fn::GetAtt": ["AggregatorLogs", "Arn"]},
     {"Fn::GetAtt": ["ProvisionerLogs", "Arn"]},
+    # The provisioner's follow-ups: an asynchronous invoke of itself.
+    {"Fn::Sub": [
+        "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${Prefix}-limits-provisioner",
+        {"Prefix": {"Fn::If": ["DefaultPrefix", {"Ref": "AWS::StackName"}, {"Ref": "FunctionNamePrefix"}]}},
+    ]},
 ]
 # What each function's code really calls, and nothing more.
 ALLOWED_ACTIONS = {
     "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
     "dynamodb:Query", "dynamodb:DescribeStream", "dynamodb:GetRecords",
     "dynamodb:GetShardIterator", "dynamodb:ListStreams", "sqs:SendMessage",
-    "logs:CreateLogStream", "logs:PutLogEvents", "sts:AssumeRole",
+    "logs:CreateLogStream", "logs:PutLogEvents", "sts:AssumeRole", "lambda:InvokeFunction",
 }
 
 
@@ -110,6 +115,10 @@ def policy_problems(cfn: dict) -> list[str]:
                 for action in actions:
                     if "*" in action or action not in ALLOWED_ACTIONS:
                         problems.append(f"{name}: action {action} is not one the code calls")
+                    if action == "lambda:InvokeFunction" and (
+                        name != "ProvisionerRole" or statement["Resource"] != ALLOWED_RESOURCES[-1]
+                    ):
+                        problems.append(f"{name}: lambda:InvokeFunction on anything but the provisioner itself")
                 for target in resources_of(statement.get("Resource", "*")):
                     if target not in ALLOWED_RESOURCES:
                         problems.append(f"{name}: resource {json.dumps(target)} is broader than the table, its indexes and stream, the queue and the logs")

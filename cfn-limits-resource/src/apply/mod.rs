@@ -29,10 +29,11 @@ use config::{Written, every_kind, predicted};
 use fanout::{Directive, FanOuts};
 use gate::GateError;
 use pending::Holder;
-use std::collections::BTreeSet;
-use std::time::Instant;
+use std::collections::{BTreeMap, BTreeSet};
+// Tokio's clock: a test can pause it and let a slow page take virtual time.
+use tokio::time::Instant;
 use zae_table::keys::config_key;
-use zae_table::provisioner::{FanOut, Kind};
+use zae_table::provisioner::{Cursor, FanOut, Kind};
 use zae_table::store::{Store, StoreError};
 use zae_table::value::same_item;
 use zae_table::{BucketKey, Item};
@@ -127,6 +128,17 @@ pub struct Run<'a, S> {
     held: BTreeSet<FanOut>,
     /// Fan-outs this apply must run.
     owed: BTreeSet<FanOut>,
+    /// Where claimed fan-outs that an earlier apply stopped go on from.
+    cursors: BTreeMap<FanOut, Cursor>,
+}
+
+/// How a fan-out ended.
+enum Settled {
+    Finished,
+    /// Config kept changing across it: left pending.
+    Moving,
+    /// Out of time: its place is recorded for the next run.
+    Stopped(Cursor),
 }
 
 impl<S: Store> Run<'_, S> {
@@ -188,7 +200,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
         let config_errors = errors.len();
         self.repair_disabled(&declared, &run, caller, &mut errors)
             .await;
-        let finished = self.fan_out(&run, &written, caller, &mut errors).await;
+        let (finished, stopped) = self.fan_out(&run, &written, caller, &mut errors).await;
         let pending = self.release(&run, &plan, finished).await;
         self.record_state(manifest, &intent, caller).await?;
         Ok(Report {
@@ -203,6 +215,34 @@ impl<'a, S: Store> Provisioner<'a, S> {
             pending,
             errors: Some(errors),
             config_errors,
+            stopped,
+            namespace: self.namespace.to_owned(),
+        })
+    }
+
+    /// A follow-up's work: the pending fan-outs nobody is working on,
+    /// claimed and run from their recorded place. No config is written.
+    pub async fn continue_pending(&self, caller: &Caller) -> Result<Report, ApplyError> {
+        let pending = pending::read(self.store, self.namespace)
+            .await
+            .map_err(store_err("reading pending fan-outs"))?;
+        let plan = Plan {
+            pending,
+            ..Plan::default()
+        };
+        let run = self.claim(&plan, caller).await?;
+        let mut errors = Vec::new();
+        let (finished, stopped) = self
+            .fan_out(&run, &Written::default(), caller, &mut errors)
+            .await;
+        let pending = self.release(&run, &plan, finished).await;
+        Ok(Report {
+            status: "continued",
+            pending,
+            errors: Some(errors),
+            stopped,
+            namespace: self.namespace.to_owned(),
+            ..Report::default()
         })
     }
 
@@ -221,7 +261,9 @@ impl<'a, S: Store> Provisioner<'a, S> {
             },
             held: BTreeSet::new(),
             owed: BTreeSet::new(),
+            cursors: BTreeMap::new(),
         };
+        let rewritten: BTreeSet<&Level> = plan.changes.iter().map(|c| &c.level).collect();
         for pending in plan.pending.iter().filter(|p| p.claimable(now)) {
             let claimed = run
                 .holder
@@ -233,6 +275,12 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 )))?;
             if claimed {
                 run.held.insert(pending.fan_out.clone());
+                // A level this apply writes again is fanned out from the start.
+                if let Some(cursor) = &pending.cursor
+                    && !rewritten.contains(&pending.fan_out.level)
+                {
+                    run.cursors.insert(pending.fan_out.clone(), cursor.clone());
+                }
             }
         }
         run.owed = run.held.clone();
@@ -270,6 +318,8 @@ impl<'a, S: Store> Provisioner<'a, S> {
             store: self.store,
             namespace: self.namespace,
             known: None,
+            stop_at: caller.stop_at,
+            resume: None,
         };
         for (level, decl) in declared {
             let Some(disabled) = decl.disabled else {
@@ -286,12 +336,18 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 reassert: Some(disabled),
                 ..Directive::default()
             };
-            if let Err(err) = fan_outs.run(Kind::Disabled, level, &directive).await {
-                errors.push(format!(
+            match fan_outs.run(Kind::Disabled, level, &directive).await {
+                Err(err) => errors.push(format!(
                     "disable fan-out {} {}: {err} (retried on the next apply)",
                     level.kind(),
                     level.target().unwrap_or_default()
-                ));
+                )),
+                // The repair runs on every apply: the next one goes on.
+                Ok(tally) if tally.stopped.is_some() => tracing::warn!(
+                    level = %level.describe(),
+                    "the disabled repair stopped at the deadline"
+                ),
+                Ok(_) => {}
             }
         }
     }
@@ -299,14 +355,15 @@ impl<'a, S: Store> Provisioner<'a, S> {
     /// The fan-out phase: every owed fan-out, in kind order, from live
     /// config. Many fan-outs share one namespace-wide discovery, swept before
     /// and after them all (the second sweep catches buckets created
-    /// meanwhile). Returns the fan-outs that finished.
+    /// meanwhile). Returns the fan-outs that finished, and how many stopped
+    /// at the deadline with their place recorded.
     async fn fan_out(
         &self,
         run: &Run<'_, S>,
         written: &Written,
         caller: &Caller,
         errors: &mut Vec<String>,
-    ) -> Vec<(FanOut, Directive)> {
+    ) -> (Vec<(FanOut, Directive)>, usize) {
         let mut order: Vec<FanOut> = run.owed.iter().cloned().collect();
         order.sort_by_key(|f| (f.run_order(), f.level.clone()));
         let swept = if order.len() >= SWEEP_THRESHOLD {
@@ -314,12 +371,8 @@ impl<'a, S: Store> Provisioner<'a, S> {
         } else {
             None
         };
-        let fan_outs = FanOuts {
-            store: self.store,
-            namespace: self.namespace,
-            known: swept.as_deref(),
-        };
         let mut finished = Vec::new();
+        let mut stopped = 0;
         for fan_out in order {
             if caller.out_of_time() {
                 errors.push(format!(
@@ -339,19 +392,33 @@ impl<'a, S: Store> Provisioner<'a, S> {
                     .unwrap_or_default(),
                 previous: written.previous.get(&fan_out.level).cloned(),
             };
-            match self.settle(&fan_outs, &fan_out, &directive).await {
-                Ok(true) => finished.push((fan_out, directive)),
-                Ok(false) => tracing::warn!(
+            let fan_outs = FanOuts {
+                store: self.store,
+                namespace: self.namespace,
+                known: swept.as_deref(),
+                stop_at: caller.stop_at,
+                resume: run.cursors.get(&fan_out).cloned(),
+            };
+            match self.settle(fan_outs, &fan_out, &directive).await {
+                Ok(Settled::Finished) => finished.push((fan_out, directive)),
+                Ok(Settled::Moving) => tracing::warn!(
                     pending = %fan_out.sk(),
                     "config kept changing during the fan-out; left pending for the next apply"
                 ),
+                Ok(Settled::Stopped(cursor)) => {
+                    stopped += 1;
+                    if let Err(err) = run.holder.save_cursor(&fan_out, &cursor).await {
+                        tracing::warn!(pending = %fan_out.sk(), error = %err, "recording where the fan-out stopped failed; the next run starts it over");
+                    }
+                }
                 Err(err) => errors.push(fan_out_error(&fan_out, &err)),
             }
         }
-        match &swept {
-            Some(first) => self.catch_up(first, finished, errors).await,
+        let finished = match &swept {
+            Some(first) => self.catch_up(first, finished, caller, errors).await,
             None => finished,
-        }
+        };
+        (finished, stopped)
     }
 
     async fn sweep_or_warn(&self) -> Option<Vec<(BucketKey, Item)>> {
@@ -370,6 +437,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
         &self,
         first: &[(BucketKey, Item)],
         finished: Vec<(FanOut, Directive)>,
+        caller: &Caller,
         errors: &mut Vec<String>,
     ) -> Vec<(FanOut, Directive)> {
         let seen: BTreeSet<String> = first.iter().map(|(key, _)| key.pk()).collect();
@@ -392,24 +460,29 @@ impl<'a, S: Store> Provisioner<'a, S> {
             store: self.store,
             namespace: self.namespace,
             known: Some(&fresh),
+            stop_at: caller.stop_at,
+            resume: None,
         };
         let mut kept = Vec::new();
         for (fan_out, directive) in finished {
             match late.run(fan_out.kind, &fan_out.level, &directive).await {
-                Ok(_) => kept.push((fan_out, directive)),
+                Ok(tally) if tally.stopped.is_none() => kept.push((fan_out, directive)),
+                // Left pending: the next apply runs it again.
+                Ok(_) => {}
                 Err(err) => errors.push(fan_out_error(&fan_out, &err)),
             }
         }
         kept
     }
 
-    /// Runs a fan-out from live config until the level holds still across it.
+    /// Runs a fan-out from live config until the level holds still across
+    /// it; the first round goes on from the recorded place, if any.
     async fn settle(
         &self,
-        fan_outs: &FanOuts<'_, S>,
+        mut fan_outs: FanOuts<'_, S>,
         fan_out: &FanOut,
         directive: &Directive,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Settled, StoreError> {
         let (pk, sk) = config_key(self.namespace, &fan_out.level);
         let mut before = self.store.get(&pk, &sk, true).await?;
         for _ in 0..FAN_OUT_ROUNDS {
@@ -420,8 +493,13 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 fan_out = %fan_out.sk(),
                 stamped = tally.stamped,
                 skipped = tally.skipped,
+                stopped = tally.stopped.is_some(),
                 "fan-out ran"
             );
+            if let Some(cursor) = tally.stopped {
+                return Ok(Settled::Stopped(cursor));
+            }
+            fan_outs.resume = None;
             let after = self.store.get(&pk, &sk, true).await?;
             let still = match (&before, &after) {
                 (Some(a), Some(b)) => same_item(a, b),
@@ -429,11 +507,11 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 _ => false,
             };
             if still {
-                return Ok(true);
+                return Ok(Settled::Finished);
             }
             before = after;
         }
-        Ok(false)
+        Ok(Settled::Moving)
     }
 
     /// The release phase: finished fan-outs give up their pending items, the

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use zae_table::Attr;
 use zae_table::keys::{self, Index, SK_PENDING_PREFIX};
 use zae_table::provisioner::{
-    FULL, FanOut, KIND, LEASE, LEVEL, OWNERS, Pending, Share, TARGET, WRITTEN_MS, decode_pending,
+    CURSOR, Cursor, FULL, FanOut, KIND, LEASE, LEVEL, OWNERS, Pending, Share, TARGET, WRITTEN_MS,
+    decode_pending,
 };
 use zae_table::store::{Condition, ITEM_EXISTS, Query, Returns, Store, StoreError, Update};
 
@@ -170,7 +171,29 @@ impl<S: Store> Holder<'_, S> {
         }
     }
 
-    /// Drops this apply's share; the item goes when no share is left.
+    /// Records where this apply's run of `fan_out` stopped, while it still
+    /// holds a share.
+    pub async fn save_cursor(&self, fan_out: &FanOut, cursor: &Cursor) -> Result<(), StoreError> {
+        let update = Update {
+            pk: keys::pk_system(&self.namespace),
+            sk: fan_out.sk(),
+            expression: "SET #c = :c".into(),
+            condition: Some("attribute_exists(#o.#tok)".into()),
+            names: BTreeMap::from([
+                ("#o".to_owned(), OWNERS.to_owned()),
+                ("#tok".to_owned(), self.token.clone()),
+                ("#c".to_owned(), CURSOR.to_owned()),
+            ]),
+            values: BTreeMap::from([(":c".to_owned(), cursor.encode())]),
+        };
+        match self.store.update(&update, Returns::Nothing).await {
+            Ok(_) | Err(StoreError::ConditionFailed { .. }) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Drops this apply's share, and the place of a run that is now
+    /// finished; the item goes when no share is left.
     /// `Ok(true)` when this release removed the item.
     pub async fn release(&self, fan_out: &FanOut) -> Result<bool, StoreError> {
         let pk = keys::pk_system(&self.namespace);
@@ -178,11 +201,12 @@ impl<S: Store> Holder<'_, S> {
         let update = Update {
             pk: pk.clone(),
             sk: sk.clone(),
-            expression: "REMOVE #o.#tok".into(),
+            expression: "REMOVE #o.#tok, #c".into(),
             condition: Some("attribute_exists(#o.#tok)".into()),
             names: BTreeMap::from([
                 ("#o".to_owned(), OWNERS.to_owned()),
                 ("#tok".to_owned(), self.token.clone()),
+                ("#c".to_owned(), CURSOR.to_owned()),
             ]),
             values: BTreeMap::new(),
         };

@@ -75,6 +75,13 @@ pub struct Report {
     /// fan-outs, retried by the next apply). Not part of the protocol.
     #[serde(skip)]
     pub config_errors: usize,
+    /// Fan-outs stopped at the deadline with their place recorded (counted
+    /// in `pending`). Not part of the protocol.
+    #[serde(skip)]
+    pub stopped: usize,
+    /// The namespace id the apply worked on. Not part of the protocol.
+    #[serde(skip)]
+    pub namespace: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

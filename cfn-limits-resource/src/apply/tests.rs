@@ -343,6 +343,8 @@ async fn a_stored_schedule_the_client_cannot_decode_never_reaches_a_bucket() {
         store: &*store,
         namespace: NS,
         known: None,
+        stop_at: None,
+        resume: None,
     };
     let err = fan_outs
         .run(Kind::Sync, &level, &Directive::default())
@@ -437,4 +439,76 @@ async fn an_apply_that_dies_midway_leaves_what_it_wrote_managed() {
         .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
         .unwrap();
     assert_eq!(state["managed_resources"], Attr::L(vec![Attr::s("gpt-4")]));
+}
+
+/// Each page of bucket discovery takes 10 s of tokio's paused clock: a
+/// namespace too large for one invocation, without waiting for it.
+#[derive(Clone)]
+pub(crate) struct SlowDiscovery;
+
+impl Faults for SlowDiscovery {
+    fn delay(&self, call: &Call<'_>) -> Option<std::time::Duration> {
+        matches!(call, Call::Query(query) if query.index.name.is_some())
+            .then_some(std::time::Duration::from_secs(10))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fan_out_stopped_at_the_deadline_goes_on_from_its_place_until_done() {
+    let memory = seeded();
+    apply(
+        &memory,
+        "namespace: default\nsystem: {limits: {rpm: {capacity: 9}}}\n",
+    )
+    .await;
+    for i in 0..200 {
+        bucket(&memory, &format!("u{i:03}"), "gpt-4");
+    }
+    let store = Injected {
+        inner: memory.clone(),
+        faults: SlowDiscovery,
+    };
+    let provisioner = Provisioner {
+        store: &store,
+        namespace: NS,
+    };
+    let soft = manifest("namespace: default\nsystem: {limits: {rpm: {capacity: 9, soft: true}}}\n");
+    // Sixteen pages (two passes of 200 / 25); a page read past the deadline
+    // waits for the next apply, so each apply finishes three.
+    let caller = || Caller {
+        stop_at: Some(Instant::now() + std::time::Duration::from_secs(35)),
+        ..Caller::local("test")
+    };
+    let stamped = || {
+        memory
+            .items()
+            .iter()
+            .filter(|item| item.contains_key("b_rpm_soft"))
+            .count()
+    };
+    let first = provisioner.apply(&soft, false, &caller()).await.unwrap();
+    assert_eq!((first.stopped, first.pending), (1, 1));
+    assert_eq!(stamped(), 75, "three pages of 25 before the deadline");
+    let recorded = pending::read(&memory, NS).await.unwrap();
+    assert_eq!(
+        recorded[0].cursor.as_ref().map(|c| c.pass),
+        Some(1),
+        "{recorded:?}"
+    );
+    // The same manifest again, as CloudFormation's next update or an
+    // operator would: each apply goes on from the recorded place.
+    let mut applies = 1;
+    loop {
+        let report = provisioner.apply(&soft, false, &caller()).await.unwrap();
+        applies += 1;
+        if report.pending == 0 {
+            break;
+        }
+        assert!(applies < 10, "no progress across applies");
+    }
+    // Pass 2 starts in the third apply, which did not see pass 1's first
+    // pages: it visits them again (writes are idempotent), hence six.
+    assert_eq!(applies, 6);
+    assert_eq!(stamped(), 200);
+    assert!(pending::read(&memory, NS).await.unwrap().is_empty());
 }

@@ -65,6 +65,10 @@ enum Command {
         /// Recorded as the audit events' principal.
         #[arg(long, default_value = "zae-limits-cli")]
         principal: String,
+        /// Start no new work after this many seconds: fan-outs still running
+        /// record their place, and the next apply goes on from there.
+        #[arg(long, value_name = "SECONDS")]
+        max_seconds: Option<u64>,
     },
     /// Report where the table differs from the manifest.
     Diff {
@@ -145,12 +149,27 @@ async fn run(command: Command) -> Result<bool, String> {
             (report, text)
         }
         Command::Apply {
-            quiet, principal, ..
+            quiet,
+            principal,
+            max_seconds,
+            ..
         } => {
+            let caller = Caller {
+                stop_at: max_seconds
+                    .map(|s| tokio::time::Instant::now() + std::time::Duration::from_secs(s)),
+                ..Caller::local(principal)
+            };
             let report = provisioner
-                .apply_plan(&manifest, plan, &Caller::local(principal))
+                .apply_plan(&manifest, plan, &caller)
                 .await
                 .map_err(|e| e.to_string())?;
+            if report.stopped > 0 {
+                eprintln!(
+                    "{} fan-out(s) stopped at --max-seconds with their place recorded; \
+                     apply again to go on",
+                    report.stopped
+                );
+            }
             let text = report::render_apply(&report, *quiet);
             (report, text)
         }

@@ -141,6 +141,9 @@ pub struct Outcome {
     pub reason: String,
     pub physical_id: String,
     pub data: Value,
+    /// The namespace id whose fan-outs stopped at the deadline: a follow-up
+    /// invocation should go on with them.
+    pub stopped_in: Option<String>,
 }
 
 impl CfnError {
@@ -166,6 +169,7 @@ impl Outcome {
             reason: reason.into(),
             physical_id,
             data: json!({}),
+            stopped_in: None,
         }
     }
 
@@ -353,6 +357,7 @@ pub async fn handle(
         reason: reason_for(&report),
         physical_id: id,
         data: serde_json::to_value(&report).unwrap_or_else(|_| json!({})),
+        stopped_in: (report.stopped > 0).then_some(namespace),
     })
 }
 
@@ -450,7 +455,7 @@ fn full_apply(envelope: &Envelope) -> Result<bool, CfnError> {
 
 fn reason_for(report: &Report) -> String {
     let errors = report.errors.as_ref().map_or(0, Vec::len);
-    format!(
+    let mut reason = format!(
         "{} created, {} updated, {} deleted, {} unchanged; {} fan-out(s) pending; {} error(s)",
         report.created.unwrap_or(0),
         report.updated.unwrap_or(0),
@@ -458,7 +463,14 @@ fn reason_for(report: &Report) -> String {
         report.unchanged,
         report.pending,
         errors
-    )
+    );
+    if report.stopped > 0 {
+        reason.push_str(&format!(
+            "; {} fan-out(s) stopped at the deadline with their place recorded",
+            report.stopped
+        ));
+    }
+    reason
 }
 
 fn skipped(envelope: &Envelope, why: &str) -> Outcome {
@@ -470,6 +482,7 @@ fn skipped(envelope: &Envelope, why: &str) -> Outcome {
             .clone()
             .unwrap_or_else(|| format!("{FAILED_CREATE_PREFIX}{}", envelope.request_id)),
         data: json!({}),
+        stopped_in: None,
     }
 }
 

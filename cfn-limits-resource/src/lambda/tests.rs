@@ -4,9 +4,11 @@
 //! no moto and no network.
 
 use super::*;
-use crate::apply::tests::{NS, bucket, bucket_item, seeded};
+use crate::apply::tests::{NS, SlowDiscovery, bucket, bucket_item, seeded};
+use crate::continuation::Continuer;
 use serde_json::Value;
 use std::sync::Mutex;
+use std::time::Instant;
 use zae_table::store::{Condition, Query, Returns, StoreError, TxWrite, Update};
 use zae_table::{Attr, Item, keys};
 use zae_test_support::faults::{Call, Faults, Injected};
@@ -34,13 +36,32 @@ impl Responder for Recorded {
     }
 }
 
-type Memory = Arc<MemoryStore>;
+/// The follow-ups asked for: each payload, or the refusal to start one.
+#[derive(Default)]
+struct Followed {
+    refuse: bool,
+    asked: Mutex<Vec<(String, Value)>>,
+}
 
-fn deps<S>(store: S) -> Arc<Deps<Fixed<S>, Recorded>> {
+impl Continuer for Followed {
+    async fn invoke_async(&self, function: &str, payload: Value) -> Result<(), String> {
+        self.asked.lock().unwrap().push((function.into(), payload));
+        match self.refuse {
+            true => Err("AccessDeniedException".into()),
+            false => Ok(()),
+        }
+    }
+}
+
+type Memory = Arc<MemoryStore>;
+type TestDeps<S> = Deps<Fixed<S>, Recorded, Followed>;
+
+fn deps<S>(store: S) -> Arc<TestDeps<S>> {
     Arc::new(Deps {
         tables: Fixed(store),
         default_table: Some("rate-limits".into()),
         responder: Recorded::default(),
+        continuer: Followed::default(),
     })
 }
 
@@ -68,7 +89,11 @@ fn request(kind: &str, id: &str, physical: Option<&str>, stack: &str, rpm: &str)
 }
 
 /// Sends one request and returns the answer CloudFormation received.
-async fn send<T: Tables>(deps: &Arc<Deps<T, Recorded>>, request: Tree, deadline_ms: u64) -> Value {
+async fn send<T: Tables>(
+    deps: &Arc<Deps<T, Recorded, Followed>>,
+    request: Tree,
+    deadline_ms: u64,
+) -> Value {
     handle(deps.clone(), request, deadline_ms, "arn:fn".into())
         .await
         .expect("the CloudFormation path always answers");
@@ -307,7 +332,7 @@ async fn a_hung_table_and_a_panic_are_answered_failed_in_time() {
 #[tokio::test]
 async fn the_direct_invoke_plans_and_applies_like_the_python_cli_expects() {
     let store = seeded();
-    let deps: Arc<Deps<Fixed<Memory>, Recorded>> = deps(store.clone());
+    let deps: Arc<TestDeps<Memory>> = deps(store.clone());
     let payload = |action: &str| -> Tree {
         serde_json::from_value(json!({"action": action, "table_name": "t", "namespace_id": NS,
             "principal": "arn:aws:iam::1:user/someone-else",
@@ -496,4 +521,103 @@ async fn a_delete_whose_table_is_gone_succeeds_and_a_create_fails() {
     )
     .await;
     assert_eq!(created["Status"], "FAILED", "{created}");
+}
+
+/// A soft `rpm` on resource gpt-4, created by a stack.
+fn soft_create() -> Tree {
+    let mut event = serde_json::to_value(request("Create", "req-soft", None, STACK, "50")).unwrap();
+    event["ResourceProperties"]["Resources"]["gpt-4"]["Limits"]["rpm"]["Soft"] = json!("true");
+    serde_json::from_value(event).unwrap()
+}
+
+/// 200 buckets behind a discovery index that takes 10 s a page (tokio's
+/// paused clock): 16 pages in two passes, five per minute-long invocation.
+fn large_namespace(refuse: bool) -> (Memory, Arc<TestDeps<Injected<Memory, SlowDiscovery>>>) {
+    let memory = seeded();
+    for i in 0..200 {
+        bucket(&memory, &format!("u{i:03}"), "gpt-4");
+    }
+    let store = Injected {
+        inner: memory.clone(),
+        faults: SlowDiscovery,
+    };
+    let deps = Arc::new(Deps {
+        tables: Fixed(store),
+        default_table: Some("rate-limits".into()),
+        responder: Recorded::default(),
+        continuer: Followed {
+            refuse,
+            ..Followed::default()
+        },
+    });
+    (memory, deps)
+}
+
+fn soft_stamped(memory: &MemoryStore) -> usize {
+    memory
+        .items()
+        .iter()
+        .filter(|item| item.contains_key("b_rpm_soft"))
+        .count()
+}
+
+fn in_a_minute() -> u64 {
+    chrono::Utc::now().timestamp_millis() as u64 + MINUTE
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fan_out_too_large_for_one_invocation_goes_on_in_follow_ups() {
+    let (memory, deps) = large_namespace(false);
+    let created = send(&deps, soft_create(), in_a_minute()).await;
+    assert_eq!(created["Status"], "SUCCESS", "{created}");
+    let reason = created["Reason"].as_str().unwrap();
+    assert!(
+        reason.contains("stopped at the deadline")
+            && reason.contains("continues in follow-up invocations"),
+        "{reason}"
+    );
+    assert!(
+        soft_stamped(&memory) < 200,
+        "the first invocation did not finish"
+    );
+    // Lambda runs each follow-up the function asked for, as it would.
+    let mut ran = 0;
+    loop {
+        // Taken out first: the follow-up locks the list to ask for the next.
+        let asked = deps.continuer.asked.lock().unwrap().pop();
+        let Some((function, payload)) = asked else {
+            break;
+        };
+        assert_eq!(function, "arn:fn", "the function invokes itself");
+        assert_eq!(payload["generation"], ran + 1);
+        assert_eq!(payload["namespace_id"], NS);
+        let payload: Tree = serde_json::from_value(payload).unwrap();
+        handle(deps.clone(), payload, in_a_minute(), "arn:fn".into())
+            .await
+            .unwrap();
+        ran += 1;
+        assert!(ran < 10, "no progress across follow-ups");
+    }
+    assert_eq!(ran, 3, "16 pages: 5 in the Create, 11 in three follow-ups");
+    assert_eq!(soft_stamped(&memory), 200);
+    let left = crate::apply::pending::read(&memory, NS).await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follow_up_that_cannot_start_leaves_the_work_to_the_next_apply_and_says_so() {
+    let (memory, deps) = large_namespace(true);
+    let created = send(&deps, soft_create(), in_a_minute()).await;
+    assert_eq!(created["Status"], "SUCCESS", "{created}");
+    let reason = created["Reason"].as_str().unwrap();
+    assert!(
+        reason.contains("could not be started (AccessDeniedException)")
+            && reason.contains("the next apply goes on from there"),
+        "{reason}"
+    );
+    let left = crate::apply::pending::read(&memory, NS).await.unwrap();
+    assert!(
+        left.iter().any(|p| p.cursor.is_some()),
+        "the place is recorded: {left:?}"
+    );
 }

@@ -3,7 +3,8 @@
 
 use super::{classify, item_from_sdk, item_to_sdk, to_sdk};
 use crate::store::{
-    Condition, Query, Returns, Store, StoreError, TxWrite, Update, item_key_text, key_text,
+    Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, item_key_text,
+    key_text,
 };
 use crate::value::{Attr, Item};
 use aws_sdk_dynamodb::Client;
@@ -226,38 +227,60 @@ impl Store for DynamoStore {
     }
 
     async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
-        let index = query.index;
-        let what = format!(
-            "{} {}={} begins_with({})",
-            index.name.unwrap_or("table"),
-            index.pk,
-            query.pk,
-            query.sk_prefix
-        );
         let mut items = Vec::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
+        let mut start: Option<Item> = None;
         loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .set_index_name(index.name.map(str::to_owned))
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_names("#pk", index.pk)
-                .expression_attribute_names("#sk", index.sk)
-                .expression_attribute_values(":pk", AttributeValue::S(query.pk.clone()))
-                .expression_attribute_values(":prefix", AttributeValue::S(query.sk_prefix.clone()))
-                .consistent_read(query.consistent && index.name.is_none())
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| classify("Query", what.clone(), e))?;
-            items.extend(out.items.unwrap_or_default().iter().map(item_from_sdk));
-            match out.last_evaluated_key {
-                Some(next) if !next.is_empty() => start = Some(next),
-                _ => return Ok(items),
+            let page = self.query_page(query, start.as_ref()).await?;
+            items.extend(page.items);
+            match page.next {
+                Some(next) => start = Some(next),
+                None => return Ok(items),
             }
         }
+    }
+
+    async fn query_page(
+        &self,
+        query: &Query,
+        start: Option<&Item>,
+    ) -> Result<QueryPage, StoreError> {
+        let index = query.index;
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .set_index_name(index.name.map(str::to_owned))
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+            .expression_attribute_names("#pk", index.pk)
+            .expression_attribute_names("#sk", index.sk)
+            .expression_attribute_values(":pk", AttributeValue::S(query.pk.clone()))
+            .expression_attribute_values(":prefix", AttributeValue::S(query.sk_prefix.clone()))
+            .consistent_read(query.consistent && index.name.is_none())
+            .set_exclusive_start_key(start.map(item_to_sdk))
+            .send()
+            .await
+            .map_err(|e| {
+                let what = format!(
+                    "{} {}={} begins_with({})",
+                    index.name.unwrap_or("table"),
+                    index.pk,
+                    query.pk,
+                    query.sk_prefix
+                );
+                classify("Query", what, e)
+            })?;
+        Ok(QueryPage {
+            items: out
+                .items
+                .unwrap_or_default()
+                .iter()
+                .map(item_from_sdk)
+                .collect(),
+            next: out
+                .last_evaluated_key
+                .filter(|key| !key.is_empty())
+                .map(|key| item_from_sdk(&key)),
+        })
     }
 
     async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {

@@ -1,7 +1,7 @@
 //! A [`Store`] decorator that counts the calls it passes on, by DynamoDB
 //! operation: what `zae-limits --stats` prints.
 
-use super::{Condition, Query, Returns, Store, StoreError, TxWrite, Update};
+use super::{Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update};
 use crate::value::Item;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -72,6 +72,14 @@ impl<S: Store> Store for Counted<S> {
         // Counted per call, not per page.
         self.count("Query");
         self.inner.query(query).await
+    }
+    async fn query_page(
+        &self,
+        query: &Query,
+        start: Option<&Item>,
+    ) -> Result<QueryPage, StoreError> {
+        self.count("Query");
+        self.inner.query_page(query, start).await
     }
     async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
         self.count("TransactWriteItems");

@@ -112,6 +112,15 @@ pub struct Query {
     pub consistent: bool,
 }
 
+/// One page of a query: its items, and the key to go on from (DynamoDB's
+/// `LastEvaluatedKey`: the table's and the index's key attributes of the
+/// last item read), `None` on the last page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueryPage {
+    pub items: Vec<Item>,
+    pub next: Option<Item>,
+}
+
 /// One write inside a transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxWrite {
@@ -200,6 +209,24 @@ pub trait Store: Send + Sync {
 
     fn query(&self, query: &Query) -> impl Future<Output = Result<Vec<Item>, StoreError>> + Send;
 
+    /// One page of a query, from `start` (the previous page's `next`). A
+    /// store that cannot page answers everything as one page.
+    fn query_page(
+        &self,
+        query: &Query,
+        start: Option<&Item>,
+    ) -> impl Future<Output = Result<QueryPage, StoreError>> + Send {
+        async move {
+            if start.is_some() {
+                return Ok(QueryPage::default());
+            }
+            Ok(QueryPage {
+                items: self.query(query).await?,
+                next: None,
+            })
+        }
+    }
+
     /// All or nothing. A condition failing on the first write is
     /// [`StoreError::ConditionFailed`], which callers use as "already there".
     fn transact(&self, writes: &[TxWrite]) -> impl Future<Output = Result<(), StoreError>> + Send;
@@ -241,6 +268,13 @@ impl<S: Store> Store for Arc<S> {
     }
     async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
         (**self).query(query).await
+    }
+    async fn query_page(
+        &self,
+        query: &Query,
+        start: Option<&Item>,
+    ) -> Result<QueryPage, StoreError> {
+        (**self).query_page(query, start).await
     }
     async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
         (**self).transact(writes).await

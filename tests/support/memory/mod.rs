@@ -14,15 +14,31 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 use zae_table::keys::{Index, pk_of, sk_of};
 use zae_table::store::{
-    Condition, Query, Returns, Store, StoreError, TxWrite, Update, item_key_text, key_text,
+    Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, item_key_text,
+    key_text,
 };
 use zae_table::{Attr, Item};
 
 type Key = (String, String);
 
+/// Items per query page: small, so that every test that queries pages.
+/// (DynamoDB's pages end at 1 MB.)
+pub const PAGE_ITEMS: usize = 25;
+
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     items: Mutex<BTreeMap<Key, Item>>,
+}
+
+/// Where an item sorts in an index: its sort key, then its table key.
+fn index_order(item: &Item, index: &Index) -> (String, String, String) {
+    let text = |name: &str| {
+        item.get(name)
+            .and_then(Attr::as_s)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    (text(index.sk), text("PK"), text("SK"))
 }
 
 fn invalid(operation: &'static str, key: String, message: String) -> StoreError {
@@ -123,11 +139,7 @@ fn project(item: &Item, index: &Index) -> Item {
     if !index.keys_only {
         return item.clone();
     }
-    let keys = ["PK", "SK", index.pk, index.sk];
-    item.iter()
-        .filter(|(name, _)| keys.contains(&name.as_str()))
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect()
+    index.start_key(item)
 }
 
 impl MemoryStore {
@@ -229,8 +241,26 @@ impl Store for MemoryStore {
     }
 
     async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self.query_page(query, start.as_ref()).await?;
+            items.extend(page.items);
+            match page.next {
+                Some(next) => start = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    async fn query_page(
+        &self,
+        query: &Query,
+        start: Option<&Item>,
+    ) -> Result<QueryPage, StoreError> {
         let index = query.index;
-        let mut found: Vec<Item> = self
+        let after = start.map(|key| index_order(key, index));
+        let mut found: Vec<((String, String, String), Item)> = self
             .lock()
             .values()
             .filter(|item| item.get(index.pk).and_then(Attr::as_s) == Some(query.pk.as_str()))
@@ -239,13 +269,17 @@ impl Store for MemoryStore {
                     .and_then(Attr::as_s)
                     .is_some_and(|sk| sk.starts_with(&query.sk_prefix))
             })
-            .map(|item| project(item, index))
+            .map(|item| (index_order(item, index), project(item, index)))
+            .filter(|(order, _)| after.as_ref().is_none_or(|a| order > a))
             .collect();
-        found.sort_by(|a, b| {
-            let sk = |item: &Item| item.get(index.sk).and_then(Attr::as_s).map(str::to_owned);
-            sk(a).cmp(&sk(b))
-        });
-        Ok(found)
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let more = found.len() > PAGE_ITEMS;
+        found.truncate(PAGE_ITEMS);
+        let next = more.then(|| index.start_key(&found[found.len() - 1].1));
+        Ok(QueryPage {
+            items: found.into_iter().map(|(_, item)| item).collect(),
+            next,
+        })
     }
 
     async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {

@@ -6,6 +6,7 @@ use super::resolver::Resolver;
 use super::{Directive, FanOuts, Tally, deadline};
 use crate::apply::now_ms;
 use crate::manifest::{DEFAULT_RESOURCE, Disabled, Level};
+use futures::FutureExt;
 use zae_table::bucket::{BYPASS, DISABLED};
 use zae_table::config::LevelConfig;
 use zae_table::keys;
@@ -45,57 +46,60 @@ impl<S: Store> FanOuts<'_, S> {
         live: Option<&LevelConfig>,
         directive: &Directive,
     ) -> Result<Tally, StoreError> {
-        let mut tally = Tally::default();
         let started = now_ms();
         match level {
-            Level::System => {}
+            Level::System => Ok(Tally::default()),
             Level::Resource(resource) => {
                 let wanted = directive
                     .reassert
                     .or_else(|| live.and_then(|c| c.disabled))
                     .unwrap_or(Disabled::No);
-                for (key, item) in self.buckets(level).await? {
-                    if directive.reassert.is_some() && carries(&item, wanted) {
-                        tally.skipped += 1;
-                        continue;
+                self.each_bucket(level, |key, item| {
+                    async move {
+                        if directive.reassert.is_some() && carries(&item, wanted) {
+                            return Ok(Tally::skipped());
+                        }
+                        // An entity-level `disabled` is a carve-out the resource does not override.
+                        let t = now_ms();
+                        if resolver.disabled(&key.entity, resource).await? != wanted {
+                            return Ok(Tally::skipped());
+                        }
+                        let mut update = UpdateBuilder::new();
+                        stamp(&mut update, wanted, t);
+                        Ok(Tally::stamped(self.write(&key, update, None).await?))
                     }
-                    // An entity-level `disabled` is a carve-out the resource does not override.
-                    let t = now_ms();
-                    if resolver.disabled(&key.entity, resource).await? != wanted {
-                        tally.skipped += 1;
-                        continue;
-                    }
-                    let mut update = UpdateBuilder::new();
-                    stamp(&mut update, wanted, t);
-                    tally.stamped += usize::from(self.write(&key, update, None).await?);
-                }
+                    .boxed()
+                })
+                .await
             }
             Level::Entity { entity, resource } => {
-                for (key, _) in self.buckets(level).await? {
-                    if key.entity != *entity {
-                        continue;
-                    }
-                    let bucket_resource = if resource == DEFAULT_RESOURCE {
-                        key.resource.as_str()
-                    } else {
-                        resource.as_str()
-                    };
-                    let wanted = resolver.disabled(entity, bucket_resource).await?;
-                    // A repair pass only writes what is missing; GSI3 projects
-                    // keys only, so the bucket is read to know.
-                    if directive.reassert.is_some() {
-                        let current = self.store.get(&key.pk(), keys::SK_STATE, true).await?;
-                        if current.is_none_or(|item| carries(&item, wanted)) {
-                            tally.skipped += 1;
-                            continue;
+                self.each_bucket(level, |key, _| {
+                    async move {
+                        if key.entity != *entity {
+                            return Ok(Tally::default());
                         }
+                        let bucket_resource = if resource == DEFAULT_RESOURCE {
+                            key.resource.as_str()
+                        } else {
+                            resource.as_str()
+                        };
+                        let wanted = resolver.disabled(entity, bucket_resource).await?;
+                        // A repair pass only writes what is missing; GSI3 projects
+                        // keys only, so the bucket is read to know.
+                        if directive.reassert.is_some() {
+                            let current = self.store.get(&key.pk(), keys::SK_STATE, true).await?;
+                            if current.is_none_or(|item| carries(&item, wanted)) {
+                                return Ok(Tally::skipped());
+                            }
+                        }
+                        let mut update = UpdateBuilder::new();
+                        stamp(&mut update, wanted, started);
+                        Ok(Tally::stamped(self.write(&key, update, None).await?))
                     }
-                    let mut update = UpdateBuilder::new();
-                    stamp(&mut update, wanted, started);
-                    tally.stamped += usize::from(self.write(&key, update, None).await?);
-                }
+                    .boxed()
+                })
+                .await
             }
         }
-        Ok(tally)
     }
 }

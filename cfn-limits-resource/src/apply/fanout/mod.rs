@@ -16,13 +16,28 @@ mod soft;
 mod sync;
 
 use crate::manifest::{DEFAULT_RESOURCE, Disabled, Level};
+use futures::StreamExt;
+use futures::future::BoxFuture;
 use resolver::Resolver;
 use std::collections::{BTreeSet, HashSet};
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+// Tokio's clock: a test can pause it and let a slow page take virtual time.
+use tokio::time::Instant;
 use zae_table::config::LevelConfig;
 use zae_table::keys::{self, Index, config_key};
-use zae_table::provisioner::Kind;
+use zae_table::provisioner::{Cursor, Kind};
 use zae_table::store::{Query, Returns, Store, StoreError, UpdateBuilder};
 use zae_table::{BucketKey, Item};
+
+/// Bucket writes in flight at once, within one page of discovery.
+pub const CONCURRENCY: usize = 16;
+/// Buckets visited between two looks at the clock: a page of discovery
+/// (up to 1 MB of keys) can hold thousands.
+const CHUNK: usize = 8 * CONCURRENCY;
+
+/// One bucket's part of a fan-out. Boxed: a future that borrows the
+/// fan-out's state stays `Send` for the Lambda's task.
+pub type Visit<'v> = BoxFuture<'v, Result<Tally, StoreError>>;
 
 /// Soft and bypass stamps are deadlines: the client renews or drops them
 /// from fresh config on its slow path.
@@ -91,10 +106,34 @@ fn discovery(namespace: &str, level: &Level) -> Query {
 }
 
 /// What one fan-out did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tally {
     pub stamped: usize,
     pub skipped: usize,
+    /// Out of time before the last bucket: where to go on.
+    pub stopped: Option<Cursor>,
+}
+
+impl Tally {
+    pub fn stamped(written: bool) -> Tally {
+        Tally {
+            stamped: usize::from(written),
+            ..Tally::default()
+        }
+    }
+
+    pub fn skipped() -> Tally {
+        Tally {
+            skipped: 1,
+            ..Tally::default()
+        }
+    }
+
+    fn add(mut self, other: Tally) -> Tally {
+        self.stamped += other.stamped;
+        self.skipped += other.skipped;
+        self
+    }
 }
 
 /// The inputs of one fan-out run beyond the level's live config.
@@ -114,6 +153,10 @@ pub struct FanOuts<'a, S> {
     pub namespace: &'a str,
     /// Buckets already found by a [`sweep`]; `None` queries per level.
     pub known: Option<&'a [(BucketKey, Item)]>,
+    /// Start no page of buckets after this instant.
+    pub stop_at: Option<Instant>,
+    /// Where the first discovery of a fan-out goes on from.
+    pub resume: Option<Cursor>,
 }
 
 impl<S: Store> FanOuts<'_, S> {
@@ -151,33 +194,85 @@ impl<S: Store> FanOuts<'_, S> {
         }
     }
 
-    /// The buckets in the level's reach: from the sweep, or from its index,
-    /// queried twice over, each PK once.
-    async fn buckets(&self, level: &Level) -> Result<Vec<(BucketKey, Item)>, StoreError> {
+    fn out_of_time(&self) -> bool {
+        self.stop_at.is_some_and(|stop| Instant::now() >= stop)
+    }
+
+    /// Visits every bucket in the level's reach, [`CONCURRENCY`] at a time.
+    /// Found page by page through the level's index, queried twice (the
+    /// second pass visits only buckets the first did not see, remembered as
+    /// 64-bit hashes), from [`FanOuts::resume`]; or from the sweep. Memory
+    /// stays bounded by a page, whatever the namespace holds. Out of time,
+    /// it stops between two chunks of [`CHUNK`] buckets and says where to go on.
+    async fn each_bucket<'v, F>(&'v self, level: &Level, visit: F) -> Result<Tally, StoreError>
+    where
+        F: Fn(BucketKey, Item) -> Visit<'v>,
+    {
         if let Some(known) = self.known {
-            return Ok(known
-                .iter()
-                .filter(|(key, _)| in_scope(level, key))
-                .cloned()
-                .collect());
+            return self.each_known(known, level, visit).await;
         }
-        let query = &discovery(self.namespace, level);
-        let mut seen = HashSet::new();
-        let mut found = Vec::new();
-        for _pass in 0..2 {
-            for item in self.store.query(query).await? {
-                let Some(pk) = keys::pk_of(&item) else {
-                    continue;
-                };
-                let Ok(key) = BucketKey::parse(pk) else {
-                    continue;
-                };
-                if seen.insert(pk.to_owned()) {
-                    found.push((key, item));
+        let query = discovery(self.namespace, level);
+        let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        let mut seen: HashSet<u64> = HashSet::new();
+        let mut cursor = self.resume.clone().unwrap_or_else(Cursor::start);
+        let mut tally = Tally::default();
+        loop {
+            if self.out_of_time() {
+                tally.stopped = Some(cursor);
+                return Ok(tally);
+            }
+            let page = self.store.query_page(&query, cursor.after.as_ref()).await?;
+            for chunk in page.items.chunks(CHUNK) {
+                if self.out_of_time() {
+                    tally.stopped = Some(cursor);
+                    return Ok(tally);
                 }
+                let fresh = chunk.iter().filter_map(|item| {
+                    let pk = keys::pk_of(item)?;
+                    let key = BucketKey::parse(pk).ok()?;
+                    seen.insert(hasher.hash_one(pk))
+                        .then(|| (key, item.clone()))
+                });
+                tally = tally.add(visit_all(fresh, &visit).await?);
+                // Every bucket up to this one is done: go on after it.
+                cursor.after = chunk.last().map(|item| query.index.start_key(item));
+            }
+            match page.next {
+                Some(next) => cursor.after = Some(next),
+                None if cursor.pass == 1 => {
+                    cursor = Cursor {
+                        pass: 2,
+                        after: None,
+                    }
+                }
+                None => return Ok(tally),
             }
         }
-        Ok(found)
+    }
+
+    async fn each_known<'v, F>(
+        &self,
+        known: &[(BucketKey, Item)],
+        level: &Level,
+        visit: F,
+    ) -> Result<Tally, StoreError>
+    where
+        F: Fn(BucketKey, Item) -> Visit<'v>,
+    {
+        let mut tally = Tally::default();
+        let scoped: Vec<&(BucketKey, Item)> = known
+            .iter()
+            .filter(|(key, _)| in_scope(level, key))
+            .collect();
+        for chunk in scoped.chunks(CHUNK) {
+            if self.out_of_time() {
+                tally.stopped = Some(Cursor::start());
+                return Ok(tally);
+            }
+            let chunk = chunk.iter().map(|(key, item)| (key.clone(), item.clone()));
+            tally = tally.add(visit_all(chunk, &visit).await?);
+        }
+        Ok(tally)
     }
 
     async fn write(
@@ -201,4 +296,23 @@ impl<S: Store> FanOuts<'_, S> {
             Err(err) => Err(err),
         }
     }
+}
+
+/// Runs the visits [`CONCURRENCY`] at a time; the first error ends them.
+/// (The futures are made before the first await: an iterator adapter held
+/// across it would make the Lambda's future lose `Send`.)
+async fn visit_all<'v, F>(
+    buckets: impl Iterator<Item = (BucketKey, Item)>,
+    visit: &F,
+) -> Result<Tally, StoreError>
+where
+    F: Fn(BucketKey, Item) -> Visit<'v>,
+{
+    let visits: Vec<Visit<'v>> = buckets.map(|(key, item)| visit(key, item)).collect();
+    let mut running = futures::stream::iter(visits).buffer_unordered(CONCURRENCY);
+    let mut tally = Tally::default();
+    while let Some(one) = running.next().await {
+        tally = tally.add(one?);
+    }
+    Ok(tally)
 }

@@ -2,17 +2,26 @@
 //! resolved in the client's order.
 
 use crate::manifest::{Disabled, Level};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use zae_table::config::LevelConfig;
-use zae_table::keys::config_key;
+use zae_table::keys::{self, config_key};
 use zae_table::store::{Store, StoreError};
+
+/// Levels kept for one fan-out. Past this many, entity levels are
+/// forgotten (and read again when needed), so memory stays bounded when a
+/// fan-out crosses a namespace of many entities.
+const LEVELS_KEPT: usize = 10_000;
+
+type LevelKey = (String, String);
 
 /// Strongly consistent, memoised reads of config levels for one fan-out.
 pub struct Resolver<'a, S> {
     store: &'a S,
     namespace: &'a str,
-    cache: Mutex<HashMap<(String, String), Option<LevelConfig>>>,
+    cache: Mutex<HashMap<LevelKey, Option<LevelConfig>>>,
+    /// Levels seeded by the caller: never forgotten, never read again.
+    seeded: Mutex<HashSet<LevelKey>>,
 }
 
 impl<'a, S: Store> Resolver<'a, S> {
@@ -21,6 +30,7 @@ impl<'a, S: Store> Resolver<'a, S> {
             store,
             namespace,
             cache: Mutex::new(HashMap::new()),
+            seeded: Mutex::new(HashSet::new()),
         }
     }
 
@@ -36,20 +46,28 @@ impl<'a, S: Store> Resolver<'a, S> {
         }
         let item = self.store.get(&key.0, &key.1, true).await?;
         let config = item.as_ref().map(LevelConfig::decode);
-        self.cache
-            .lock()
-            .expect("not poisoned")
-            .insert(key, config.clone());
+        self.remember(key, config.clone());
         Ok(config)
+    }
+
+    fn remember(&self, key: LevelKey, config: Option<LevelConfig>) {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= LEVELS_KEPT {
+            let seeded = self.seeded.lock().unwrap_or_else(|p| p.into_inner());
+            let entity = keys::pk_entity(self.namespace, "");
+            cache.retain(|key, _| seeded.contains(key) || !key.0.starts_with(&entity));
+        }
+        cache.insert(key, config);
     }
 
     /// Records a level already read, so the fan-out does not read it again.
     pub fn seed(&self, level: &Level, config: Option<LevelConfig>) {
         let key = config_key(self.namespace, level);
-        self.cache
+        self.seeded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, config);
+            .insert(key.clone());
+        self.remember(key, config);
     }
 
     pub async fn disabled(&self, entity: &str, resource: &str) -> Result<Disabled, StoreError> {

@@ -5,6 +5,7 @@ use super::resolver::Resolver;
 use super::{Directive, FanOuts, Tally, deadline};
 use crate::apply::now_ms;
 use crate::manifest::Level;
+use futures::FutureExt;
 use std::collections::BTreeSet;
 use zae_table::Attr;
 use zae_table::bucket::{field, limit_attr};
@@ -19,47 +20,46 @@ impl<S: Store> FanOuts<'_, S> {
         live: Option<&LevelConfig>,
         directive: &Directive,
     ) -> Result<Tally, StoreError> {
-        let mut tally = Tally::default();
         if matches!(level, Level::Entity { .. }) {
-            return Ok(tally);
+            return Ok(Tally::default());
         }
         let mut names: BTreeSet<String> = directive.soft_changed.clone();
         if let Some(live) = live {
             names.extend(live.limits.iter().map(|l| l.name.clone()));
         }
-        for (key, _) in self.buckets(level).await? {
-            let t = now_ms();
-            let resolved = resolver.limits(&key.entity, &key.resource, &[]).await?;
-            let soft: BTreeSet<String> = match &resolved {
-                // Entity levels carry soft-ness through their own param sync.
-                Some((Level::Entity { .. }, _)) => {
-                    tally.skipped += 1;
-                    continue;
+        let names = &names;
+        self.each_bucket(level, |key, _| {
+            async move {
+                let t = now_ms();
+                let resolved = resolver.limits(&key.entity, &key.resource, &[]).await?;
+                let soft: BTreeSet<String> = match &resolved {
+                    // Entity levels carry soft-ness through their own param sync.
+                    Some((Level::Entity { .. }, _)) => return Ok(Tally::skipped()),
+                    Some((Level::Resource(_), _)) if matches!(level, Level::System) => {
+                        return Ok(Tally::skipped());
+                    }
+                    Some((_, config)) => config.soft_names().into_iter().collect(),
+                    None => BTreeSet::new(),
+                };
+                let mut targets = names.clone();
+                if let Some((_, config)) = &resolved {
+                    targets.extend(config.limits.iter().map(|l| l.name.clone()));
                 }
-                Some((Level::Resource(_), _)) if matches!(level, Level::System) => {
-                    tally.skipped += 1;
-                    continue;
+                if targets.is_empty() {
+                    return Ok(Tally::default());
                 }
-                Some((_, config)) => config.soft_names().into_iter().collect(),
-                None => BTreeSet::new(),
-            };
-            let mut targets = names.clone();
-            if let Some((_, config)) = &resolved {
-                targets.extend(config.limits.iter().map(|l| l.name.clone()));
-            }
-            if targets.is_empty() {
-                continue;
-            }
-            let mut update = UpdateBuilder::new();
-            for name in &targets {
-                if soft.contains(name) {
-                    update.set(&limit_attr(name, field::SOFT), Attr::n(deadline(t)));
-                } else {
-                    update.remove(&limit_attr(name, field::SOFT));
+                let mut update = UpdateBuilder::new();
+                for name in &targets {
+                    if soft.contains(name) {
+                        update.set(&limit_attr(name, field::SOFT), Attr::n(deadline(t)));
+                    } else {
+                        update.remove(&limit_attr(name, field::SOFT));
+                    }
                 }
+                Ok(Tally::stamped(self.write(&key, update, None).await?))
             }
-            tally.stamped += usize::from(self.write(&key, update, None).await?);
-        }
-        Ok(tally)
+            .boxed()
+        })
+        .await
     }
 }

@@ -7,6 +7,7 @@ use super::resolver::Resolver;
 use super::{Directive, FanOuts, Tally};
 use crate::apply::now_ms;
 use crate::manifest::{DEFAULT_RESOURCE, Level};
+use futures::FutureExt;
 use std::collections::BTreeSet;
 use zae_table::config::{LevelConfig, LimitConfig};
 use zae_table::schedule;
@@ -44,9 +45,8 @@ impl<S: Store> FanOuts<'_, S> {
         live: Option<&LevelConfig>,
         directive: &Directive,
     ) -> Result<Tally, StoreError> {
-        let mut tally = Tally::default();
         let Level::Entity { entity, resource } = level else {
-            return Ok(tally);
+            return Ok(Tally::default());
         };
         let declared: Vec<LimitConfig> = live.map(|c| c.limits.clone()).unwrap_or_default();
         let previous: BTreeSet<String> = directive
@@ -55,39 +55,43 @@ impl<S: Store> FanOuts<'_, S> {
             .flat_map(|c| c.limits.iter().map(|l| l.name.clone()))
             .collect();
         let declared_names: BTreeSet<String> = declared.iter().map(|l| l.name.clone()).collect();
-        for (key, _) in self.buckets(level).await? {
-            if key.entity != *entity {
-                continue;
+        let (declared, previous, declared_names) = (&declared, &previous, &declared_names);
+        self.each_bucket(level, |key, _| {
+            async move {
+                if key.entity != *entity {
+                    return Ok(Tally::default());
+                }
+                let t = now_ms();
+                // What this bucket must run on now, and whether an entity level decided it.
+                let plan = if resource == DEFAULT_RESOURCE {
+                    resolver.limits(entity, &key.resource, &[]).await?
+                } else if declared.is_empty() {
+                    let fallback = Level::resolution(entity, resource, true)
+                        .into_iter()
+                        .skip(1)
+                        .collect::<Vec<_>>();
+                    resolver.limits(entity, resource, &fallback).await?
+                } else {
+                    Some((level.clone(), live.cloned().unwrap_or_default()))
+                };
+                // Nothing resolves: the bucket keeps what it has (the client does the same).
+                let Some((decided, config)) = plan else {
+                    return Ok(Tally::skipped());
+                };
+                undecodable(&decided, &config)?;
+                let entity_decided = matches!(decided, Level::Entity { .. });
+                let resolved: BTreeSet<String> =
+                    config.limits.iter().map(|l| l.name.clone()).collect();
+                let stale: BTreeSet<String> = previous
+                    .union(declared_names)
+                    .filter(|name| !resolved.contains(*name))
+                    .cloned()
+                    .collect();
+                let update = param_update(&config, entity_decided, &stale, t);
+                Ok(Tally::stamped(self.write(&key, update, None).await?))
             }
-            let t = now_ms();
-            // What this bucket must run on now, and whether an entity level decided it.
-            let plan = if resource == DEFAULT_RESOURCE {
-                resolver.limits(entity, &key.resource, &[]).await?
-            } else if declared.is_empty() {
-                let fallback = Level::resolution(entity, resource, true)
-                    .into_iter()
-                    .skip(1)
-                    .collect::<Vec<_>>();
-                resolver.limits(entity, resource, &fallback).await?
-            } else {
-                Some((level.clone(), live.cloned().unwrap_or_default()))
-            };
-            // Nothing resolves: the bucket keeps what it has (the client does the same).
-            let Some((decided, config)) = plan else {
-                tally.skipped += 1;
-                continue;
-            };
-            undecodable(&decided, &config)?;
-            let entity_decided = matches!(decided, Level::Entity { .. });
-            let resolved: BTreeSet<String> = config.limits.iter().map(|l| l.name.clone()).collect();
-            let stale: BTreeSet<String> = previous
-                .union(&declared_names)
-                .filter(|name| !resolved.contains(*name))
-                .cloned()
-                .collect();
-            let update = param_update(&config, entity_decided, &stale, t);
-            tally.stamped += usize::from(self.write(&key, update, None).await?);
-        }
-        Ok(tally)
+            .boxed()
+        })
+        .await
     }
 }

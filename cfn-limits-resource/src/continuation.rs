@@ -1,0 +1,130 @@
+//! Fan-outs too large for one invocation: when an apply stops at the
+//! deadline with its place recorded, the function invokes itself
+//! asynchronously, and the follow-up claims the pending fan-outs and goes on
+//! from there, chain after chain, until nothing is left or the chain's
+//! length runs out (then the next apply goes on).
+
+use serde_json::{Value, json};
+use serde_norway::Value as Tree;
+use std::future::Future;
+use std::time::Duration;
+
+/// The direct-invoke action of a follow-up. The Python CLI never sends it.
+pub const ACTION: &str = "continue";
+/// Follow-ups in one chain. Each one made progress (it ran until its
+/// deadline), so a longer chain would mean a namespace past what this
+/// bound expects; the next apply takes it from there.
+pub const MAX_GENERATIONS: u64 = 50;
+/// The most an asynchronous invoke may take before the stack is answered.
+const INVOKE_BUDGET: Duration = Duration::from_secs(5);
+
+/// Starts an invocation of a function and does not wait for it.
+pub trait Continuer: Send + Sync + 'static {
+    fn invoke_async(
+        &self,
+        function: &str,
+        payload: Value,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+impl Continuer for aws_sdk_lambda::Client {
+    async fn invoke_async(&self, function: &str, payload: Value) -> Result<(), String> {
+        use aws_sdk_lambda::error::DisplayErrorContext;
+        use aws_sdk_lambda::primitives::Blob;
+        use aws_sdk_lambda::types::InvocationType;
+        self.invoke()
+            .function_name(function)
+            .invocation_type(InvocationType::Event)
+            .payload(Blob::new(payload.to_string()))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("Invoke {function}: {}", DisplayErrorContext(&e)))
+    }
+}
+
+/// A follow-up's request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Continuation {
+    pub table: String,
+    pub namespace_id: String,
+    /// 1 for the first follow-up of an apply.
+    pub generation: u64,
+}
+
+impl Continuation {
+    pub fn payload(&self) -> Value {
+        json!({
+            "action": ACTION,
+            "table_name": self.table,
+            "namespace_id": self.namespace_id,
+            "generation": self.generation,
+        })
+    }
+
+    /// `None` when the payload is not a follow-up; an error names what a
+    /// follow-up payload lacks.
+    pub fn parse(payload: &Tree) -> Option<Result<Continuation, String>> {
+        let Tree::Mapping(map) = payload else {
+            return None;
+        };
+        if map.get("action").and_then(Tree::as_str) != Some(ACTION) {
+            return None;
+        }
+        let text = |key: &str| {
+            map.get(key)
+                .and_then(Tree::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| format!("a `{ACTION}` payload needs `{key}`"))
+        };
+        Some((|| {
+            Ok(Continuation {
+                table: text("table_name")?,
+                namespace_id: text("namespace_id")?,
+                generation: map.get("generation").and_then(Tree::as_u64).unwrap_or(1),
+            })
+        })())
+    }
+
+    pub fn next(&self) -> Continuation {
+        Continuation {
+            generation: self.generation.saturating_add(1),
+            ..self.clone()
+        }
+    }
+}
+
+/// Asks for a follow-up within `budget` (at most five seconds), and says
+/// what happens next, for the stack's `Reason` and the logs.
+pub async fn request<C: Continuer>(
+    continuer: &C,
+    function: &str,
+    next: &Continuation,
+    budget: Duration,
+) -> String {
+    if next.generation > MAX_GENERATIONS {
+        tracing::error!(namespace = %next.namespace_id, "follow-up chain at its limit");
+        return format!(
+            "after {MAX_GENERATIONS} follow-up invocations the chain stops; the next apply \
+             goes on from there"
+        );
+    }
+    let invoke = continuer.invoke_async(function, next.payload());
+    match tokio::time::timeout(budget.min(INVOKE_BUDGET), invoke).await {
+        Ok(Ok(())) => {
+            tracing::info!(namespace = %next.namespace_id, generation = next.generation, "follow-up invocation started");
+            "the rest continues in follow-up invocations of this function".into()
+        }
+        Ok(Err(err)) => {
+            tracing::error!(error = %err, "could not start a follow-up invocation");
+            format!(
+                "a follow-up invocation could not be started ({err}); the next apply goes on from there"
+            )
+        }
+        Err(_) => {
+            tracing::error!("starting a follow-up invocation timed out");
+            "starting a follow-up invocation timed out; the next apply goes on from there".into()
+        }
+    }
+}
