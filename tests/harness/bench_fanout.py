@@ -26,15 +26,10 @@ import time
 
 import boto3
 
+from bench_limits import Context, namespace_id
+
 HARD = {"namespace": "default", "system": {"limits": {"rpm": {"capacity": 100}}}}
 SOFT = {"namespace": "default", "system": {"limits": {"rpm": {"capacity": 100, "soft": True}}}}
-
-
-def namespace_id(table: str) -> str:
-    item = boto3.client("dynamodb").get_item(
-        TableName=table, Key={"PK": {"S": "_/SYSTEM#"}, "SK": {"S": "#NAMESPACE#default"}}
-    )["Item"]
-    return item["namespace_id"]["S"]
 
 
 def seed(table: str, count: int) -> None:
@@ -99,14 +94,6 @@ def ours(binary: str, table: str, body: dict, max_seconds: int | None = None) ->
         "errors": len(report["errors"]),
         "dynamodb_calls": stats["dynamodb_calls"],
     }
-
-
-class Context:
-    log_stream_name = "bench"
-
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 3_600_000
 
 
 def reference(table: str, body: dict) -> dict:

@@ -7,3 +7,12 @@ pub mod emf;
 pub mod faults;
 pub mod harness;
 pub mod memory;
+
+/// Cases per property test: `default` in the test command, `ZAE_FUZZ_CASES`
+/// in the long run (`scripts/fuzz.sh`).
+pub fn fuzz_cases(default: u32) -> u32 {
+    std::env::var("ZAE_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}

@@ -285,16 +285,8 @@ fn arb_number() -> impl Strategy<Value = String> {
     ]
 }
 
-/// Cases per property: 2,000 in the test command, more from `scripts/fuzz.sh`.
-fn cases(default: u32) -> u32 {
-    std::env::var("ZAE_FUZZ_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(2000)))]
+    #![proptest_config(ProptestConfig::with_cases(zae_test_support::fuzz_cases(2000)))]
 
     #[test]
     fn the_record_parser_never_panics_on_arbitrary_text(text in ".{0,300}") {

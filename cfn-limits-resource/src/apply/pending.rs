@@ -171,45 +171,57 @@ impl<S: Store> Holder<'_, S> {
         }
     }
 
-    /// Records where this apply's run of `fan_out` stopped, while it still
-    /// holds a share.
-    pub async fn save_cursor(&self, fan_out: &FanOut, cursor: &Cursor) -> Result<(), StoreError> {
-        let update = Update {
+    /// An update of `fan_out`'s item, only while this apply holds a share
+    /// (`#o.#tok`); `names` and `values` are the expression's others.
+    fn on_share<const N: usize, const V: usize>(
+        &self,
+        fan_out: &FanOut,
+        expression: &str,
+        names: [(&str, &str); N],
+        values: [(&str, Attr); V],
+    ) -> Update {
+        let mut all = BTreeMap::from([
+            ("#o".to_owned(), OWNERS.to_owned()),
+            ("#tok".to_owned(), self.token.clone()),
+        ]);
+        all.extend(names.map(|(k, v)| (k.to_owned(), v.to_owned())));
+        Update {
             pk: keys::pk_system(&self.namespace),
             sk: fan_out.sk(),
-            expression: "SET #c = :c".into(),
+            expression: expression.into(),
             condition: Some("attribute_exists(#o.#tok)".into()),
-            names: BTreeMap::from([
-                ("#o".to_owned(), OWNERS.to_owned()),
-                ("#tok".to_owned(), self.token.clone()),
-                ("#c".to_owned(), CURSOR.to_owned()),
-            ]),
-            values: BTreeMap::from([(":c".to_owned(), cursor.encode())]),
-        };
-        match self.store.update(&update, Returns::Nothing).await {
+            names: all,
+            values: values.map(|(k, v)| (k.to_owned(), v)).into_iter().collect(),
+        }
+    }
+
+    /// Writes an update that needs this apply's share; a share gone (taken
+    /// over after the lease) is nothing to do.
+    async fn while_held(&self, update: &Update) -> Result<(), StoreError> {
+        match self.store.update(update, Returns::Nothing).await {
             Ok(_) | Err(StoreError::ConditionFailed { .. }) => Ok(()),
             Err(err) => Err(err),
         }
+    }
+
+    /// Records where this apply's run of `fan_out` stopped, while it still
+    /// holds a share.
+    pub async fn save_cursor(&self, fan_out: &FanOut, cursor: &Cursor) -> Result<(), StoreError> {
+        let update = self.on_share(
+            fan_out,
+            "SET #c = :c",
+            [("#c", CURSOR)],
+            [(":c", cursor.encode())],
+        );
+        self.while_held(&update).await
     }
 
     /// Drops this apply's share, and the place of a run that is now
     /// finished; the item goes when no share is left.
     /// `Ok(true)` when this release removed the item.
     pub async fn release(&self, fan_out: &FanOut) -> Result<bool, StoreError> {
-        let pk = keys::pk_system(&self.namespace);
-        let sk = fan_out.sk();
-        let update = Update {
-            pk: pk.clone(),
-            sk: sk.clone(),
-            expression: "REMOVE #o.#tok, #c".into(),
-            condition: Some("attribute_exists(#o.#tok)".into()),
-            names: BTreeMap::from([
-                ("#o".to_owned(), OWNERS.to_owned()),
-                ("#tok".to_owned(), self.token.clone()),
-                ("#c".to_owned(), CURSOR.to_owned()),
-            ]),
-            values: BTreeMap::new(),
-        };
+        let update = self.on_share(fan_out, "REMOVE #o.#tok, #c", [("#c", CURSOR)], []);
+        let (pk, sk) = (update.pk.clone(), update.sk.clone());
         let after = match self.store.update(&update, Returns::AllNew).await {
             Ok(after) => after,
             Err(StoreError::ConditionFailed { .. }) => return Ok(false),
@@ -238,25 +250,12 @@ impl<S: Store> Holder<'_, S> {
     /// Ends this apply's lease on work it could not finish, so the next
     /// apply retries it at once instead of waiting the lease out.
     pub async fn expire(&self, fan_out: &FanOut, now_ms: i64) -> Result<(), StoreError> {
-        let update = Update {
-            pk: keys::pk_system(&self.namespace),
-            sk: fan_out.sk(),
-            expression: "SET #o.#tok.#l = :past, #o.#tok.#f = :no".into(),
-            condition: Some("attribute_exists(#o.#tok)".into()),
-            names: BTreeMap::from([
-                ("#o".to_owned(), OWNERS.to_owned()),
-                ("#tok".to_owned(), self.token.clone()),
-                ("#l".to_owned(), LEASE.to_owned()),
-                ("#f".to_owned(), FULL.to_owned()),
-            ]),
-            values: BTreeMap::from([
-                (":past".to_owned(), Attr::n(now_ms - 1)),
-                (":no".to_owned(), Attr::Bool(false)),
-            ]),
-        };
-        match self.store.update(&update, Returns::Nothing).await {
-            Ok(_) | Err(StoreError::ConditionFailed { .. }) => Ok(()),
-            Err(err) => Err(err),
-        }
+        let update = self.on_share(
+            fan_out,
+            "SET #o.#tok.#l = :past, #o.#tok.#f = :no",
+            [("#l", LEASE), ("#f", FULL)],
+            [(":past", Attr::n(now_ms - 1)), (":no", Attr::Bool(false))],
+        );
+        self.while_held(&update).await
     }
 }

@@ -13,7 +13,7 @@ pub use responder::{HttpResponder, Responder, answer};
 use crate::apply::state::namespace_id as registered_id;
 use crate::apply::{ApplyError, Caller, Ownership, Provisioner, Report};
 use crate::manifest::Manifest;
-use crate::manifest::cloudformation::{coerce_bool, to_manifest_tree};
+use crate::manifest::cloudformation::{coerce_bool, parse_properties};
 use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
 use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest;
 use serde_json::{Value, json};
@@ -431,11 +431,7 @@ fn declared_manifest(envelope: &Envelope, namespace: &str) -> Result<Manifest, C
             spelling: Spelling::CloudFormation,
         }));
     }
-    let tree = to_manifest_tree(&envelope.properties, namespace).map_err(|problems| Invalid {
-        problems,
-        spelling: Spelling::CloudFormation,
-    })?;
-    Ok(Manifest::parse(&tree, Spelling::CloudFormation)?)
+    Ok(parse_properties(&envelope.properties, namespace)?)
 }
 
 /// `FullApply`, for a Create or an Update.

@@ -78,8 +78,7 @@ fn requests_parse_with_their_properties_in_order() {
         envelope.owner(),
         "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/1|TenantLimits"
     );
-    let manifest_tree = to_manifest_tree(&envelope.properties, "ns").unwrap();
-    let manifest = Manifest::parse(&manifest_tree, Spelling::CloudFormation).unwrap();
+    let manifest = parse_properties(&envelope.properties, "ns").unwrap();
     let names: Vec<&str> = manifest.resources[0]
         .1
         .limits
@@ -95,8 +94,7 @@ fn the_tenant_stack_example_is_a_valid_manifest() {
     let template: Tree =
         serde_norway::from_str(include_str!("../../../examples/tenant-limits.yaml")).unwrap();
     let properties = &template["Resources"]["TenantLimits"]["Properties"];
-    let tree = to_manifest_tree(properties, "tenant").unwrap();
-    let manifest = Manifest::parse(&tree, Spelling::CloudFormation).unwrap();
+    let manifest = parse_properties(properties, "tenant").unwrap();
     let (resource, level) = &manifest.resources[0];
     assert_eq!(resource, "gpt-4");
     let soft: Vec<(&str, bool)> = level

@@ -553,6 +553,21 @@ fn large_namespace(refuse: bool) -> (Memory, Arc<TestDeps<Injected<Memory, SlowD
     (memory, deps)
 }
 
+/// The soft Create sent into [`large_namespace`]: answered SUCCESS, with its `Reason`.
+async fn created_in_a_large_namespace(
+    refuse: bool,
+) -> (
+    Memory,
+    Arc<TestDeps<Injected<Memory, SlowDiscovery>>>,
+    String,
+) {
+    let (memory, deps) = large_namespace(refuse);
+    let created = send(&deps, soft_create(), in_a_minute()).await;
+    assert_eq!(created["Status"], "SUCCESS", "{created}");
+    let reason = created["Reason"].as_str().unwrap().to_owned();
+    (memory, deps, reason)
+}
+
 fn soft_stamped(memory: &MemoryStore) -> usize {
     memory
         .items()
@@ -567,10 +582,7 @@ fn in_a_minute() -> u64 {
 
 #[tokio::test(start_paused = true)]
 async fn a_fan_out_too_large_for_one_invocation_goes_on_in_follow_ups() {
-    let (memory, deps) = large_namespace(false);
-    let created = send(&deps, soft_create(), in_a_minute()).await;
-    assert_eq!(created["Status"], "SUCCESS", "{created}");
-    let reason = created["Reason"].as_str().unwrap();
+    let (memory, deps, reason) = created_in_a_large_namespace(false).await;
     assert!(
         reason.contains("stopped at the deadline")
             && reason.contains("continues in follow-up invocations"),
@@ -606,10 +618,7 @@ async fn a_fan_out_too_large_for_one_invocation_goes_on_in_follow_ups() {
 
 #[tokio::test(start_paused = true)]
 async fn a_follow_up_that_cannot_start_leaves_the_work_to_the_next_apply_and_says_so() {
-    let (memory, deps) = large_namespace(true);
-    let created = send(&deps, soft_create(), in_a_minute()).await;
-    assert_eq!(created["Status"], "SUCCESS", "{created}");
-    let reason = created["Reason"].as_str().unwrap();
+    let (memory, _deps, reason) = created_in_a_large_namespace(true).await;
     assert!(
         reason.contains("could not be started (AccessDeniedException)")
             && reason.contains("the next apply goes on from there"),

@@ -4,7 +4,7 @@
 //! both entrances; [`cfn_template`] goes the other way, from a manifest to a
 //! tenant stack.
 
-use super::problem::{Path, Problem, pascal};
+use super::problem::{Invalid, Path, Problem, Spelling, pascal};
 use super::tree::describe;
 use super::{Disabled, LevelDecl, LimitDecl, Manifest};
 use serde_norway::{Mapping, Number, Value as Tree};
@@ -67,6 +67,41 @@ const MANIFEST_SECTIONS: [(&str, Shape); 3] = [
 /// Top-level properties other than the sections (`ServiceToken`,
 /// `ServiceTimeout`, `TableName`…) are the caller's business.
 pub fn to_manifest_tree(properties: &Tree, namespace: &str) -> Result<Tree, Vec<Problem>> {
+    let (tree, problems) = coerce_manifest(properties, namespace);
+    if problems.is_empty() {
+        Ok(tree)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The manifest a custom resource declares, or every problem in it: the
+/// strings that do not spell their field's type, and whatever the validator
+/// finds elsewhere (a value that cannot be coerced is left as it came, so the
+/// validator skips the rules that depend on it).
+pub fn parse_properties(properties: &Tree, namespace: &str) -> Result<Manifest, Invalid> {
+    let (tree, mut problems) = coerce_manifest(properties, namespace);
+    let invalid = |problems| Invalid {
+        problems,
+        spelling: Spelling::CloudFormation,
+    };
+    match Manifest::parse(&tree, Spelling::CloudFormation) {
+        Ok(manifest) if problems.is_empty() => Ok(manifest),
+        Ok(_) => Err(invalid(problems)),
+        Err(found) => {
+            let coerced: Vec<Path> = problems.iter().map(|p| p.path.clone()).collect();
+            problems.extend(
+                found
+                    .problems
+                    .into_iter()
+                    .filter(|p| !coerced.contains(&p.path)),
+            );
+            Err(invalid(problems))
+        }
+    }
+}
+
+fn coerce_manifest(properties: &Tree, namespace: &str) -> (Tree, Vec<Problem>) {
     let mut problems = Vec::new();
     let mut out = Mapping::new();
     out.insert("namespace".into(), Tree::String(namespace.to_owned()));
@@ -78,11 +113,7 @@ pub fn to_manifest_tree(properties: &Tree, namespace: &str) -> Result<Tree, Vec<
             }
         }
     }
-    if problems.is_empty() {
-        Ok(Tree::Mapping(out))
-    } else {
-        Err(problems)
-    }
+    (Tree::Mapping(out), problems)
 }
 
 /// A boolean property such as `FullApply`: a real boolean or `"true"`/`"false"`.
@@ -175,7 +206,8 @@ fn coerce_scalar(value: &Tree, shape: Shape, path: &Path, problems: &mut Vec<Pro
         },
     };
     problems.push(Problem::new(path, problem));
-    Tree::Null
+    // As it came: the validator then passes over the rules that need it.
+    value.clone()
 }
 
 fn key(name: &str) -> Tree {
@@ -388,6 +420,25 @@ Resources:
         assert!(problems[0].render(Spelling::CloudFormation).starts_with(
             "Entities.u1.Resources.gpt-4.Limits.rpm.Capacity: must be a whole number, got 'lots'"
         ));
+    }
+
+    #[test]
+    fn a_bad_string_and_every_other_problem_are_reported_together() {
+        let invalid = parse_properties(
+            &props("Resources: {gpt-4: {Limits: {rpm: {Capacity: lots}, tpm: {Capacity: '0'}}}}"),
+            "tenant",
+        )
+        .unwrap_err();
+        let rendered: Vec<String> = invalid
+            .problems
+            .iter()
+            .map(|p| p.render(Spelling::CloudFormation))
+            .collect();
+        assert_eq!(rendered.len(), 2, "{rendered:?}");
+        assert!(rendered[0].starts_with(
+            "Resources.gpt-4.Limits.rpm.Capacity: must be a whole number, got 'lots'"
+        ));
+        assert!(rendered[1].starts_with("Resources.gpt-4.Limits.tpm.Capacity: must be positive"));
     }
 
     #[test]

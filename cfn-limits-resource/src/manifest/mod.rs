@@ -13,6 +13,8 @@ pub mod canonical;
 pub mod cloudformation;
 mod parse;
 pub mod problem;
+#[cfg(test)]
+mod properties;
 mod schedule;
 mod tree;
 

@@ -227,16 +227,7 @@ impl Store for DynamoStore {
     }
 
     async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
-        let mut items = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self.query_page(query, start.as_ref()).await?;
-            items.extend(page.items);
-            match page.next {
-                Some(next) => start = Some(next),
-                None => return Ok(items),
-            }
-        }
+        crate::store::all_pages(self, query).await
     }
 
     async fn query_page(

@@ -112,6 +112,24 @@ pub struct Query {
     pub consistent: bool,
 }
 
+/// Every page of a query, one after another: what `query` is for a store
+/// that pages.
+pub async fn all_pages<S: Store + ?Sized>(
+    store: &S,
+    query: &Query,
+) -> Result<Vec<Item>, StoreError> {
+    let mut items = Vec::new();
+    let mut start: Option<Item> = None;
+    loop {
+        let page = store.query_page(query, start.as_ref()).await?;
+        items.extend(page.items);
+        match page.next {
+            Some(next) => start = Some(next),
+            None => return Ok(items),
+        }
+    }
+}
+
 /// One page of a query: its items, and the key to go on from (DynamoDB's
 /// `LastEvaluatedKey`: the table's and the index's key attributes of the
 /// last item read), `None` on the last page.

@@ -11,7 +11,7 @@ use zae_table::bucket::{BYPASS, DISABLED};
 use zae_table::config::LevelConfig;
 use zae_table::keys;
 use zae_table::store::{Store, StoreError, UpdateBuilder};
-use zae_table::{Attr, Item};
+use zae_table::{Attr, BucketKey, Item};
 
 /// Whether a bucket already carries the `disabled` stamp wanted.
 fn carries(item: &Item, wanted: Disabled) -> bool {
@@ -24,7 +24,8 @@ fn carries(item: &Item, wanted: Disabled) -> bool {
     }
 }
 
-fn stamp(update: &mut UpdateBuilder, disabled: Disabled, t_ms: i64) {
+fn stamp_update(disabled: Disabled, t_ms: i64) -> UpdateBuilder {
+    let mut update = UpdateBuilder::new();
     match disabled {
         Disabled::Yes => {
             update.set(DISABLED, Attr::Bool(true)).remove(BYPASS);
@@ -36,9 +37,20 @@ fn stamp(update: &mut UpdateBuilder, disabled: Disabled, t_ms: i64) {
             update.remove(DISABLED).remove(BYPASS);
         }
     }
+    update
 }
 
 impl<S: Store> FanOuts<'_, S> {
+    async fn stamp(
+        &self,
+        key: &BucketKey,
+        wanted: Disabled,
+        t_ms: i64,
+    ) -> Result<Tally, StoreError> {
+        let written = self.write(key, stamp_update(wanted, t_ms), None).await?;
+        Ok(Tally::stamped(written))
+    }
+
     pub(super) async fn disabled(
         &self,
         resolver: &Resolver<'_, S>,
@@ -64,9 +76,7 @@ impl<S: Store> FanOuts<'_, S> {
                         if resolver.disabled(&key.entity, resource).await? != wanted {
                             return Ok(Tally::skipped());
                         }
-                        let mut update = UpdateBuilder::new();
-                        stamp(&mut update, wanted, t);
-                        Ok(Tally::stamped(self.write(&key, update, None).await?))
+                        self.stamp(&key, wanted, t).await
                     }
                     .boxed()
                 })
@@ -92,9 +102,7 @@ impl<S: Store> FanOuts<'_, S> {
                                 return Ok(Tally::skipped());
                             }
                         }
-                        let mut update = UpdateBuilder::new();
-                        stamp(&mut update, wanted, started);
-                        Ok(Tally::stamped(self.write(&key, update, None).await?))
+                        self.stamp(&key, wanted, started).await
                     }
                     .boxed()
                 })
