@@ -29,14 +29,14 @@ use config::{Written, every_kind, predicted};
 use fanout::{Directive, FanOuts};
 use gate::GateError;
 use pending::Holder;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 // Tokio's clock: a test can pause it and let a slow page take virtual time.
 use tokio::time::Instant;
+use zae_table::BucketKey;
 use zae_table::keys::config_key;
 use zae_table::provisioner::{Cursor, FanOut, Kind};
 use zae_table::store::{Store, StoreError};
 use zae_table::value::same_item;
-use zae_table::{BucketKey, Item};
 
 /// From this many owed fan-outs on, buckets are found by one namespace-wide
 /// sweep instead of two queries per fan-out.
@@ -421,9 +421,16 @@ impl<'a, S: Store> Provisioner<'a, S> {
         (finished, stopped)
     }
 
-    async fn sweep_or_warn(&self) -> Option<Vec<(BucketKey, Item)>> {
-        match fanout::sweep(self.store, self.namespace).await {
-            Ok(buckets) => Some(buckets),
+    async fn sweep_or_warn(&self) -> Option<Vec<BucketKey>> {
+        match fanout::sweep(self.store, self.namespace, fanout::SWEEP_MAX_BUCKETS).await {
+            Ok(Some(buckets)) => Some(buckets),
+            Ok(None) => {
+                tracing::info!(
+                    "more than {} buckets: discovering per level instead of one sweep",
+                    fanout::SWEEP_MAX_BUCKETS
+                );
+                None
+            }
             Err(err) => {
                 tracing::warn!(error = %err, "bucket sweep failed; discovering per level");
                 None
@@ -435,24 +442,30 @@ impl<'a, S: Store> Provisioner<'a, S> {
     /// buckets created since the first sweep. Returns those still finished.
     async fn catch_up(
         &self,
-        first: &[(BucketKey, Item)],
+        first: &[BucketKey],
         finished: Vec<(FanOut, Directive)>,
         caller: &Caller,
         errors: &mut Vec<String>,
     ) -> Vec<(FanOut, Directive)> {
-        let seen: BTreeSet<String> = first.iter().map(|(key, _)| key.pk()).collect();
-        let fresh: Vec<_> = match fanout::sweep(self.store, self.namespace).await {
-            Ok(all) => all
-                .into_iter()
-                .filter(|(key, _)| !seen.contains(&key.pk()))
-                .collect(),
-            Err(err) => {
-                errors.push(format!(
-                    "bucket sweep: {err} (fan-outs retried on the next apply)"
-                ));
-                return Vec::new();
-            }
-        };
+        let seen: HashSet<&BucketKey> = first.iter().collect();
+        let fresh: Vec<BucketKey> =
+            match fanout::sweep(self.store, self.namespace, fanout::SWEEP_MAX_BUCKETS).await {
+                Ok(Some(all)) => all.into_iter().filter(|key| !seen.contains(key)).collect(),
+                Ok(None) => {
+                    errors.push(format!(
+                        "bucket sweep: the namespace grew past {} buckets during the apply \
+                     (fan-outs retried on the next apply, per level)",
+                        fanout::SWEEP_MAX_BUCKETS
+                    ));
+                    return Vec::new();
+                }
+                Err(err) => {
+                    errors.push(format!(
+                        "bucket sweep: {err} (fan-outs retried on the next apply)"
+                    ));
+                    return Vec::new();
+                }
+            };
         if fresh.is_empty() {
             return finished;
         }

@@ -512,3 +512,18 @@ async fn a_fan_out_stopped_at_the_deadline_goes_on_from_its_place_until_done() {
     assert_eq!(stamped(), 200);
     assert!(pending::read(&memory, NS).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_sweep_past_its_bound_gives_way_to_discovery_per_level() {
+    let store = seeded();
+    for i in 0..60 {
+        bucket(&store, &format!("u{i:02}"), "gpt-4");
+    }
+    let all = fanout::sweep(&*store, NS, 100).await.unwrap();
+    assert_eq!(all.map(|keys| keys.len()), Some(60), "read page by page");
+    assert_eq!(
+        fanout::sweep(&*store, NS, 30).await.unwrap(),
+        None,
+        "more buckets than a sweep may hold"
+    );
+}

@@ -60,20 +60,36 @@ fn in_scope(level: &Level, key: &BucketKey) -> bool {
     }
 }
 
+/// Buckets a sweep holds at most (their keys, some 150 bytes each); a larger
+/// namespace is discovered per level, page by page, in bounded memory.
+pub const SWEEP_MAX_BUCKETS: usize = 50_000;
+
 /// Every bucket of the namespace, from one GSI4 query: cheaper than one
-/// query per level when an apply owes many fan-outs.
+/// query per level when an apply owes many fan-outs. `None` past `max`
+/// ([`SWEEP_MAX_BUCKETS`]).
 pub async fn sweep(
     store: &impl Store,
     namespace: &str,
-) -> Result<Vec<(BucketKey, Item)>, StoreError> {
-    let items = store.query(&discovery(namespace, &Level::System)).await?;
-    Ok(items
-        .into_iter()
-        .filter_map(|item| {
-            let key = BucketKey::parse(keys::pk_of(&item)?).ok()?;
-            Some((key, item))
-        })
-        .collect())
+    max: usize,
+) -> Result<Option<Vec<BucketKey>>, StoreError> {
+    let query = discovery(namespace, &Level::System);
+    let mut found = Vec::new();
+    let mut start: Option<Item> = None;
+    loop {
+        let page = store.query_page(&query, start.as_ref()).await?;
+        found.extend(
+            page.items
+                .iter()
+                .filter_map(|item| BucketKey::parse(keys::pk_of(item)?).ok()),
+        );
+        if found.len() > max {
+            return Ok(None);
+        }
+        match page.next {
+            Some(next) => start = Some(next),
+            None => return Ok(Some(found)),
+        }
+    }
 }
 
 /// Where a fan-out looks for buckets.
@@ -152,7 +168,7 @@ pub struct FanOuts<'a, S> {
     pub store: &'a S,
     pub namespace: &'a str,
     /// Buckets already found by a [`sweep`]; `None` queries per level.
-    pub known: Option<&'a [(BucketKey, Item)]>,
+    pub known: Option<&'a [BucketKey]>,
     /// Start no page of buckets after this instant.
     pub stop_at: Option<Instant>,
     /// Where the first discovery of a fan-out goes on from.
@@ -252,7 +268,7 @@ impl<S: Store> FanOuts<'_, S> {
 
     async fn each_known<'v, F>(
         &self,
-        known: &[(BucketKey, Item)],
+        known: &[BucketKey],
         level: &Level,
         visit: F,
     ) -> Result<Tally, StoreError>
@@ -260,16 +276,14 @@ impl<S: Store> FanOuts<'_, S> {
         F: Fn(BucketKey, Item) -> Visit<'v>,
     {
         let mut tally = Tally::default();
-        let scoped: Vec<&(BucketKey, Item)> = known
-            .iter()
-            .filter(|(key, _)| in_scope(level, key))
-            .collect();
+        let scoped: Vec<&BucketKey> = known.iter().filter(|key| in_scope(level, key)).collect();
         for chunk in scoped.chunks(CHUNK) {
             if self.out_of_time() {
                 tally.stopped = Some(Cursor::start());
                 return Ok(tally);
             }
-            let chunk = chunk.iter().map(|(key, item)| (key.clone(), item.clone()));
+            // The sweep reads GSI4, which holds keys only: no attributes to pass.
+            let chunk = chunk.iter().map(|key| ((*key).clone(), Item::new()));
             tally = tally.add(visit_all(chunk, &visit).await?);
         }
         Ok(tally)
