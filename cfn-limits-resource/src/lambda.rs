@@ -158,7 +158,15 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
             namespace_id,
             generation: 1,
         };
-        let next = follow_up(&deps, &function_arn, &first, deadline_ms).await;
+        // The answer below gets `reserve(remaining)`: that much stays set aside.
+        let next = follow_up(
+            &deps,
+            &function_arn,
+            &first,
+            deadline_ms,
+            reserve(remaining),
+        )
+        .await;
         outcome.reason = format!("{}: {next}", outcome.reason);
     }
     tracing::info!(
@@ -174,18 +182,21 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
     Ok(json!({ "Status": if outcome.success { "SUCCESS" } else { "FAILED" } }))
 }
 
-/// Asks for a follow-up with the time left before the stack must be
-/// answered; says what happens next.
+/// Asks for a follow-up with the time left once `keep` (what the answer
+/// needs) is set aside; says what happens next.
 async fn follow_up<T, R, C: Continuer>(
     deps: &Deps<T, R, C>,
     function_arn: &str,
     next: &Continuation,
     deadline_ms: u64,
+    keep: Duration,
 ) -> String {
-    let left = zae_runtime::deadline::remaining(deadline_ms);
-    let budget = left.saturating_sub(reserve(left));
+    let budget = zae_runtime::deadline::remaining(deadline_ms).saturating_sub(keep);
     continuation::request(&deps.continuer, function_arn, next, budget).await
 }
+
+/// What returning a direct invoke's answer needs.
+const RETURN_BUDGET: Duration = Duration::from_secs(1);
 
 /// A follow-up: the namespace's pending fan-outs, from their recorded
 /// place, and another follow-up if they stop again.
@@ -224,7 +235,14 @@ async fn handle_continue<T: Tables, R, C: Continuer>(
         }
     };
     if report.stopped > 0 {
-        follow_up(deps, &function_arn, &continuation.next(), deadline_ms).await;
+        follow_up(
+            deps,
+            &function_arn,
+            &continuation.next(),
+            deadline_ms,
+            RETURN_BUDGET,
+        )
+        .await;
     }
     serde_json::to_value(&report).map_err(|e| Failure::new("ProvisionerError", e.to_string()))
 }
@@ -268,7 +286,7 @@ async fn handle_invoke<T: Tables, R, C: Continuer>(
                     namespace_id: report.namespace.clone(),
                     generation: 1,
                 };
-                follow_up(deps, &function_arn, &first, deadline_ms).await;
+                follow_up(deps, &function_arn, &first, deadline_ms, RETURN_BUDGET).await;
             }
             serde_json::to_value(&report)
                 .map_err(|e| Failure::new("ProvisionerError", e.to_string()))

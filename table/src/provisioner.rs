@@ -7,7 +7,7 @@
 use crate::keys::{self, SK_PROVISIONER};
 use crate::level::Level;
 use crate::value::{Attr, Item};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Pending-item attributes.
 pub const OWNERS: &str = "owners";
@@ -237,21 +237,31 @@ pub struct Pending {
 
 /// A fan-out's place in its bucket discovery: the pass (1, or 2 for the
 /// second query that catches buckets the index showed late) and the last
-/// key read (DynamoDB's `LastEvaluatedKey`), `None` at the pass's start.
+/// key read (DynamoDB's `LastEvaluatedKey`), `None` at the pass's start. The
+/// place holds only while the level's config is the one it ran with
+/// (`config`, a fingerprint); the names are what the write that made the
+/// fan-out owed knew and the live config no longer shows (limits it removed,
+/// limits whose soft-ness it changed), kept for whoever goes on.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Cursor {
     pub pass: u8,
     pub after: Option<Item>,
+    pub config: Option<String>,
+    pub previous: BTreeSet<String>,
+    pub soft_changed: BTreeSet<String>,
 }
 
 const PASS: &str = "pass";
 const AFTER: &str = "after";
+const CONFIG: &str = "config";
+const PREVIOUS: &str = "previous";
+const SOFT_CHANGED: &str = "soft_changed";
 
 impl Cursor {
     pub fn start() -> Cursor {
         Cursor {
             pass: 1,
-            after: None,
+            ..Cursor::default()
         }
     }
 
@@ -259,6 +269,18 @@ impl Cursor {
         let mut map = BTreeMap::from([(PASS.to_owned(), Attr::n(self.pass))]);
         if let Some(after) = &self.after {
             map.insert(AFTER.to_owned(), Attr::M(after.clone()));
+        }
+        if let Some(config) = &self.config {
+            map.insert(CONFIG.to_owned(), Attr::s(config));
+        }
+        // DynamoDB refuses an empty set: an empty one is left out.
+        for (name, set) in [
+            (PREVIOUS, &self.previous),
+            (SOFT_CHANGED, &self.soft_changed),
+        ] {
+            if !set.is_empty() {
+                map.insert(name.to_owned(), Attr::Ss(set.clone()));
+            }
         }
         Attr::M(map)
     }
@@ -274,7 +296,36 @@ impl Cursor {
             }
             Some(_) => return None,
         };
-        matches!(pass, 1 | 2).then_some(Cursor { pass, after })
+        let set = |name: &str| match map.get(name) {
+            None => Some(BTreeSet::new()),
+            Some(Attr::Ss(set)) => Some(set.clone()),
+            Some(_) => None,
+        };
+        let config = match map.get(CONFIG) {
+            None => None,
+            Some(Attr::S(config)) => Some(config.clone()),
+            Some(_) => return None,
+        };
+        matches!(pass, 1 | 2).then_some(Cursor {
+            pass,
+            after,
+            config,
+            previous: set(PREVIOUS)?,
+            soft_changed: set(SOFT_CHANGED)?,
+        })
+    }
+
+    /// Where a run goes on: this place while the level's config is still
+    /// `config`, otherwise the start (the names carry over either way).
+    pub fn resumed_under(&self, config: Option<&str>) -> Cursor {
+        match self.config.as_deref() == config {
+            true => self.clone(),
+            false => Cursor {
+                previous: self.previous.clone(),
+                soft_changed: self.soft_changed.clone(),
+                ..Cursor::start()
+            },
+        }
     }
 }
 
@@ -389,6 +440,9 @@ mod tests {
             Cursor {
                 pass: 2,
                 after: Some(key.clone()),
+                config: Some("f00d".into()),
+                previous: BTreeSet::from(["burst".into()]),
+                soft_changed: BTreeSet::from(["tpm".into()]),
             },
         ] {
             assert_eq!(Cursor::decode(&cursor.encode()), Some(cursor));
@@ -408,6 +462,21 @@ mod tests {
         ] {
             assert_eq!(Cursor::decode(&bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_place_holds_only_under_the_config_it_ran_with() {
+        let cursor = Cursor {
+            pass: 2,
+            after: Some(Item::new()),
+            config: Some("a".into()),
+            previous: BTreeSet::from(["burst".into()]),
+            soft_changed: BTreeSet::new(),
+        };
+        assert_eq!(cursor.resumed_under(Some("a")), cursor);
+        let moved = cursor.resumed_under(Some("b"));
+        assert_eq!((moved.pass, moved.after), (1, None));
+        assert_eq!(moved.previous, cursor.previous, "the names carry over");
     }
 
     #[test]

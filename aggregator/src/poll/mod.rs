@@ -209,8 +209,8 @@ impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
             })
     }
 
-    /// One pass over a shard: pages until it ends, or until it looks caught
-    /// up. Whether any record was read.
+    /// One pass over a shard: pages until it ends, or (an open shard) until it
+    /// looks caught up. Whether it made progress: read a record, or ended.
     async fn read_shard(&mut self, shard: &ShardInfo) -> Result<bool, PollError> {
         let mut iterator = match self.iterators.remove(&shard.id) {
             Some(kept) => kept,
@@ -231,7 +231,8 @@ impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
             iterator = page.next;
             if page.records.is_empty() {
                 empty += 1;
-                if empty >= EMPTY_PAGES_PER_PASS && iterator.is_some() {
+                // A closed shard is read to its end, however many empty pages it has.
+                if empty >= EMPTY_PAGES_PER_PASS && iterator.is_some() && shard.last.is_none() {
                     self.iterators.insert(shard.id.clone(), iterator);
                     return Ok(read);
                 }
@@ -241,13 +242,16 @@ impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
             self.consume(&shard.id, page.records).await?;
         }
         self.finish(&shard.id)?;
-        Ok(read)
+        // Its children may start now: another pass is due.
+        Ok(true)
     }
 
     /// An iterator from `--from`, the checkpoint, or the shard's oldest record.
     async fn open(&mut self, shard: &str) -> Result<Option<String>, PollError> {
-        let from = match self.start.take_if(|(id, _)| id == shard) {
-            Some((_, sequence)) => Position::At(sequence),
+        // `--from` holds until a batch of the shard is delivered (an expired
+        // iterator before that reopens there again).
+        let from = match self.start.as_ref().filter(|(id, _)| id == shard) {
+            Some((_, sequence)) => Position::At(sequence.clone()),
             None => match self.checkpoint.position(shard) {
                 Some(sequence) => Position::After(sequence),
                 None => Position::TrimHorizon,
@@ -327,6 +331,7 @@ impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
         self.summary.records_passed_filter += batch.len();
         self.deliver(shard, batch, examined).await?;
         self.checkpoint.advance(shard, &last);
+        self.start.take_if(|(id, _)| id == shard);
         batch.clear();
         examined.clear();
         self.save()

@@ -494,3 +494,43 @@ async fn a_trimmed_position_restarts_at_the_oldest_record_and_is_counted() {
     assert_eq!(summary.positions_trimmed, 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn a_closed_shard_is_read_through_any_run_of_empty_pages() {
+    let mut slots = records(1..3);
+    slots.extend(std::iter::repeat_n(Slot::Gap, EMPTY_PAGES_PER_PASS + 4));
+    slots.extend(records(3..5));
+    let source = Scripted {
+        shards: vec![
+            shard("parent", None, slots, true),
+            shard("child", Some("parent"), records(10..12), false),
+        ],
+        ..Default::default()
+    };
+    let (seen, summary) = poll_all(&source, &options(None, None)).await;
+    assert_eq!(seen, [1, 2, 3, 4, 10, 11]);
+    assert_eq!(summary.shards_finished, 1);
+}
+
+#[tokio::test]
+async fn from_survives_an_iterator_that_expires_before_anything_is_delivered() {
+    let source = Scripted {
+        shards: vec![shard("a", None, records(1..8), false)],
+        expire_at: Mutex::new(Some(0)),
+        ..Default::default()
+    };
+    let start = Start {
+        sequence: seq(4),
+        shard: None,
+    };
+    let (seen, _) = poll_all(&source, &options(None, Some(start))).await;
+    assert_eq!(seen, [4, 5, 6, 7]);
+    let opened = source.opened.lock().unwrap().clone();
+    assert_eq!(
+        opened,
+        [
+            ("a".into(), Position::At(seq(4))),
+            ("a".into(), Position::At(seq(4)))
+        ]
+    );
+}

@@ -263,7 +263,6 @@ impl<'a, S: Store> Provisioner<'a, S> {
             owed: BTreeSet::new(),
             cursors: BTreeMap::new(),
         };
-        let rewritten: BTreeSet<&Level> = plan.changes.iter().map(|c| &c.level).collect();
         for pending in plan.pending.iter().filter(|p| p.claimable(now)) {
             let claimed = run
                 .holder
@@ -275,10 +274,8 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 )))?;
             if claimed {
                 run.held.insert(pending.fan_out.clone());
-                // A level this apply writes again is fanned out from the start.
-                if let Some(cursor) = &pending.cursor
-                    && !rewritten.contains(&pending.fan_out.level)
-                {
+                // Its place holds only under the config it ran with (`settle`).
+                if let Some(cursor) = &pending.cursor {
                     run.cursors.insert(pending.fan_out.clone(), cursor.clone());
                 }
             }
@@ -374,30 +371,33 @@ impl<'a, S: Store> Provisioner<'a, S> {
         let mut finished = Vec::new();
         let mut stopped = 0;
         for fan_out in order {
-            if caller.out_of_time() {
-                errors.push(format!(
-                    "{} fan-out {} {}: not started before the deadline (retried on the next apply)",
-                    fan_out.kind.name(),
-                    fan_out.level.kind(),
-                    fan_out.level.target().unwrap_or_default()
-                ));
-                continue;
-            }
+            let carried = run.cursors.get(&fan_out);
             let directive = Directive {
                 reassert: None,
-                soft_changed: written
-                    .soft_changed
-                    .get(&fan_out.level)
-                    .cloned()
-                    .unwrap_or_default(),
-                previous: written.previous.get(&fan_out.level).cloned(),
+                soft_changed: names(
+                    &written.soft_changed,
+                    &fan_out.level,
+                    carried.map(|c| &c.soft_changed),
+                ),
+                previous: names(
+                    &previous_names(written),
+                    &fan_out.level,
+                    carried.map(|c| &c.previous),
+                ),
             };
+            if caller.out_of_time() {
+                // Not started: the next run starts it, with what this one knew.
+                stopped += 1;
+                let cursor = directive.carry(Cursor::start(), None);
+                self.keep_place(run, &fan_out, &cursor).await;
+                continue;
+            }
             let fan_outs = FanOuts {
                 store: self.store,
                 namespace: self.namespace,
                 known: swept.as_deref(),
                 stop_at: caller.stop_at,
-                resume: run.cursors.get(&fan_out).cloned(),
+                resume: carried.cloned(),
             };
             match self.settle(fan_outs, &fan_out, &directive).await {
                 Ok(Settled::Finished) => finished.push((fan_out, directive)),
@@ -407,18 +407,26 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 ),
                 Ok(Settled::Stopped(cursor)) => {
                     stopped += 1;
-                    if let Err(err) = run.holder.save_cursor(&fan_out, &cursor).await {
-                        tracing::warn!(pending = %fan_out.sk(), error = %err, "recording where the fan-out stopped failed; the next run starts it over");
-                    }
+                    self.keep_place(run, &fan_out, &cursor).await;
                 }
                 Err(err) => errors.push(fan_out_error(&fan_out, &err)),
             }
         }
-        let finished = match &swept {
-            Some(first) => self.catch_up(first, finished, caller, errors).await,
-            None => finished,
-        };
-        (finished, stopped)
+        match &swept {
+            Some(first) => {
+                let (kept, late) = self.catch_up(first, finished, run, caller, errors).await;
+                (kept, stopped + late)
+            }
+            None => (finished, stopped),
+        }
+    }
+
+    /// Records where a stopped fan-out goes on; a failure only costs a
+    /// start from the beginning.
+    async fn keep_place(&self, run: &Run<'_, S>, fan_out: &FanOut, cursor: &Cursor) {
+        if let Err(err) = run.holder.save_cursor(fan_out, cursor).await {
+            tracing::warn!(pending = %fan_out.sk(), error = %err, "recording where the fan-out stopped failed; the next run starts it over");
+        }
     }
 
     async fn sweep_or_warn(&self) -> Option<Vec<BucketKey>> {
@@ -444,9 +452,10 @@ impl<'a, S: Store> Provisioner<'a, S> {
         &self,
         first: &[BucketKey],
         finished: Vec<(FanOut, Directive)>,
+        run: &Run<'_, S>,
         caller: &Caller,
         errors: &mut Vec<String>,
-    ) -> Vec<(FanOut, Directive)> {
+    ) -> (Vec<(FanOut, Directive)>, usize) {
         let seen: HashSet<&BucketKey> = first.iter().collect();
         let fresh: Vec<BucketKey> =
             match fanout::sweep(self.store, self.namespace, fanout::SWEEP_MAX_BUCKETS).await {
@@ -454,20 +463,20 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 Ok(None) => {
                     errors.push(format!(
                         "bucket sweep: the namespace grew past {} buckets during the apply \
-                     (fan-outs retried on the next apply, per level)",
+                         (fan-outs retried on the next apply, per level)",
                         fanout::SWEEP_MAX_BUCKETS
                     ));
-                    return Vec::new();
+                    return (Vec::new(), 0);
                 }
                 Err(err) => {
                     errors.push(format!(
                         "bucket sweep: {err} (fan-outs retried on the next apply)"
                     ));
-                    return Vec::new();
+                    return (Vec::new(), 0);
                 }
             };
         if fresh.is_empty() {
-            return finished;
+            return (finished, 0);
         }
         let late = FanOuts {
             store: self.store,
@@ -476,16 +485,20 @@ impl<'a, S: Store> Provisioner<'a, S> {
             stop_at: caller.stop_at,
             resume: None,
         };
-        let mut kept = Vec::new();
+        let (mut kept, mut stopped) = (Vec::new(), 0);
         for (fan_out, directive) in finished {
             match late.run(fan_out.kind, &fan_out.level, &directive).await {
                 Ok(tally) if tally.stopped.is_none() => kept.push((fan_out, directive)),
-                // Left pending: the next apply runs it again.
-                Ok(_) => {}
+                // Left pending, run again from the start with what it knew.
+                Ok(_) => {
+                    stopped += 1;
+                    let cursor = directive.carry(Cursor::start(), None);
+                    self.keep_place(run, &fan_out, &cursor).await;
+                }
                 Err(err) => errors.push(fan_out_error(&fan_out, &err)),
             }
         }
-        kept
+        (kept, stopped)
     }
 
     /// Runs a fan-out from live config until the level holds still across
@@ -498,6 +511,10 @@ impl<'a, S: Store> Provisioner<'a, S> {
     ) -> Result<Settled, StoreError> {
         let (pk, sk) = config_key(self.namespace, &fan_out.level);
         let mut before = self.store.get(&pk, &sk, true).await?;
+        let config = fanout::fingerprint(before.as_ref());
+        fan_outs.resume = fan_outs
+            .resume
+            .map(|cursor| cursor.resumed_under(config.as_deref()));
         for _ in 0..FAN_OUT_ROUNDS {
             let tally = fan_outs
                 .run_on(fan_out.kind, &fan_out.level, before.as_ref(), directive)
@@ -510,7 +527,8 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 "fan-out ran"
             );
             if let Some(cursor) = tally.stopped {
-                return Ok(Settled::Stopped(cursor));
+                let config = fanout::fingerprint(before.as_ref());
+                return Ok(Settled::Stopped(directive.carry(cursor, config)));
             }
             fan_outs.resume = None;
             let after = self.store.get(&pk, &sk, true).await?;
@@ -562,6 +580,29 @@ impl<'a, S: Store> Provisioner<'a, S> {
         remaining.retain(|fan_out| !removed.contains(*fan_out));
         remaining.len()
     }
+}
+
+/// Names the write knew for `level`, with those a stopped run carried.
+fn names(
+    written: &BTreeMap<Level, BTreeSet<String>>,
+    level: &Level,
+    carried: Option<&BTreeSet<String>>,
+) -> BTreeSet<String> {
+    let mut names = written.get(level).cloned().unwrap_or_default();
+    names.extend(carried.into_iter().flatten().cloned());
+    names
+}
+
+/// Per level, the names of the limits it held before this apply wrote it.
+fn previous_names(written: &Written) -> BTreeMap<Level, BTreeSet<String>> {
+    written
+        .previous
+        .iter()
+        .map(|(level, config)| {
+            let names = config.limits.iter().map(|l| l.name.clone()).collect();
+            (level.clone(), names)
+        })
+        .collect()
 }
 
 fn fan_out_error(fan_out: &FanOut, err: &StoreError) -> String {

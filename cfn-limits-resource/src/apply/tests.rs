@@ -527,3 +527,109 @@ async fn a_sweep_past_its_bound_gives_way_to_discovery_per_level() {
         "more buckets than a sweep may hold"
     );
 }
+
+/// A provisioner on `memory` whose discovery pages take 10 s each.
+fn slow(memory: &Arc<MemoryStore>) -> Injected<Arc<MemoryStore>, SlowDiscovery> {
+    Injected {
+        inner: memory.clone(),
+        faults: SlowDiscovery,
+    }
+}
+
+fn with_deadline(seconds: u64) -> Caller {
+    Caller {
+        stop_at: Some(Instant::now() + std::time::Duration::from_secs(seconds)),
+        ..Caller::local("test")
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_place_recorded_under_another_config_is_not_gone_on_from() {
+    let memory = seeded();
+    apply(
+        &memory,
+        "namespace: default\nsystem: {limits: {rpm: {capacity: 9}}}\n",
+    )
+    .await;
+    for i in 0..200 {
+        bucket(&memory, &format!("u{i:03}"), "gpt-4");
+    }
+    let store = slow(&memory);
+    let provisioner = Provisioner {
+        store: &store,
+        namespace: NS,
+    };
+    let soft = manifest("namespace: default\nsystem: {limits: {rpm: {capacity: 9, soft: true}}}\n");
+    // Time for pass 1 and two pages of pass 2: a place in pass 2, which a
+    // run going on from it trusts for everything before it.
+    let first = provisioner
+        .apply(&soft, false, &with_deadline(105))
+        .await
+        .unwrap();
+    assert_eq!(first.stopped, 1);
+    let recorded = pending::read(&memory, NS).await.unwrap();
+    assert_eq!(recorded[0].cursor.as_ref().map(|c| c.pass), Some(2));
+    // Another writer changes the level meanwhile (the client's own setter).
+    let (pk, sk) = config_key(NS, &Level::System);
+    let mut config = memory.item(&pk, &sk).unwrap();
+    config.insert("config_version".into(), Attr::n(99));
+    memory.insert(config);
+    // A follow-up must not skip the buckets before the old place.
+    let counted = Counted::new(slow(&memory));
+    let follow = Provisioner {
+        store: &counted,
+        namespace: NS,
+    };
+    let report = follow
+        .continue_pending(&Caller::local("test"))
+        .await
+        .unwrap();
+    assert_eq!(report.pending, 0);
+    let updates = counted.counts()["UpdateItem"];
+    assert!(
+        updates >= 200,
+        "{updates} updates: it went on from the old place"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follow_up_strips_the_limits_the_stopped_apply_removed() {
+    let memory = seeded();
+    for i in 0..200 {
+        bucket(&memory, "u1", &format!("r{i:03}"));
+    }
+    let both = "namespace: default\nentities: {u1: {resources: {_default_: {limits: \
+                {rpm: {capacity: 9}, burst: {capacity: 50}}}}}}\n";
+    apply(&memory, both).await;
+    let with_burst = |memory: &MemoryStore| {
+        memory
+            .items()
+            .iter()
+            .filter(|item| item.contains_key("b_burst_cp"))
+            .count()
+    };
+    assert_eq!(with_burst(&memory), 200, "the sync stamped every bucket");
+    let store = slow(&memory);
+    let provisioner = Provisioner {
+        store: &store,
+        namespace: NS,
+    };
+    let rpm_only = manifest(
+        "namespace: default\nentities: {u1: {resources: {_default_: {limits: {rpm: {capacity: 9}}}}}}\n",
+    );
+    let stopped = provisioner
+        .apply(&rpm_only, false, &with_deadline(35))
+        .await
+        .unwrap();
+    assert_eq!(stopped.stopped, 1);
+    assert!(with_burst(&memory) > 0, "the apply stopped before the end");
+    provisioner
+        .continue_pending(&Caller::local("test"))
+        .await
+        .unwrap();
+    assert_eq!(
+        with_burst(&memory),
+        0,
+        "the follow-up knew `burst` was removed"
+    );
+}

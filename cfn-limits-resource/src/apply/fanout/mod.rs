@@ -160,8 +160,29 @@ pub struct Directive {
     pub reassert: Option<Disabled>,
     /// For `soft`: names whose soft-ness the write changed.
     pub soft_changed: BTreeSet<String>,
-    /// For `sync`: the limits the level held before this apply wrote it.
-    pub previous: Option<LevelConfig>,
+    /// For `sync`: the names of the limits the level held before the write.
+    pub previous: BTreeSet<String>,
+}
+
+impl Directive {
+    /// What a stopped run keeps for whoever goes on with it.
+    pub fn carry(&self, cursor: Cursor, config: Option<String>) -> Cursor {
+        Cursor {
+            config,
+            previous: self.previous.clone(),
+            soft_changed: self.soft_changed.clone(),
+            ..cursor
+        }
+    }
+}
+
+/// A level's config as a fingerprint: a place recorded under one config
+/// holds only while the level still has it.
+pub fn fingerprint(config: Option<&Item>) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let item = config?;
+    let digest = Sha256::digest(format!("{item:?}").as_bytes());
+    Some(digest.iter().take(12).map(|b| format!("{b:02x}")).collect())
 }
 
 pub struct FanOuts<'a, S> {
@@ -259,6 +280,7 @@ impl<S: Store> FanOuts<'_, S> {
                     cursor = Cursor {
                         pass: 2,
                         after: None,
+                        ..cursor
                     }
                 }
                 None => return Ok(tally),

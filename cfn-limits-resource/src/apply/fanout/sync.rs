@@ -49,13 +49,9 @@ impl<S: Store> FanOuts<'_, S> {
             return Ok(Tally::default());
         };
         let declared: Vec<LimitConfig> = live.map(|c| c.limits.clone()).unwrap_or_default();
-        let previous: BTreeSet<String> = directive
-            .previous
-            .iter()
-            .flat_map(|c| c.limits.iter().map(|l| l.name.clone()))
-            .collect();
+        let previous = &directive.previous;
         let declared_names: BTreeSet<String> = declared.iter().map(|l| l.name.clone()).collect();
-        let (declared, previous, declared_names) = (&declared, &previous, &declared_names);
+        let (declared, declared_names) = (&declared, &declared_names);
         self.each_bucket(level, |key, _| {
             async move {
                 if key.entity != *entity {
