@@ -498,7 +498,8 @@ async fn a_trimmed_position_restarts_at_the_oldest_record_and_is_counted() {
 #[tokio::test]
 async fn a_closed_shard_is_read_through_any_run_of_empty_pages() {
     let mut slots = records(1..3);
-    slots.extend(std::iter::repeat_n(Slot::Gap, EMPTY_PAGES_PER_PASS + 4));
+    // Longer than two passes' worth: one whole pass would read nothing.
+    slots.extend(std::iter::repeat_n(Slot::Gap, 2 * EMPTY_PAGES_PER_PASS + 4));
     slots.extend(records(3..5));
     let source = Scripted {
         shards: vec![

@@ -455,19 +455,8 @@ impl Faults for SlowDiscovery {
 
 #[tokio::test(start_paused = true)]
 async fn a_fan_out_stopped_at_the_deadline_goes_on_from_its_place_until_done() {
-    let memory = seeded();
-    apply(
-        &memory,
-        "namespace: default\nsystem: {limits: {rpm: {capacity: 9}}}\n",
-    )
-    .await;
-    for i in 0..200 {
-        bucket(&memory, &format!("u{i:03}"), "gpt-4");
-    }
-    let store = Injected {
-        inner: memory.clone(),
-        faults: SlowDiscovery,
-    };
+    let memory = hard_system_over_buckets(200).await;
+    let store = slow(&memory);
     let provisioner = Provisioner {
         store: &store,
         namespace: NS,
@@ -528,6 +517,20 @@ async fn a_sweep_past_its_bound_gives_way_to_discovery_per_level() {
     );
 }
 
+/// A hard system `rpm` over `count` buckets, one entity each.
+async fn hard_system_over_buckets(count: usize) -> Arc<MemoryStore> {
+    let memory = seeded();
+    apply(
+        &memory,
+        "namespace: default\nsystem: {limits: {rpm: {capacity: 9}}}\n",
+    )
+    .await;
+    for i in 0..count {
+        bucket(&memory, &format!("u{i:03}"), "gpt-4");
+    }
+    memory
+}
+
 /// A provisioner on `memory` whose discovery pages take 10 s each.
 fn slow(memory: &Arc<MemoryStore>) -> Injected<Arc<MemoryStore>, SlowDiscovery> {
     Injected {
@@ -545,15 +548,7 @@ fn with_deadline(seconds: u64) -> Caller {
 
 #[tokio::test(start_paused = true)]
 async fn a_place_recorded_under_another_config_is_not_gone_on_from() {
-    let memory = seeded();
-    apply(
-        &memory,
-        "namespace: default\nsystem: {limits: {rpm: {capacity: 9}}}\n",
-    )
-    .await;
-    for i in 0..200 {
-        bucket(&memory, &format!("u{i:03}"), "gpt-4");
-    }
+    let memory = hard_system_over_buckets(200).await;
     let store = slow(&memory);
     let provisioner = Provisioner {
         store: &store,
