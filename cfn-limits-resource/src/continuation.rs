@@ -53,6 +53,15 @@ pub struct Continuation {
 }
 
 impl Continuation {
+    /// The first follow-up of an apply on `table`'s namespace `namespace_id`.
+    pub fn first(table: &str, namespace_id: String) -> Continuation {
+        Continuation {
+            table: table.to_owned(),
+            namespace_id,
+            generation: 1,
+        }
+    }
+
     pub fn payload(&self) -> Value {
         json!({
             "action": ACTION,

@@ -3,10 +3,11 @@
 //! through the [`Tables`] seam, so the whole entry runs on the in-memory
 //! store in unit tests.
 
+use crate::apply::Report;
 use crate::apply::{Caller, Ownership, Provisioner};
 use crate::cloudformation::{self, Envelope, Outcome, Responder};
 use crate::continuation::{self, Continuation, Continuer};
-use crate::invoke::{self, InvokeRequest};
+use crate::invoke::{self, InvokeError, InvokeRequest};
 use serde_json::{Value, json};
 use serde_norway::Value as Tree;
 use std::sync::Arc;
@@ -151,13 +152,7 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
         Err(err) => return answer_malformed(&deps.responder, &payload, err).await,
     };
     let mut outcome = run_cfn(deps.clone(), envelope.clone(), remaining).await;
-    if let Some(namespace_id) = outcome.stopped_in.take() {
-        let first = Continuation {
-            table: cloudformation::table_name(&envelope, deps.default_table.as_deref())
-                .unwrap_or_default(),
-            namespace_id,
-            generation: 1,
-        };
+    if let Some(first) = outcome.follow_up.take() {
         // The answer below gets `reserve(remaining)`: that much stays set aside.
         let next = follow_up(
             &deps,
@@ -210,41 +205,18 @@ async fn handle_continue<T: Tables, R, C: Continuer>(
     let caller = caller(function_arn.clone(), remaining);
     let store = deps.tables.open(&continuation.table);
     let namespace = continuation.namespace_id.clone();
-    let limit = remaining.saturating_sub(reserve(remaining));
     let work = async move {
         let provisioner = Provisioner {
             store: &store,
             namespace: &namespace,
         };
-        provisioner.continue_pending(&caller).await
+        provisioner
+            .continue_pending(&caller)
+            .await
+            .map_err(InvokeError::Apply)
     };
-    let report = match guarded(limit, work).await {
-        Ok(Ok(report)) => report,
-        Ok(Err(err)) => return Err(Failure::new("TableError", err.to_string())),
-        Err(Stopped::Deadline) => {
-            return Err(Failure::new(
-                "OutOfTime",
-                "the follow-up ran out of time; the next apply goes on",
-            ));
-        }
-        Err(Stopped::Panicked(text)) => {
-            return Err(Failure::new(
-                "Panicked",
-                format!("provisioner panicked: {text}"),
-            ));
-        }
-    };
-    if report.stopped > 0 {
-        follow_up(
-            deps,
-            &function_arn,
-            &continuation.next(),
-            deadline_ms,
-            RETURN_BUDGET,
-        )
-        .await;
-    }
-    serde_json::to_value(&report).map_err(|e| Failure::new("ProvisionerError", e.to_string()))
+    let next = continuation.next();
+    answer_invoke(deps, &function_arn, deadline_ms, work, |_| next).await
 }
 
 /// The direct invoke of the Python CLI: the report, or an error message.
@@ -261,37 +233,55 @@ async fn handle_invoke<T: Tables, R, C: Continuer>(
     let caller = caller(function_arn.clone(), remaining);
     let store = deps.tables.open(&request.table);
     let table = request.table.clone();
-    let limit = remaining.saturating_sub(reserve(remaining));
-    match guarded(limit, async move {
-        invoke::handle(&store, &request, &caller).await
+    let work = async move { invoke::handle(&store, &request, &caller).await };
+    answer_invoke(deps, &function_arn, deadline_ms, work, |report| {
+        Continuation::first(&table, report.namespace.clone())
     })
     .await
-    {
-        Err(Stopped::Deadline) => Err(Failure::new(
-            "OutOfTime",
-            format!(
-                "stopped {} s before the Lambda timeout; pending fan-outs are retried by the next apply",
-                reserve(remaining).as_secs()
-            ),
-        )),
-        Err(Stopped::Panicked(text)) => Err(Failure::new(
-            "Panicked",
-            format!("provisioner panicked: {text}"),
-        )),
-        Ok(Err(err)) => Err(Failure::new(err.error_type(), err.to_string())),
-        Ok(Ok(report)) => {
-            if report.stopped > 0 {
-                let first = Continuation {
-                    table,
-                    namespace_id: report.namespace.clone(),
-                    generation: 1,
-                };
-                follow_up(deps, &function_arn, &first, deadline_ms, RETURN_BUDGET).await;
-            }
-            serde_json::to_value(&report)
-                .map_err(|e| Failure::new("ProvisionerError", e.to_string()))
+}
+
+/// Runs an invoked apply under the deadline and panic guards; its report is
+/// the answer, after asking for the follow-up `next` names when fan-outs
+/// stopped.
+async fn answer_invoke<T, R, C: Continuer>(
+    deps: &Deps<T, R, C>,
+    function_arn: &str,
+    deadline_ms: u64,
+    work: impl std::future::Future<Output = Result<Report, InvokeError>> + Send + 'static,
+    next: impl FnOnce(&Report) -> Continuation,
+) -> Result<Value, Failure> {
+    let remaining = zae_runtime::deadline::remaining(deadline_ms);
+    let limit = remaining.saturating_sub(reserve(remaining));
+    let report = match guarded(limit, work).await {
+        Ok(Ok(report)) => report,
+        Ok(Err(err)) => return Err(Failure::new(err.error_type(), err.to_string())),
+        Err(Stopped::Deadline) => {
+            return Err(Failure::new(
+                "OutOfTime",
+                format!(
+                    "stopped {} s before the Lambda timeout; pending fan-outs are retried by the next apply",
+                    reserve(remaining).as_secs()
+                ),
+            ));
         }
+        Err(Stopped::Panicked(text)) => {
+            return Err(Failure::new(
+                "Panicked",
+                format!("provisioner panicked: {text}"),
+            ));
+        }
+    };
+    if report.stopped > 0 {
+        follow_up(
+            deps,
+            function_arn,
+            &next(&report),
+            deadline_ms,
+            RETURN_BUDGET,
+        )
+        .await;
     }
+    serde_json::to_value(&report).map_err(|e| Failure::new("ProvisionerError", e.to_string()))
 }
 
 /// Answers even a request we cannot read, if it says where to.

@@ -138,6 +138,7 @@ where
         iterators: HashMap::new(),
         start: None,
         floors: HashMap::new(),
+        filter: Filter::event_source_mapping(),
     };
     let mut shards = parent_first(source.shards().await?);
     if let Some(start) = &options.start {
@@ -198,6 +199,7 @@ struct Poller<'a, R, H, M> {
     start: Option<(String, SequenceNumber)>,
     /// Where each shard's iterator was opened.
     floors: HashMap<String, Position>,
+    filter: Filter,
 }
 
 impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
@@ -290,7 +292,6 @@ impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
 
     /// Feeds a page to the handler in batches, checkpointing after each.
     async fn consume(&mut self, shard: &str, records: Vec<Value>) -> Result<(), PollError> {
-        let filter = Filter::event_source_mapping();
         let floor = self.floors.get(shard).cloned();
         let mut examined: Vec<SequenceNumber> = Vec::new();
         let mut batch: Vec<(SequenceNumber, String)> = Vec::new();
@@ -308,7 +309,7 @@ impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
                 continue;
             }
             self.summary.records_read += 1;
-            if filter.matches(&record) {
+            if self.filter.matches(&record) {
                 batch.push((sequence.clone(), record.to_string()));
             }
             examined.push(sequence);

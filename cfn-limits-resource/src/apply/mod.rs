@@ -111,8 +111,13 @@ impl Caller {
     }
 
     fn out_of_time(&self) -> bool {
-        self.stop_at.is_some_and(|stop| Instant::now() >= stop)
+        passed(self.stop_at)
     }
+}
+
+/// Whether a stop instant, if there is one, has come.
+pub fn passed(stop_at: Option<Instant>) -> bool {
+    stop_at.is_some_and(|stop| Instant::now() >= stop)
 }
 
 /// One namespace of one table.
@@ -372,16 +377,22 @@ impl<'a, S: Store> Provisioner<'a, S> {
         let mut stopped = 0;
         for fan_out in order {
             let carried = run.cursors.get(&fan_out);
+            let previous = written.previous.get(&fan_out.level);
             let directive = Directive {
                 reassert: None,
-                soft_changed: names(
-                    &written.soft_changed,
-                    &fan_out.level,
+                soft_changed: with_carried(
+                    written
+                        .soft_changed
+                        .get(&fan_out.level)
+                        .into_iter()
+                        .flatten()
+                        .cloned(),
                     carried.map(|c| &c.soft_changed),
                 ),
-                previous: names(
-                    &previous_names(written),
-                    &fan_out.level,
+                previous: with_carried(
+                    previous
+                        .into_iter()
+                        .flat_map(|c| c.limits.iter().map(|l| l.name.clone())),
                     carried.map(|c| &c.previous),
                 ),
             };
@@ -582,26 +593,13 @@ impl<'a, S: Store> Provisioner<'a, S> {
     }
 }
 
-/// Names the write knew for `level`, with those a stopped run carried.
-fn names(
-    written: &BTreeMap<Level, BTreeSet<String>>,
-    level: &Level,
+/// The names the write knew, with those a stopped run carried.
+fn with_carried(
+    written: impl Iterator<Item = String>,
     carried: Option<&BTreeSet<String>>,
 ) -> BTreeSet<String> {
-    let mut names = written.get(level).cloned().unwrap_or_default();
-    names.extend(carried.into_iter().flatten().cloned());
-    names
-}
-
-/// Per level, the names of the limits it held before this apply wrote it.
-fn previous_names(written: &Written) -> BTreeMap<Level, BTreeSet<String>> {
     written
-        .previous
-        .iter()
-        .map(|(level, config)| {
-            let names = config.limits.iter().map(|l| l.name.clone()).collect();
-            (level.clone(), names)
-        })
+        .chain(carried.into_iter().flatten().cloned())
         .collect()
 }
 

@@ -12,6 +12,7 @@ pub use responder::{HttpResponder, Responder, answer};
 
 use crate::apply::state::namespace_id as registered_id;
 use crate::apply::{ApplyError, Caller, Ownership, Provisioner, Report};
+use crate::continuation::Continuation;
 use crate::manifest::Manifest;
 use crate::manifest::cloudformation::{coerce_bool, parse_properties};
 use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
@@ -141,9 +142,9 @@ pub struct Outcome {
     pub reason: String,
     pub physical_id: String,
     pub data: Value,
-    /// The namespace id whose fan-outs stopped at the deadline: a follow-up
-    /// invocation should go on with them.
-    pub stopped_in: Option<String>,
+    /// Fan-outs stopped at the deadline: the follow-up invocation that
+    /// should go on with them.
+    pub follow_up: Option<Continuation>,
 }
 
 impl CfnError {
@@ -169,7 +170,7 @@ impl Outcome {
             reason: reason.into(),
             physical_id,
             data: json!({}),
-            stopped_in: None,
+            follow_up: None,
         }
     }
 
@@ -357,7 +358,7 @@ pub async fn handle(
         reason: reason_for(&report),
         physical_id: id,
         data: serde_json::to_value(&report).unwrap_or_else(|_| json!({})),
-        stopped_in: (report.stopped > 0).then_some(namespace),
+        follow_up: (report.stopped > 0).then(|| Continuation::first(table, namespace)),
     })
 }
 
@@ -478,7 +479,7 @@ fn skipped(envelope: &Envelope, why: &str) -> Outcome {
             .clone()
             .unwrap_or_else(|| format!("{FAILED_CREATE_PREFIX}{}", envelope.request_id)),
         data: json!({}),
-        stopped_in: None,
+        follow_up: None,
     }
 }
 

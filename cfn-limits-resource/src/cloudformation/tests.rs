@@ -37,7 +37,7 @@ fn bodies_never_exceed_what_cloudformation_accepts() {
         reason: "r".repeat(10_000),
         physical_id: "t/ns/limits-provisioner".into(),
         data: json!({"status": "applied", "changes": changes, "errors": errors, "created": 0}),
-        stopped_in: None,
+        follow_up: None,
     };
     let body = outcome.body(&env);
     assert!(body.len() <= MAX_RESPONSE_BYTES, "{} bytes", body.len());

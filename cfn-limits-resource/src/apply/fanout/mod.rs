@@ -232,7 +232,7 @@ impl<S: Store> FanOuts<'_, S> {
     }
 
     fn out_of_time(&self) -> bool {
-        self.stop_at.is_some_and(|stop| Instant::now() >= stop)
+        super::passed(self.stop_at)
     }
 
     /// Visits every bucket in the level's reach, [`CONCURRENCY`] at a time.
