@@ -120,6 +120,7 @@ mod tests {
             snapshot_ttl_days: 90,
             concurrency: 4,
             retry: RetryPolicy::default(),
+            refill: true,
         };
         let aggregator = Aggregator::new(MemoryStore::new(), settings);
         let event = LambdaEvent::new(payload, lambda_runtime::Context::default());

@@ -75,6 +75,17 @@ pub fn from_lookup(
     }
     let concurrency = int("WRITE_CONCURRENCY", 16, 1..=256)? as usize;
     let max_attempts = int("WRITE_MAX_ATTEMPTS", 8, 1..=20)? as u32;
+    let refill = match lookup("REFILL").as_deref().map(str::trim) {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(other) => {
+            return Err(SettingsError::Invalid {
+                variable: "REFILL",
+                value: other.to_owned(),
+                reason: "expected on or off".into(),
+            });
+        }
+    };
     let metric_namespace = lookup("METRICS_NAMESPACE")
         .map(|n| n.trim().to_owned())
         .filter(|n| !n.is_empty())
@@ -98,6 +109,7 @@ pub fn from_lookup(
                 max_attempts,
                 ..RetryPolicy::default()
             },
+            refill,
         },
     })
 }

@@ -14,6 +14,8 @@ pub const RECORDS_SKIPPED: &str = "RecordsSkipped";
 /// Usage left out of the snapshots: a snapshot item DynamoDB rejected, or
 /// the counter of a limit whose name is a snapshot attribute.
 pub const USAGE_SKIPPED: &str = "UsageSkipped";
+/// Refill writes dropped after their retries.
+pub const REFILLS_DROPPED: &str = "RefillsDropped";
 
 /// Every overdraw metric is published under these dimension sets, so that an
 /// alarm can watch a whole table, one resource, or one resource's limit. The
@@ -49,6 +51,11 @@ pub enum MetricEvent {
         at_ms: i64,
         count: u64,
     },
+    /// Refill writes that failed after their retries (never a batch failure).
+    RefillsDropped {
+        at_ms: i64,
+        count: u64,
+    },
 }
 
 impl MetricEvent {
@@ -57,15 +64,16 @@ impl MetricEvent {
             MetricEvent::Transition { kind, .. } => kind.metric(),
             MetricEvent::RecordsSkipped { .. } => RECORDS_SKIPPED,
             MetricEvent::UsageSkipped { .. } => USAGE_SKIPPED,
+            MetricEvent::RefillsDropped { .. } => REFILLS_DROPPED,
         }
     }
 
     pub fn value(&self) -> f64 {
         match self {
             MetricEvent::Transition { .. } => 1.0,
-            MetricEvent::RecordsSkipped { count, .. } | MetricEvent::UsageSkipped { count, .. } => {
-                *count as f64
-            }
+            MetricEvent::RecordsSkipped { count, .. }
+            | MetricEvent::UsageSkipped { count, .. }
+            | MetricEvent::RefillsDropped { count, .. } => *count as f64,
         }
     }
 
@@ -73,7 +81,8 @@ impl MetricEvent {
         match self {
             MetricEvent::Transition { at_ms, .. }
             | MetricEvent::RecordsSkipped { at_ms, .. }
-            | MetricEvent::UsageSkipped { at_ms, .. } => *at_ms,
+            | MetricEvent::UsageSkipped { at_ms, .. }
+            | MetricEvent::RefillsDropped { at_ms, .. } => *at_ms,
         }
     }
 
@@ -93,9 +102,9 @@ impl MetricEvent {
                 ],
                 TRANSITION_DIMENSIONS.to_vec(),
             ),
-            MetricEvent::RecordsSkipped { .. } | MetricEvent::UsageSkipped { .. } => {
-                (vec![("Table", table)], vec![&["Table"]])
-            }
+            MetricEvent::RecordsSkipped { .. }
+            | MetricEvent::UsageSkipped { .. }
+            | MetricEvent::RefillsDropped { .. } => (vec![("Table", table)], vec![&["Table"]]),
         }
     }
 }

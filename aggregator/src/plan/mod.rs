@@ -3,6 +3,7 @@
 //! event per soft-limit transition ([`overdraw`]). Pure: no I/O, no clock.
 
 pub mod overdraw;
+pub mod refill;
 pub mod snapshot;
 
 pub use overdraw::{Transition, TransitionKind};
@@ -58,11 +59,24 @@ pub struct BatchPlan {
     /// (bucket partition key, limit) whose counter is left out of the
     /// snapshots because the limit's name is a snapshot attribute.
     pub counters_left_out: BTreeSet<(String, String)>,
+    /// The buckets the batch touched, for the refill pass.
+    pub buckets: Vec<Activity>,
+}
+
+/// One bucket the batch touched: where its latest image is, and the net
+/// consumption per limit (millitokens) over the batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Activity {
+    pub pk: String,
+    pub last_record: usize,
+    pub consumed: BTreeMap<String, i64>,
 }
 
 /// What a single bucket record yields.
 struct RecordYield {
     at_ms: i64,
+    /// Net consumption per limit, `wcu` included, millitokens.
+    consumed: Vec<(String, i64)>,
     contribution: Option<Contribution>,
     transitions: Vec<Transition>,
     /// Limits whose counter moved but has no place in the snapshot.
@@ -80,6 +94,32 @@ struct Grouping {
     buckets: HashMap<String, (usize, BucketKey)>,
     /// Per group: the window key, made when the group is first seen, and the sources.
     updates: BTreeMap<(usize, Window, i64), (String, Sources)>,
+    /// Index into the plan's buckets, by partition key.
+    activity: HashMap<String, usize>,
+}
+
+/// Records a bucket record's consumption and position.
+fn activity(
+    buckets: &mut Vec<Activity>,
+    seen: &mut HashMap<String, usize>,
+    pk: &str,
+    index: usize,
+    consumed: &[(String, i64)],
+) {
+    let at = *seen.entry(pk.to_owned()).or_insert_with(|| {
+        buckets.push(Activity {
+            pk: pk.to_owned(),
+            last_record: index,
+            consumed: BTreeMap::new(),
+        });
+        buckets.len() - 1
+    });
+    let bucket = &mut buckets[at];
+    bucket.last_record = index;
+    for (limit, delta) in consumed {
+        let sum = bucket.consumed.entry(limit.clone()).or_default();
+        *sum = sum.saturating_add(*delta);
+    }
 }
 
 impl Grouping {
@@ -201,6 +241,13 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
             continue;
         }
         plan.bucket_records += 1;
+        activity(
+            &mut plan.buckets,
+            &mut grouping.activity,
+            pk,
+            index,
+            &y.consumed,
+        );
         plan.transitions.extend(y.transitions);
         plan.counters_left_out
             .extend(y.left_out.into_iter().map(|limit| (pk.to_owned(), limit)));
@@ -241,11 +288,16 @@ fn read_bucket_record(
         events: 0,
     };
     let mut left_out = Vec::new();
+    let mut consumed = Vec::new();
     for (&limit, now) in &new.limits {
+        let before = old.limit(limit).copied().unwrap_or_default();
+        if let Some(new_tc) = now.consumed {
+            let delta = i128::from(new_tc) - i128::from(before.consumed.unwrap_or(0));
+            consumed.push((limit.to_owned(), i64::try_from(delta).unwrap_or(i64::MAX)));
+        }
         if limit == WCU_LIMIT {
             continue;
         }
-        let before = old.limit(limit).copied().unwrap_or_default();
         if let Some(new_tc) = now.consumed {
             // A counter absent before starts at zero: the INSERT that creates a
             // bucket, or a limit seeded onto an existing one, carries its first debit.
@@ -269,6 +321,7 @@ fn read_bucket_record(
     let contribution = (contribution.events > 0).then_some(contribution);
     Ok(RecordYield {
         at_ms,
+        consumed,
         contribution,
         transitions,
         left_out,

@@ -4,6 +4,7 @@
 //! must redeliver from if anything could not be written.
 
 pub mod overdraw;
+mod refill;
 pub mod retry;
 pub mod snapshot;
 
@@ -24,6 +25,8 @@ pub struct Settings {
     pub snapshot_ttl_days: i64,
     pub concurrency: usize,
     pub retry: RetryPolicy,
+    /// Run the refill pass after each batch's snapshots.
+    pub refill: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -41,6 +44,12 @@ pub struct BatchStats {
     pub snapshots_rejected: usize,
     /// Limit counters left out: the limit's name is a snapshot attribute.
     pub counters_left_out: usize,
+    /// Refill pass: writes that landed, lost their race, were dropped after
+    /// their retries, and buckets skipped (unreadable image or schedule).
+    pub refills_written: usize,
+    pub refills_lost: usize,
+    pub refills_dropped: usize,
+    pub refills_skipped: usize,
 }
 
 #[derive(Debug, Default)]
@@ -53,10 +62,18 @@ pub struct BatchOutcome {
     pub errors: Vec<String>,
 }
 
+/// Epoch milliseconds now; a seam so tests can fix the refill pass's clock.
+pub type Clock = fn() -> i64;
+
+fn system_clock() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
 pub struct Aggregator<S> {
     store: S,
     settings: Settings,
     retention_days: Mutex<HashMap<String, i64>>,
+    clock: Clock,
 }
 
 enum Job<'p> {
@@ -81,7 +98,14 @@ impl<S: Store> Aggregator<S> {
             store,
             settings,
             retention_days: Mutex::new(HashMap::new()),
+            clock: system_clock,
         }
+    }
+
+    /// The same aggregator reading `clock` for the refill pass.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The table it writes to.
@@ -161,6 +185,10 @@ impl<S: Store> Aggregator<S> {
             other => other.at_ms(),
         });
         outcome.metrics = audit_metrics;
+        if self.settings.refill {
+            self.refill_pass(records, &plan, deadline, &mut outcome)
+                .await;
+        }
         let at_ms = now_s.saturating_mul(1000);
         if !plan.skipped.is_empty() {
             outcome.metrics.push(MetricEvent::RecordsSkipped {
@@ -177,6 +205,42 @@ impl<S: Store> Aggregator<S> {
             });
         }
         outcome
+    }
+}
+
+impl<S: Store> Aggregator<S> {
+    /// After the snapshots, so that a refill never delays them; `now` is
+    /// read once, when the pass starts.
+    async fn refill_pass<R: AsRef<str>>(
+        &self,
+        records: &[R],
+        plan: &BatchPlan,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
+        let now_ms = (self.clock)();
+        let mut done = futures::stream::iter(&plan.buckets)
+            .map(|bucket| self.refill(records, bucket, now_ms, deadline))
+            .buffer_unordered(self.settings.concurrency.max(1));
+        while let Some(result) = done.next().await {
+            let stats = &mut outcome.stats;
+            match result {
+                refill::Refill::NotNeeded => {}
+                refill::Refill::Written => stats.refills_written += 1,
+                refill::Refill::LostRace => stats.refills_lost += 1,
+                refill::Refill::Skipped => stats.refills_skipped += 1,
+                refill::Refill::Dropped(e) => {
+                    stats.refills_dropped += 1;
+                    outcome.errors.push(format!("refill dropped: {e}"));
+                }
+            }
+        }
+        if outcome.stats.refills_dropped > 0 {
+            outcome.metrics.push(MetricEvent::RefillsDropped {
+                at_ms: now_ms,
+                count: outcome.stats.refills_dropped as u64,
+            });
+        }
     }
 }
 

@@ -3,9 +3,14 @@
 //! wildcards left out, then `s c a p` modifiers), its encoder and its decoder.
 
 mod cron;
+mod pattern;
+mod walk;
 
+pub use chrono_tz::Tz;
 pub use cron::check_cron;
-use cron::{BOUNDS, FIELD_TAGS, encode_cron, expand};
+use cron::{FIELD_TAGS, encode_cron};
+pub use pattern::{Block, Pattern};
+pub use walk::{effective_params, next_boundary, prev_reset_edge};
 
 pub const ENCODING_VERSION: &str = "1";
 /// The client's ceiling on a schedule entry's `scale`.
@@ -67,11 +72,10 @@ pub fn encode_reset(entries: &[ScheduleEntry]) -> String {
     format!("{ENCODING_VERSION}{}", body.join(";"))
 }
 
-/// One stored entry, read back only as far as the bucket TTL needs it.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// One stored entry: the window it matches and the modifiers it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactEntry {
-    /// The cron text of `m h D M w`; `None` is `*`.
-    pub fields: [Option<String>; 5],
+    pub pattern: Pattern,
     pub scale_per_mille: Option<i64>,
     pub capacity: Option<i64>,
     pub refill_amount: Option<i64>,
@@ -79,49 +83,29 @@ pub struct CompactEntry {
 }
 
 impl CompactEntry {
-    fn matches(&self, field: usize) -> usize {
-        let spec = self.fields[field].as_deref().unwrap_or("*");
-        let mut values = expand(spec, BOUNDS[field], field);
-        if field == 4 {
-            for v in &mut values {
-                if *v == 0 {
-                    *v = 7;
-                }
-            }
-        }
-        values.sort_unstable();
-        values.dedup();
-        values.len()
+    /// The longest wait between two firings (see [`Pattern::cycle_seconds`]).
+    pub fn cycle_seconds(&self) -> i64 {
+        self.pattern.cycle_seconds()
     }
 
-    /// The longest wait between two firings, from the coarsest field the
-    /// entry constrains, rounded up (a month is 31 days, a year 366).
-    pub fn cycle_seconds(&self) -> i64 {
-        const DAY: i64 = 86_400;
-        if self.matches(3) < 12 {
-            366 * DAY
-        } else if self.matches(2) < 31 {
-            31 * DAY
-        } else if self.matches(4) < 7 {
-            7 * DAY
-        } else if self.matches(1) < 24 {
-            DAY
-        } else if self.matches(0) < 60 {
-            3600
-        } else {
-            60
-        }
+    fn has_modifier(&self) -> bool {
+        self.scale_per_mille.is_some()
+            || self.capacity.is_some()
+            || self.refill_amount.is_some()
+            || self.refill_period_seconds.is_some()
     }
 
     /// The (capacity, refill amount, refill period) in force inside this
-    /// window, in millitokens and milliseconds, from the base ones.
+    /// window, in millitokens and milliseconds, from the base ones: a scale
+    /// truncates and keeps at least 1 (and a quota's zero rate at zero), as
+    /// the client's float arithmetic does.
     pub fn params(&self, cp: i64, ra: i64, rp: i64) -> (i64, i64, i64) {
         if let Some(per_mille) = self.scale_per_mille {
             let scale = per_mille as f64 / 1000.0;
             let scaled = |v: i64| ((v as f64 * scale) as i64).max(1);
             return (scaled(cp), if ra == 0 { 0 } else { scaled(ra) }, rp);
         }
-        // Stored values are the client's to bound; saturate rather than wrap.
+        // Decoded values are bounded; saturate rather than wrap all the same.
         (
             self.capacity.map_or(cp, |c| c.saturating_mul(1000)),
             self.refill_amount.map_or(ra, |a| a.saturating_mul(1000)),
@@ -131,43 +115,169 @@ impl CompactEntry {
     }
 }
 
-/// Reads a compact schedule; `None` for a version or grammar this build
-/// does not know.
-pub fn decode_compact(compact: &str) -> Option<Vec<CompactEntry>> {
-    if compact.is_empty() {
-        return Some(Vec::new());
+/// Why a stored schedule cannot be read, as the client would refuse it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("schedule '{0}' has no version marker")]
+    NoVersion(String),
+    #[error("schedule '{0}' is encoding version {1}; this build reads version 1")]
+    Version(String, String),
+    #[error("schedule '{0}' has a version marker and no entries")]
+    Empty(String),
+    #[error("schedule entry '{0}' cannot be parsed: {1}")]
+    Entry(String, String),
+    #[error("unknown timezone '{0}'")]
+    Timezone(String),
+}
+
+/// Splits one entry into its tags and values: every character that is not
+/// a tag belongs to the value before it, and each tag appears once.
+fn tokens(part: &str) -> Result<Vec<(char, &str)>, String> {
+    const TAGS: &str = "mhDMwscap";
+    let mut out: Vec<(char, &str)> = Vec::new();
+    let mut rest = part;
+    while let Some(tag) = rest.chars().next() {
+        if !TAGS.contains(tag) {
+            return Err(format!("'{rest}' does not start with a tag"));
+        }
+        let after = &rest[1..];
+        let len = after.find(|c| TAGS.contains(c)).unwrap_or(after.len());
+        if len == 0 {
+            return Err(format!("tag '{tag}' has no value"));
+        }
+        if out.iter().any(|(t, _)| *t == tag) {
+            return Err(format!("tag '{tag}' appears twice"));
+        }
+        out.push((tag, &after[..len]));
+        rest = &after[len..];
     }
-    let body = compact.strip_prefix(ENCODING_VERSION)?;
+    Ok(out)
+}
+
+/// A modifier's whole number, spelled as Python's `int()` takes it from
+/// ASCII (surrounding spaces, a sign, `_` between digits), within `1..=max`.
+fn modifier(tag: char, text: &str, max: i64) -> Result<i64, String> {
+    let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    let (negative, body) = match trimmed.as_bytes().first() {
+        Some(b'-') => (true, &trimmed[1..]),
+        Some(b'+') => (false, &trimmed[1..]),
+        _ => (false, trimmed),
+    };
+    let well_formed = !body.is_empty()
+        && !body.starts_with('_')
+        && !body.ends_with('_')
+        && !body.contains("__")
+        && body.bytes().all(|b| b.is_ascii_digit() || b == b'_');
+    if !well_formed {
+        return Err(format!("{tag} value '{text}' is not a whole number"));
+    }
+    let digits: String = body.chars().filter(|c| *c != '_').collect();
+    let value = digits.parse::<i64>().unwrap_or(i64::MAX);
+    if negative || value < 1 || value > max {
+        return Err(format!("{tag} value '{text}' is outside 1 to {max}"));
+    }
+    Ok(value)
+}
+
+fn decode_entry(part: &str) -> Result<CompactEntry, String> {
+    let mut fields = ["*"; 5];
+    let mut entry = CompactEntry {
+        pattern: Pattern::parse("* * * * *")?,
+        scale_per_mille: None,
+        capacity: None,
+        refill_amount: None,
+        refill_period_seconds: None,
+    };
+    for (tag, text) in tokens(part)? {
+        if let Some(i) = FIELD_TAGS.iter().position(|t| *t == tag) {
+            fields[i] = text;
+            continue;
+        }
+        // The client's bounds: scale up to MAX_SCALE, tokens up to 10^15,
+        // periods up to 10^9 seconds.
+        let (slot, max) = match tag {
+            's' => (&mut entry.scale_per_mille, (MAX_SCALE * 1000.0) as i64),
+            'c' => (&mut entry.capacity, 1_000_000_000_000_000),
+            'a' => (&mut entry.refill_amount, 1_000_000_000_000_000),
+            _ => (&mut entry.refill_period_seconds, 1_000_000_000),
+        };
+        *slot = Some(modifier(tag, text, max)?);
+    }
+    entry.pattern = Pattern::parse(&fields.join(" "))?;
+    Ok(entry)
+}
+
+/// Reads a compact schedule into its entries, parameter and reset alike;
+/// empty for no schedule.
+pub fn decode_entries(compact: &str) -> Result<Vec<CompactEntry>, ScheduleError> {
+    if compact.is_empty() {
+        return Ok(Vec::new());
+    }
+    let marker_len = compact
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(compact.len());
+    if marker_len == 0 {
+        return Err(ScheduleError::NoVersion(compact.to_owned()));
+    }
+    let (marker, body) = compact.split_at(marker_len);
+    if marker.trim_start_matches('0') != ENCODING_VERSION {
+        return Err(ScheduleError::Version(
+            compact.to_owned(),
+            marker.to_owned(),
+        ));
+    }
+    if body.is_empty() {
+        return Err(ScheduleError::Empty(compact.to_owned()));
+    }
     body.split(';')
-        .map(|part| {
-            let mut entry = CompactEntry::default();
-            let mut rest = part;
-            while let Some(tag) = rest.chars().next() {
-                // By characters, not bytes: a stored value may hold any UTF-8.
-                let after = &rest[tag.len_utf8()..];
-                let text_len = after
-                    .find(|c: char| c.is_ascii_alphabetic())
-                    .unwrap_or(after.len());
-                let text = &after[..text_len];
-                rest = &after[text_len..];
-                if text.is_empty() {
-                    return None;
-                }
-                let number = || text.parse::<i64>().ok();
-                match FIELD_TAGS.iter().position(|t| *t == tag) {
-                    Some(i) => entry.fields[i] = Some(text.to_owned()),
-                    None => match tag {
-                        's' => entry.scale_per_mille = Some(number()?),
-                        'c' => entry.capacity = Some(number()?),
-                        'a' => entry.refill_amount = Some(number()?),
-                        'p' => entry.refill_period_seconds = Some(number()?),
-                        _ => return None,
-                    },
-                }
-            }
-            Some(entry)
-        })
+        .map(|part| decode_entry(part).map_err(|why| ScheduleError::Entry(part.to_owned(), why)))
         .collect()
+}
+
+/// A stored parameter schedule: every entry carries either a scale or
+/// absolute values, never both, never neither.
+pub fn decode_params(compact: &str) -> Result<Vec<CompactEntry>, ScheduleError> {
+    let entries = decode_entries(compact)?;
+    for entry in &entries {
+        let absolute = entry.capacity.is_some()
+            || entry.refill_amount.is_some()
+            || entry.refill_period_seconds.is_some();
+        if entry.scale_per_mille.is_some() == absolute {
+            return Err(ScheduleError::Entry(
+                compact.to_owned(),
+                "an entry must set exactly one of a scale or absolute values".into(),
+            ));
+        }
+    }
+    Ok(entries)
+}
+
+/// A stored reset schedule: cron fields only.
+pub fn decode_resets(compact: &str) -> Result<Vec<Pattern>, ScheduleError> {
+    let entries = decode_entries(compact)?;
+    if entries.iter().any(CompactEntry::has_modifier) {
+        return Err(ScheduleError::Entry(
+            compact.to_owned(),
+            "a reset entry carries no modifiers".into(),
+        ));
+    }
+    Ok(entries.into_iter().map(|e| e.pattern).collect())
+}
+
+/// The lenient reading the provisioner needs for a bucket's TTL; `None`
+/// for anything [`decode_entries`] refuses.
+pub fn decode_compact(compact: &str) -> Option<Vec<CompactEntry>> {
+    decode_entries(compact).ok()
+}
+
+/// A stored timezone (`sched_tz`); empty or absent is UTC, as the client reads it.
+pub fn timezone(name: Option<&str>) -> Result<chrono_tz::Tz, ScheduleError> {
+    match name {
+        None | Some("") => Ok(chrono_tz::UTC),
+        Some(name) => name
+            .parse()
+            .map_err(|_| ScheduleError::Timezone(name.to_owned())),
+    }
 }
 
 #[cfg(test)]
@@ -219,7 +329,7 @@ mod tests {
         );
         let decoded = decode_compact("1h9-17w1-5s2300;h0-6c100a10p60").unwrap();
         assert_eq!(decoded[0].scale_per_mille, Some(2300));
-        assert_eq!(decoded[1].fields[1].as_deref(), Some("0-6"));
+        assert_eq!(decoded[1].pattern, Pattern::parse("* 0-6 * * *").unwrap());
         assert_eq!(
             decoded[1].params(60_000, 60_000, 60_000),
             (100_000, 10_000, 60_000)
@@ -272,12 +382,12 @@ mod tests {
             let _ = decode_compact(text);
         }
         assert_eq!(decode_compact("1é"), None);
-        let huge = decode_compact("1c9223372036854775807").unwrap();
         assert_eq!(
-            huge[0].params(1, 1, 1).0,
-            i64::MAX,
-            "saturates, never wraps"
+            decode_compact("1c9223372036854775807"),
+            None,
+            "over the client's 10^15"
         );
+        assert!(decode_compact("1c1000000000000000").is_some());
     }
 
     proptest::proptest! {

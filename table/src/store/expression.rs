@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 #[derive(Debug, Default)]
 pub struct UpdateBuilder {
     sets: Vec<String>,
+    adds: Vec<String>,
     removes: Vec<String>,
     names: BTreeMap<String, String>,
     aliases: BTreeMap<String, String>,
@@ -44,6 +45,14 @@ impl UpdateBuilder {
         self
     }
 
+    /// `ADD attr value`: a number added to what is there (or to 0).
+    pub fn add(&mut self, attr: &str, value: Attr) -> &mut Self {
+        let name = self.name(attr);
+        let value = self.value(value);
+        self.adds.push(format!("{name} {value}"));
+        self
+    }
+
     pub fn remove(&mut self, attr: &str) -> &mut Self {
         let name = self.name(attr);
         if !self.removes.contains(&name) {
@@ -57,11 +66,14 @@ impl UpdateBuilder {
         if !self.sets.is_empty() {
             expression = format!("SET {}", self.sets.join(", "));
         }
-        if !self.removes.is_empty() {
+        for (clause, parts) in [("ADD", &self.adds), ("REMOVE", &self.removes)] {
+            if parts.is_empty() {
+                continue;
+            }
             if !expression.is_empty() {
                 expression.push(' ');
             }
-            expression.push_str(&format!("REMOVE {}", self.removes.join(", ")));
+            expression.push_str(&format!("{clause} {}", parts.join(", ")));
         }
         // DynamoDB refuses names and values the expressions do not use.
         let text = format!("{expression} {}", condition.as_deref().unwrap_or_default());

@@ -5,6 +5,11 @@ use crate::names::is_limit_name;
 use crate::stream::{AttrError, Image};
 use std::collections::BTreeMap;
 
+pub mod refill;
+mod state;
+
+pub use state::{BucketState, LimitParams};
+
 pub const BUCKET_ATTR_PREFIX: &str = "b_";
 pub const SHARD_COUNT: &str = "shard_count";
 /// The last refill instant (epoch ms); also the time of a record without one.
@@ -42,6 +47,15 @@ pub mod field {
     pub const RESET_AFTER: &str = "rsa";
     pub const SCHED: &str = "sched";
     pub const RSCHED: &str = "rsched";
+    /// A duration window's start (epoch ms) and the start already applied.
+    pub const WINDOW_START: &str = "ws";
+    pub const WINDOW_APPLIED: &str = "wa";
+    /// `tc` as the client's rollover fan-out saw it, millitokens.
+    pub const WINDOW_CONSUMED: &str = "wtc";
+    /// How many shards a quota's allowance was split into when granted.
+    pub const GRANT_COUNT: &str = "gc";
+    /// Allowance topped up in this period, millitokens.
+    pub const TOPPED_UP: &str = "tu";
     /// Every per-limit field the client writes, for stripping a stale limit.
     pub const ALL: [&str; 15] = [
         "tk", "cp", "ra", "rp", "tc", "sched", "rsched", "soft", "rsa", "ws", "wa", "wtc", "gc",
