@@ -80,7 +80,7 @@ pub async fn handle<S: Store, M: MetricSink>(
         body: Body {
             processed: texts.len(),
             snapshots_updated: outcome.stats.snapshot_writes,
-            refills_written: 0,
+            refills_written: outcome.stats.refills_written,
             events_archived: 0,
             errors: outcome.errors,
         },

@@ -605,3 +605,47 @@ fn a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter() {
     assert_eq!(hourly["counters"]["rpm"], 25, "{usage}");
     assert!(hourly["counters"].get("window").is_none(), "{usage}");
 }
+
+/// A steady workload of the real client (three entities, 15 one-token
+/// acquires a second each, under a 20/s limit with a burst of 40), the
+/// stream fed to the built binary under the Lambda stand-in every second,
+/// against the same workload with no aggregator. The refill pass keeps the
+/// stored balances ahead of the fast path, so the client falls back to its
+/// slow path (a refused conditional write, then reads) far less often. The
+/// long comparison, the reference aggregator included, is
+/// `scripts/bench_slow_paths.sh`.
+#[test]
+fn refills_spare_the_real_client_most_of_its_slow_paths() {
+    let run = |mode: &str| {
+        run_json(
+            "slow_paths.py",
+            &[
+                "run",
+                "--mode",
+                mode,
+                "--seconds",
+                "10",
+                "--aggregator",
+                env!("CARGO_BIN_EXE_aggregator"),
+            ],
+        )
+    };
+    let none = run("none");
+    let ours = run("ours");
+    for r in [&none, &ours] {
+        assert_eq!(
+            r["admitted"].as_u64().unwrap() + r["rejected"].as_u64().unwrap(),
+            r["requests"].as_u64().unwrap()
+        );
+    }
+    assert_eq!(none["fed"]["refills"], 0);
+    assert!(ours["fed"]["refills"].as_u64() > Some(0), "{ours}");
+    assert_eq!(ours["fed"]["errors"], 0, "{ours}");
+    let slow = |r: &Value| r["slow_paths"].as_u64().unwrap();
+    assert!(
+        slow(&ours) * 4 <= slow(&none) * 3,
+        "ours {} vs none {}:\n{ours}\n{none}",
+        slow(&ours),
+        slow(&none)
+    );
+}

@@ -43,9 +43,9 @@ fn change<'m>(write: &'m Materialise, name: &str) -> &'m LimitChange {
 }
 
 #[test]
-fn a_top_up_is_written_when_the_batch_would_find_the_balance_short() {
+fn a_top_up_is_written_when_the_stored_balance_is_short_of_two_batches_consumption() {
     let state = bucket(NOW - 5_000, vec![("rps", limit(1_000))]);
-    // 6 tokens after the refill; the batch consumed 7.
+    // 1 token stored, 6 after the refill; the batch consumed 7.
     let write = decide(&state, &[("rps", 7_000)]).unwrap().expect("a write");
     let rps = change(&write, "rps");
     assert_eq!(
@@ -58,10 +58,18 @@ fn a_top_up_is_written_when_the_batch_would_find_the_balance_short() {
         (NOW - 5_000, NOW)
     );
     assert_eq!(rps.params_read, [Some(10_000), Some(1_000), Some(1_000)]);
+    // The refilled 6 would cover a batch of 5, but the fast path sees only
+    // the stored 1: the reference skips this write, and the client's next
+    // fast writes fail over to the slow path.
+    assert!(decide(&state, &[("rps", 5_000)]).unwrap().is_some());
     assert_eq!(
-        decide(&state, &[("rps", 5_000)]).unwrap(),
+        decide(&state, &[("rps", 500)]).unwrap(),
         None,
-        "6 left covers 5: no write"
+        "1 stored covers two batches of half a token"
+    );
+    assert!(
+        decide(&state, &[("rps", 600)]).unwrap().is_some(),
+        "but not two of 0.6"
     );
     assert_eq!(
         decide(&state, &[]).unwrap(),

@@ -1,0 +1,257 @@
+"""How often the real 0.17.0 client falls back to its slow path under a
+steady workload: with our aggregator, with the reference (Python 0.17.0)
+aggregator, or with none.
+
+    slow_paths.py run --mode ours|reference|none --seconds S [--entities E]
+                      [--rate Q] [--window W] [--aggregator BIN]
+
+E entities each send Q one-token acquires a second, paced, against a hard
+per-second limit (RATE a second, burst BURST). The client talks to moto
+through a counting proxy, which tells fast-path failures (an UpdateItem or
+a transaction refused on its condition) and reads (GetItem, BatchGetItem,
+Query) apart. An event-source-mapping stand-in reads the table's stream
+every W seconds, filters it as each stack's template does, and hands it on
+in batches of 100: to our aggregator binary running under the Lambda
+stand-in (lambda_shim.py), or to the reference's `process_stream_records`,
+or to nobody. Both aggregators write to the same table the client uses.
+Prints one JSON object. Endpoint and credentials come from the AWS
+environment (AWS_ENDPOINT_URL is moto).
+"""
+import argparse
+import asyncio
+import contextlib
+import http.client
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+import boto3
+from zae_limiter import Limit, RateLimiter, RateLimitExceeded, Repository
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from client import endpoint, region  # noqa: E402
+
+RESOURCE = "api"
+RATE, BURST = 20, 40
+READS = ("GetItem", "BatchGetItem", "Query")
+REFUSED = ("ConditionalCheckFailedException", "TransactionCanceledException")
+
+
+class Counts:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: dict = {}
+        self.refused: dict = {}
+
+    def add(self, op: str, refused: bool) -> None:
+        with self.lock:
+            self.calls[op] = self.calls.get(op, 0) + 1
+            if refused:
+                self.refused[op] = self.refused.get(op, 0) + 1
+
+
+def counting_proxy(target: str, counts: Counts) -> str:
+    host = urlparse(target)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            conn = http.client.HTTPConnection(host.hostname, host.port, timeout=60)
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+            conn.request("POST", self.path, body, headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            op = self.headers.get("X-Amz-Target", "").split(".")[-1]
+            counts.add(op, resp.status == 400 and any(r.encode() in data for r in REFUSED))
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            conn.close()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def entities(n: int) -> list:
+    return [f"steady-{i}" for i in range(n)]
+
+
+async def setup(table: str, n: int) -> None:
+    raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
+    await raw.create_table()
+    await raw.close()
+    repo = await Repository.open("default", stack=table, region=region(), endpoint_url=endpoint())
+    limiter = RateLimiter(repository=repo)
+    for entity in entities(n):
+        await limiter.create_entity(entity)
+        await limiter.set_limits(entity, [Limit.per_second("rps", RATE, burst=BURST)], resource=RESOURCE)
+    await repo.close()
+
+
+async def workload(table: str, proxy: str, n: int, rate: float, seconds: float) -> dict:
+    repo = await Repository.open("default", stack=table, region=region(), endpoint_url=proxy)
+    limiter = RateLimiter(repository=repo)
+    tally = {"requests": 0, "admitted": 0, "rejected": 0}
+
+    async def one(entity: str) -> None:
+        start = time.monotonic()
+        i = 0
+        while (due := start + i / rate) < start + seconds:
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            i += 1
+            tally["requests"] += 1
+            try:
+                async with limiter.acquire(entity_id=entity, resource=RESOURCE, consume={"rps": 1}):
+                    tally["admitted"] += 1
+            except RateLimitExceeded:
+                tally["rejected"] += 1
+
+    await asyncio.gather(*(one(e) for e in entities(n)))
+    await repo.close()
+    return tally
+
+
+def esm_filter(mode: str, record: dict) -> bool:
+    """Each stack's event source mapping filter."""
+    sk = record["dynamodb"].get("Keys", {}).get("SK", {}).get("S")
+    if mode == "reference":
+        return record["eventName"] == "MODIFY" and record["dynamodb"].get("NewImage", {}).get("SK", {}).get("S") == "#STATE"
+    return record["eventName"] in ("INSERT", "MODIFY") and sk == "#STATE"
+
+
+def lambda_shape(record: dict, arn: str) -> dict:
+    """A stream record as Lambda delivers it: the creation time in epoch seconds."""
+    record = dict(record)
+    change = dict(record["dynamodb"])
+    created = change.get("ApproximateCreationDateTime")
+    if hasattr(created, "timestamp"):
+        change["ApproximateCreationDateTime"] = created.timestamp()
+    record["dynamodb"] = change
+    record["eventSourceARN"] = arn
+    return record
+
+
+def esm(args) -> None:
+    """Reads the stream every --window seconds until --stop exists; prints counts."""
+    ddb, streams = boto3.client("dynamodb"), boto3.client("dynamodbstreams")
+    arn = ddb.describe_table(TableName=args.table)["Table"]["LatestStreamArn"]
+    iterators = {}
+    invoke = None
+    if args.mode == "reference":
+        from zae_limiter_aggregator.processor import process_stream_records
+
+        def invoke(batch):
+            with contextlib.redirect_stdout(io.StringIO()):
+                result = process_stream_records(batch, table_name=args.table, windows=["hourly", "daily"], ttl_days=90)
+            done["refills"] += result.refills_written
+            done["errors"] += len(result.errors)
+    elif args.mode == "ours":
+        lam = boto3.client("lambda", endpoint_url=args.shim)
+
+        def invoke(batch):
+            answer = json.loads(lam.invoke(FunctionName="aggregator", Payload=json.dumps({"Records": batch}, default=str))["Payload"].read())
+            body = answer.get("body", {})
+            done["refills"] += body.get("refills_written", 0)
+            done["errors"] += len(body.get("errors", []))
+    done = {"batches": 0, "records": 0, "refills": 0, "errors": 0}
+    while True:
+        stopping = os.path.exists(args.stop)
+        records = []
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            sid = shard["ShardId"]
+            if sid not in iterators:
+                iterators[sid] = streams.get_shard_iterator(StreamArn=arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            while iterators[sid]:
+                page = streams.get_records(ShardIterator=iterators[sid], Limit=1000)
+                iterators[sid] = page.get("NextShardIterator")
+                if not page["Records"]:
+                    break
+                records += page["Records"]
+        batch = [lambda_shape(r, arn) for r in records if esm_filter(args.mode, r)]
+        for i in range(0, len(batch), 100):
+            if invoke:
+                invoke(batch[i:i + 100])
+            done["batches"] += 1
+        done["records"] += len(batch)
+        if stopping:
+            break
+        time.sleep(args.window)
+    print(json.dumps(done))
+
+
+def run(args) -> None:
+    table = f"slow-{args.mode}-{uuid.uuid4().hex[:8]}"
+    asyncio.run(setup(table, args.entities))
+    here = os.path.dirname(os.path.abspath(__file__))
+    shim = None
+    env = dict(os.environ)
+    esm_args = [sys.executable, __file__, "esm", "--mode", args.mode, "--table", table,
+                "--window", str(args.window), "--stop", f"/tmp/{table}.stop"]
+    if args.mode == "ours":
+        shim = subprocess.Popen(
+            [sys.executable, os.path.join(here, "lambda_shim.py"), "--function-name", "aggregator",
+             "--command", args.aggregator, "--parent-pid", str(os.getpid()),
+             "--env", f"TABLE_NAME={table}", "--env", f"AWS_ENDPOINT_URL={endpoint()}",
+             "--env", "AWS_ACCESS_KEY_ID=test", "--env", "AWS_SECRET_ACCESS_KEY=test",
+             "--env", f"AWS_REGION={region()}", "--env", "METRICS=off", "--env", "RUST_LOG=warn",
+             "--log", f"/tmp/{table}.log"],
+            stdout=subprocess.PIPE, text=True)
+        esm_args += ["--shim", shim.stdout.readline().strip()]
+    counts = Counts()
+    proxy = counting_proxy(endpoint(), counts)
+    feeder = subprocess.Popen(esm_args, stdout=subprocess.PIPE, text=True, env=env)
+    tally = asyncio.run(workload(table, proxy, args.entities, args.rate, args.seconds))
+    open(f"/tmp/{table}.stop", "w").close()
+    fed = json.loads(feeder.communicate(timeout=600)[0].strip().splitlines()[-1])
+    os.remove(f"/tmp/{table}.stop")
+    if shim:
+        shim.terminate()
+    refused = sum(counts.refused.values())
+    reads = sum(counts.calls.get(op, 0) for op in READS)
+    print(json.dumps({
+        "mode": args.mode, "table": table, **tally, "fed": fed,
+        "refused_writes": refused, "reads": reads, "slow_paths": refused + reads,
+        "calls": counts.calls, "refused": counts.refused,
+    }))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--mode", choices=["ours", "reference", "none"], required=True)
+    r.add_argument("--seconds", type=float, default=20)
+    r.add_argument("--entities", type=int, default=3)
+    r.add_argument("--rate", type=float, default=15)
+    r.add_argument("--window", type=float, default=1.0)
+    r.add_argument("--aggregator")
+    e = sub.add_parser("esm")
+    e.add_argument("--mode", required=True)
+    e.add_argument("--table", required=True)
+    e.add_argument("--window", type=float, required=True)
+    e.add_argument("--stop", required=True)
+    e.add_argument("--shim")
+    args = parser.parse_args()
+    run(args) if args.command == "run" else esm(args)
+
+
+if __name__ == "__main__":
+    main()
