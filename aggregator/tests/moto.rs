@@ -649,3 +649,44 @@ fn refills_spare_the_real_client_most_of_its_slow_paths() {
         slow(&none)
     );
 }
+
+/// A shard 0 whose `wcu` runs low (set by hand: moto cannot take the write
+/// rate that would run it down) is doubled by the poller; the raised count
+/// is propagated and shard 1 pre-created, its rps at half the capacity and
+/// its daily quota funded by a debit on shard 0. Read back through the real
+/// client, the quota is whole across both shards, and the client goes on
+/// acquiring on them.
+#[test]
+fn a_hot_bucket_doubles_and_its_new_shard_is_funded_from_the_old_one() {
+    let table = unique_table("sharding");
+    let setup = run_json("sharding.py", &["setup", "--table", &table]);
+    let namespace = setup["namespace_id"].as_str().unwrap().to_owned();
+    run_json(
+        "sharding.py",
+        &["heat", "--table", &table, "--namespace", &namespace],
+    );
+    let dir = tempdir::Dir::new(&table);
+    let polled = poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    let read = run_json(
+        "sharding.py",
+        &["read", "--table", &table, "--namespace", &namespace],
+    );
+    let shards = &read["shards"];
+    assert_eq!(shards["0"]["shard_count"], 2, "{read}\n{}", polled.summary);
+    assert_eq!(shards["1"]["shard_count"], 2, "shard 1 pre-created: {read}");
+    assert_eq!(shards["1"]["consumed"]["rps"], 0);
+    assert_eq!(shards["1"]["rpd_gc"], 2, "granted under two shards");
+    let tokens = |shard: &str, limit: &str| shards[shard]["tokens"][limit].as_i64().unwrap();
+    let consumed = |shard: &str, limit: &str| shards[shard]["consumed"][limit].as_i64().unwrap();
+    assert!(
+        tokens("1", "rps") <= 50_000,
+        "half of 100 tokens per shard: {read}"
+    );
+    // The quota moved, never minted: what the shards hold plus what they
+    // consumed is the day's allowance.
+    let whole =
+        tokens("0", "rpd") + tokens("1", "rpd") + consumed("0", "rpd") + consumed("1", "rpd");
+    assert_eq!(whole, 10_000_000, "{read}");
+    assert!(tokens("1", "rpd") > 0, "shard 1 was funded: {read}");
+    assert_eq!(read["admitted_after"], 20, "{read}");
+}

@@ -143,6 +143,24 @@ impl BucketKey {
             self.namespace, self.entity, self.resource, self.shard
         )
     }
+
+    /// The same bucket's shard `shard`.
+    pub fn shard(&self, shard: u32) -> BucketKey {
+        BucketKey {
+            shard,
+            ..self.clone()
+        }
+    }
+
+    /// The index sort keys a bucket item carries (GSI2, GSI3, GSI4).
+    pub fn index_sort_keys(&self) -> [(&'static str, String); 3] {
+        let (e, r, t) = (&self.entity, &self.resource, self.shard);
+        [
+            (Index::GSI2.sk, format!("{BUCKET_PREFIX}{e}#{t}")),
+            (Index::GSI3.sk, format!("{BUCKET_PREFIX}{r}#{t}")),
+            (Index::GSI4.sk, format!("{BUCKET_PREFIX}{e}#{r}#{t}")),
+        ]
+    }
 }
 
 pub fn pk_entity(namespace: &str, entity: &str) -> String {

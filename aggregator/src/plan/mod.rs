@@ -4,6 +4,7 @@
 
 pub mod overdraw;
 pub mod refill;
+pub mod shard;
 pub mod snapshot;
 
 pub use overdraw::{Transition, TransitionKind};
@@ -61,6 +62,8 @@ pub struct BatchPlan {
     pub counters_left_out: BTreeSet<(String, String)>,
     /// The buckets the batch touched, for the refill pass.
     pub buckets: Vec<Activity>,
+    /// Shard counts raised on a shard 0, in record order.
+    pub raises: Vec<shard::Raise>,
 }
 
 /// One bucket the batch touched: where its latest image is, and the net
@@ -68,6 +71,7 @@ pub struct BatchPlan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Activity {
     pub pk: String,
+    pub shard: u32,
     pub last_record: usize,
     pub consumed: BTreeMap<String, i64>,
 }
@@ -77,6 +81,8 @@ struct RecordYield {
     at_ms: i64,
     /// Net consumption per limit, `wcu` included, millitokens.
     consumed: Vec<(String, i64)>,
+    /// The shard count this record raised, as (from, to).
+    raised: Option<(i64, i64)>,
     contribution: Option<Contribution>,
     transitions: Vec<Transition>,
     /// Limits whose counter moved but has no place in the snapshot.
@@ -102,13 +108,14 @@ struct Grouping {
 fn activity(
     buckets: &mut Vec<Activity>,
     seen: &mut HashMap<String, usize>,
-    pk: &str,
+    (pk, shard): (&str, u32),
     index: usize,
     consumed: &[(String, i64)],
 ) {
     let at = *seen.entry(pk.to_owned()).or_insert_with(|| {
         buckets.push(Activity {
             pk: pk.to_owned(),
+            shard,
             last_record: index,
             consumed: BTreeMap::new(),
         });
@@ -241,10 +248,14 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
             continue;
         }
         plan.bucket_records += 1;
+        if let Some((from, to)) = y.raised.filter(|_| shard == 0) {
+            let key = grouping.buckets[pk].1.clone();
+            plan.raises.push(shard::Raise { key, from, to });
+        }
         activity(
             &mut plan.buckets,
             &mut grouping.activity,
-            pk,
+            (pk, shard),
             index,
             &y.consumed,
         );
@@ -319,9 +330,14 @@ fn read_bucket_record(
     }
     let transitions = transitions(bucket, &record.sequence_number, at_ms, &old, &new);
     let contribution = (contribution.events > 0).then_some(contribution);
+    let raised = match (record.event_name, old.shard_count, new.shard_count) {
+        (EventName::Modify, Some(from), Some(to)) if to > from => Some((from, to)),
+        _ => None,
+    };
     Ok(RecordYield {
         at_ms,
         consumed,
+        raised,
         contribution,
         transitions,
         left_out,

@@ -6,6 +6,7 @@
 pub mod overdraw;
 mod refill;
 pub mod retry;
+pub mod shard;
 pub mod snapshot;
 
 pub use retry::RetryPolicy;
@@ -50,6 +51,12 @@ pub struct BatchStats {
     pub refills_lost: usize,
     pub refills_dropped: usize,
     pub refills_skipped: usize,
+    /// Shard 0 doublings for a low `wcu`; shards raised to a new count and
+    /// shards pre-created by propagation; propagations that stopped on an error.
+    pub doublings: usize,
+    pub shards_raised: usize,
+    pub shards_cloned: usize,
+    pub propagations_failed: usize,
 }
 
 #[derive(Debug, Default)]
@@ -186,8 +193,9 @@ impl<S: Store> Aggregator<S> {
         });
         outcome.metrics = audit_metrics;
         if self.settings.refill {
-            self.refill_pass(records, &plan, deadline, &mut outcome)
-                .await;
+            // Boxed: the pass's future is deep, and the poller's main
+            // future would otherwise hold it inline.
+            Box::pin(self.refill_pass(records, &plan, deadline, &mut outcome)).await;
         }
         let at_ms = now_s.saturating_mul(1000);
         if !plan.skipped.is_empty() {
@@ -209,8 +217,9 @@ impl<S: Store> Aggregator<S> {
 }
 
 impl<S: Store> Aggregator<S> {
-    /// After the snapshots, so that a refill never delays them; `now` is
-    /// read once, when the pass starts.
+    /// After the snapshots, so that a refill never delays them: the refill
+    /// pass and doublings per bucket, then shard-count propagation per
+    /// raise. `now` is read once, when the pass starts.
     async fn refill_pass<R: AsRef<str>>(
         &self,
         records: &[R],
@@ -222,8 +231,9 @@ impl<S: Store> Aggregator<S> {
         let mut done = futures::stream::iter(&plan.buckets)
             .map(|bucket| self.refill(records, bucket, now_ms, deadline))
             .buffer_unordered(self.settings.concurrency.max(1));
-        while let Some(result) = done.next().await {
+        while let Some((result, doubled)) = done.next().await {
             let stats = &mut outcome.stats;
+            stats.doublings += usize::from(doubled);
             match result {
                 refill::Refill::NotNeeded => {}
                 refill::Refill::Written => stats.refills_written += 1,
@@ -234,6 +244,15 @@ impl<S: Store> Aggregator<S> {
                     outcome.errors.push(format!("refill dropped: {e}"));
                 }
             }
+        }
+        drop(done);
+        // In record order: a later raise finds the earlier one's shards.
+        for raise in &plan.raises {
+            let done = self.propagate(raise, now_ms, deadline).await;
+            let stats = &mut outcome.stats;
+            stats.shards_raised += done.raised;
+            stats.shards_cloned += done.cloned;
+            stats.propagations_failed += usize::from(done.failed);
         }
         if outcome.stats.refills_dropped > 0 {
             outcome.metrics.push(MetricEvent::RefillsDropped {

@@ -6,6 +6,7 @@ use crate::stream::{AttrError, Image};
 use std::collections::BTreeMap;
 
 pub mod refill;
+pub mod shard;
 mod state;
 
 pub use state::{BucketState, LimitParams};

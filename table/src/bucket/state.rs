@@ -3,9 +3,11 @@
 //! field of every limit.
 
 use super::{
-    REFILLED_AT, RSCHED, SCHED, SCHED_TZ, SHARD_COUNT, VALID_UNTIL, field, split_bucket_attr,
+    PARENT_GENERATION, PARENT_INCARNATION, REFILLED_AT, RSCHED, SCHED, SCHED_TZ, SHARD_COUNT,
+    VALID_UNTIL, field, split_bucket_attr,
 };
 use crate::stream::{AttrError, Image};
+use crate::value::{Attr, Item};
 use std::collections::BTreeMap;
 
 /// One limit's fields; millitokens, milliseconds, epoch ms, seconds (`rsa`).
@@ -35,6 +37,9 @@ pub struct BucketState<'i> {
     pub sched: Option<&'i str>,
     pub rsched: Option<&'i str>,
     pub sched_tz: Option<&'i str>,
+    /// The owner stamps a cascade was made under (`pgen`, `pinc`).
+    pub parent_generation: Option<i64>,
+    pub parent_incarnation: Option<&'i str>,
     pub limits: BTreeMap<&'i str, LimitParams<'i>>,
 }
 
@@ -55,47 +60,107 @@ const READ: [&str; 13] = [
     field::TOPPED_UP,
 ];
 
-impl<'i> BucketState<'i> {
-    pub fn read(image: &'i Image<'_>) -> Result<BucketState<'i>, AttrError> {
-        let mut state = BucketState {
-            refilled_at: image.int(REFILLED_AT)?,
-            valid_until: image.int(VALID_UNTIL)?,
-            shard_count: image.int(SHARD_COUNT)?,
-            sched: image.string(SCHED)?,
-            rsched: image.string(RSCHED)?,
-            sched_tz: image.string(SCHED_TZ)?,
-            limits: BTreeMap::new(),
-        };
-        for (attr, value) in image.entries() {
-            let Some((name, f)) = split_bucket_attr(attr) else {
-                continue;
-            };
-            let number = || value.int(attr).map(Some);
-            let text = || match value.s.as_deref() {
-                Some(s) => Ok(Some(s)),
-                None => Err(AttrError::WrongType(attr.to_owned(), "S")),
-            };
-            if !READ.contains(&f) {
-                continue;
+/// One attribute as the reader sees it, from a stream image or an item.
+enum Field<'i> {
+    N(&'i str),
+    S(&'i str),
+    Other,
+}
+
+impl Field<'_> {
+    fn int(&self, attr: &str) -> Result<Option<i64>, AttrError> {
+        match self {
+            Field::N(n) => {
+                crate::milli::parse_int(n)
+                    .map(Some)
+                    .map_err(|source| AttrError::Number {
+                        name: attr.to_owned(),
+                        source,
+                    })
             }
-            let limit = state.limits.entry(name).or_default();
-            match f {
-                field::CONSUMED => limit.consumed = number()?,
-                field::TOKENS => limit.tokens = number()?,
-                field::CAPACITY => limit.capacity = number()?,
-                field::REFILL_AMOUNT => limit.refill_amount = number()?,
-                field::REFILL_PERIOD => limit.refill_period = number()?,
-                field::SCHED => limit.sched = text()?,
-                field::RSCHED => limit.rsched = text()?,
-                field::WINDOW_START => limit.window_start = number()?,
-                field::RESET_AFTER => limit.reset_after = number()?,
-                field::WINDOW_APPLIED => limit.window_applied = number()?,
-                field::WINDOW_CONSUMED => limit.window_consumed = number()?,
-                field::GRANT_COUNT => limit.grant_count = number()?,
-                _ => limit.topped_up = number()?,
+            _ => Err(AttrError::WrongType(attr.to_owned(), "N")),
+        }
+    }
+}
+
+impl<'i> Field<'i> {
+    fn text(&self, attr: &str) -> Result<Option<&'i str>, AttrError> {
+        match self {
+            Field::S(s) => Ok(Some(s)),
+            _ => Err(AttrError::WrongType(attr.to_owned(), "S")),
+        }
+    }
+}
+
+impl<'i> BucketState<'i> {
+    /// From a stream image.
+    pub fn read(image: &'i Image<'_>) -> Result<BucketState<'i>, AttrError> {
+        Self::from_fields(image.entries().map(|(name, value)| {
+            let field = match (&value.n, &value.s) {
+                (Some(n), _) => Field::N(n),
+                (_, Some(s)) => Field::S(s),
+                _ => Field::Other,
+            };
+            (name, field)
+        }))
+    }
+
+    /// From an item read from the table.
+    pub fn from_item(item: &'i Item) -> Result<BucketState<'i>, AttrError> {
+        Self::from_fields(item.iter().map(|(name, value)| {
+            let field = match value {
+                Attr::N(n) => Field::N(n),
+                Attr::S(s) => Field::S(s),
+                _ => Field::Other,
+            };
+            (name.as_str(), field)
+        }))
+    }
+
+    fn from_fields(
+        fields: impl Iterator<Item = (&'i str, Field<'i>)>,
+    ) -> Result<BucketState<'i>, AttrError> {
+        let mut state = BucketState::default();
+        for (attr, value) in fields {
+            match attr {
+                REFILLED_AT => state.refilled_at = value.int(attr)?,
+                VALID_UNTIL => state.valid_until = value.int(attr)?,
+                SHARD_COUNT => state.shard_count = value.int(attr)?,
+                SCHED => state.sched = value.text(attr)?,
+                RSCHED => state.rsched = value.text(attr)?,
+                SCHED_TZ => state.sched_tz = value.text(attr)?,
+                PARENT_GENERATION => state.parent_generation = value.int(attr)?,
+                PARENT_INCARNATION => state.parent_incarnation = value.text(attr)?,
+                _ => state.limit_field(attr, &value)?,
             }
         }
         Ok(state)
+    }
+
+    fn limit_field(&mut self, attr: &'i str, value: &Field<'i>) -> Result<(), AttrError> {
+        let Some((name, f)) = split_bucket_attr(attr) else {
+            return Ok(());
+        };
+        if !READ.contains(&f) {
+            return Ok(());
+        }
+        let limit = self.limits.entry(name).or_default();
+        match f {
+            field::CONSUMED => limit.consumed = value.int(attr)?,
+            field::TOKENS => limit.tokens = value.int(attr)?,
+            field::CAPACITY => limit.capacity = value.int(attr)?,
+            field::REFILL_AMOUNT => limit.refill_amount = value.int(attr)?,
+            field::REFILL_PERIOD => limit.refill_period = value.int(attr)?,
+            field::SCHED => limit.sched = value.text(attr)?,
+            field::RSCHED => limit.rsched = value.text(attr)?,
+            field::WINDOW_START => limit.window_start = value.int(attr)?,
+            field::RESET_AFTER => limit.reset_after = value.int(attr)?,
+            field::WINDOW_APPLIED => limit.window_applied = value.int(attr)?,
+            field::WINDOW_CONSUMED => limit.window_consumed = value.int(attr)?,
+            field::GRANT_COUNT => limit.grant_count = value.int(attr)?,
+            _ => limit.topped_up = value.int(attr)?,
+        }
+        Ok(())
     }
 }
 

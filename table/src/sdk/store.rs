@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update as TxUpdate,
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValue, TransactWriteItem, Update as TxUpdate,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -141,6 +141,18 @@ impl DynamoStore {
                     .build()
                     .map_err(invalid)?;
                 TransactWriteItem::builder().delete(delete)
+            }
+            TxWrite::Check { pk, sk, condition } => {
+                let (expression, names, values) = condition_parts(Some(condition));
+                let check = ConditionCheck::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(key(pk, sk)))
+                    .set_condition_expression(expression)
+                    .set_expression_attribute_names(names)
+                    .set_expression_attribute_values(values)
+                    .build()
+                    .map_err(invalid)?;
+                TransactWriteItem::builder().condition_check(check)
             }
         };
         Ok(built.build())
@@ -303,6 +315,17 @@ impl Store for DynamoStore {
                 return Err(StoreError::ConditionFailed {
                     operation: "TransactWriteItems",
                     key: first,
+                });
+            }
+            let later_failed = cancel
+                .cancellation_reasons()
+                .iter()
+                .any(|reason| reason.code() == Some("ConditionalCheckFailed"));
+            if later_failed {
+                return Err(StoreError::Cancelled {
+                    operation: "TransactWriteItems",
+                    key: first,
+                    message: DisplayErrorContext(&err).to_string(),
                 });
             }
             // Another transaction on the same items (concurrent registry

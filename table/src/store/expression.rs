@@ -45,6 +45,15 @@ impl UpdateBuilder {
         self
     }
 
+    /// `SET attr = if_not_exists(attr, value)`: only where there is none.
+    pub fn set_if_absent(&mut self, attr: &str, value: Attr) -> &mut Self {
+        let name = self.name(attr);
+        let value = self.value(value);
+        self.sets
+            .push(format!("{name} = if_not_exists({name}, {value})"));
+        self
+    }
+
     /// `ADD attr value`: a number added to what is there (or to 0).
     pub fn add(&mut self, attr: &str, value: Attr) -> &mut Self {
         let name = self.name(attr);

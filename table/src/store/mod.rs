@@ -41,6 +41,14 @@ pub enum StoreError {
         key: String,
         message: String,
     },
+    /// A transaction cancelled because the condition of a write other than
+    /// the first failed: something it checked has moved.
+    #[error("{operation} on {key}: cancelled, {message}")]
+    Cancelled {
+        operation: &'static str,
+        key: String,
+        message: String,
+    },
     /// The table (or the index) does not exist (`ResourceNotFoundException`).
     #[error("{operation} on {key}: the table does not exist ({message})")]
     TableMissing {
@@ -152,6 +160,13 @@ pub enum TxWrite {
         sk: String,
         condition: Option<Condition>,
     },
+    /// A ConditionCheck: writes nothing, cancels the transaction unless
+    /// the condition holds on the item.
+    Check {
+        pk: String,
+        sk: String,
+        condition: Condition,
+    },
 }
 
 impl TxWrite {
@@ -160,7 +175,7 @@ impl TxWrite {
         match self {
             TxWrite::Put { item, .. } => item_key_text(item),
             TxWrite::Update(update) => key_text(&update.pk, &update.sk),
-            TxWrite::Delete { pk, sk, .. } => key_text(pk, sk),
+            TxWrite::Delete { pk, sk, .. } | TxWrite::Check { pk, sk, .. } => key_text(pk, sk),
         }
     }
 }
@@ -246,7 +261,8 @@ pub trait Store: Send + Sync {
     }
 
     /// All or nothing. A condition failing on the first write is
-    /// [`StoreError::ConditionFailed`], which callers use as "already there".
+    /// [`StoreError::ConditionFailed`], which callers use as "already there";
+    /// on any other, [`StoreError::Cancelled`].
     fn transact(&self, writes: &[TxWrite]) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 

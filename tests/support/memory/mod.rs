@@ -80,6 +80,7 @@ enum Planned {
     Put(Key, Item, Compiled),
     Update(Key, Compiled),
     Delete(Key, Compiled),
+    Check(Key, Compiled),
 }
 
 impl Planned {
@@ -101,18 +102,29 @@ impl Planned {
                 let compiled = compiled_condition(OP, &key, condition.as_ref())?;
                 Planned::Delete(key, compiled)
             }
+            TxWrite::Check { pk, sk, condition } => {
+                let key = (pk.clone(), sk.clone());
+                let compiled = compiled_condition(OP, &key, Some(condition))?;
+                Planned::Check(key, compiled)
+            }
         })
     }
 
     fn key(&self) -> &Key {
         match self {
-            Planned::Put(key, ..) | Planned::Update(key, _) | Planned::Delete(key, _) => key,
+            Planned::Put(key, ..)
+            | Planned::Update(key, _)
+            | Planned::Delete(key, _)
+            | Planned::Check(key, _) => key,
         }
     }
 
     fn compiled(&self) -> &Compiled {
         match self {
-            Planned::Put(_, _, c) | Planned::Update(_, c) | Planned::Delete(_, c) => c,
+            Planned::Put(_, _, c)
+            | Planned::Update(_, c)
+            | Planned::Delete(_, c)
+            | Planned::Check(_, c) => c,
         }
     }
 
@@ -121,6 +133,7 @@ impl Planned {
         Ok(match self {
             Planned::Put(_, item, _) => Some(item.clone()),
             Planned::Delete(..) => None,
+            Planned::Check(..) => before.cloned(),
             Planned::Update(key, compiled) => {
                 let start = before.cloned().unwrap_or_else(|| {
                     Item::from([
@@ -303,7 +316,7 @@ impl Store for MemoryStore {
                         key: first,
                     }
                 } else {
-                    StoreError::Fatal {
+                    StoreError::Cancelled {
                         operation: OP,
                         key: first,
                         message: format!(

@@ -9,6 +9,7 @@ use crate::plan::refill::Pass;
 use std::time::Instant;
 use zae_table::StreamRecord;
 use zae_table::bucket::BucketState;
+use zae_table::names::WCU_LIMIT;
 use zae_table::store::{Returns, Store, StoreError};
 
 /// What the pass did with one bucket.
@@ -23,18 +24,53 @@ pub(super) enum Refill {
 }
 
 impl<S: Store> Aggregator<S> {
+    /// The refill pass for one bucket, then, on a shard 0, a doubling if its
+    /// `wcu` runs low; both from the bucket as the batch's last record shows it.
     pub(super) async fn refill<R: AsRef<str>>(
         &self,
         records: &[R],
         bucket: &Activity,
         now_ms: i64,
         deadline: Option<Instant>,
-    ) -> Refill {
-        let Some(update) = plan(records, bucket, now_ms) else {
-            return Refill::NotNeeded;
+    ) -> (Refill, bool) {
+        // The planner read this record already; it parses.
+        let Some(record) = records
+            .get(bucket.last_record)
+            .and_then(|text| StreamRecord::parse(text.as_ref()).ok())
+        else {
+            return (Refill::NotNeeded, false);
         };
-        let Ok(update) = update else {
-            return Refill::Skipped;
+        let Some(image) = record.new_image() else {
+            return (Refill::NotNeeded, false);
+        };
+        let state = match BucketState::read(image) {
+            Ok(state) => state,
+            Err(e) => return (skipped(bucket, &e), false),
+        };
+        let refill = self.materialise(bucket, &state, now_ms, deadline).await;
+        let wcu = bucket.consumed.get(WCU_LIMIT).copied().unwrap_or(0);
+        let doubled =
+            bucket.shard == 0 && self.double_if_hot(&bucket.pk, &state, wcu, now_ms).await;
+        (refill, doubled)
+    }
+
+    async fn materialise(
+        &self,
+        bucket: &Activity,
+        state: &BucketState<'_>,
+        now_ms: i64,
+        deadline: Option<Instant>,
+    ) -> Refill {
+        let pass = Pass {
+            pk: &bucket.pk,
+            state,
+            consumed: &bucket.consumed,
+            now: now_ms,
+        };
+        let update = match pass.decide() {
+            Ok(Some(write)) => write.update(),
+            Ok(None) => return Refill::NotNeeded,
+            Err(e) => return skipped(bucket, &e),
         };
         let result = self
             .retrying(deadline, || self.store.update(&update, Returns::Nothing))
@@ -50,34 +86,9 @@ impl<S: Store> Aggregator<S> {
     }
 }
 
-/// The write for one bucket: `None` when none is needed, `Err` when the
-/// bucket was skipped (logged here).
-fn plan<R: AsRef<str>>(
-    records: &[R],
-    bucket: &Activity,
-    now_ms: i64,
-) -> Option<Result<zae_table::store::Update, ()>> {
-    let skipped = |reason: &dyn std::fmt::Display| {
-        tracing::warn!(pk = %bucket.pk, %reason, "refill skipped");
-        Some(Err(()))
-    };
-    // The planner read this record already; it parses.
-    let record = StreamRecord::parse(records.get(bucket.last_record)?.as_ref()).ok()?;
-    let image = record.new_image()?;
-    let state = match BucketState::read(image) {
-        Ok(state) => state,
-        Err(e) => return skipped(&e),
-    };
-    let pass = Pass {
-        pk: &bucket.pk,
-        state: &state,
-        consumed: &bucket.consumed,
-        now: now_ms,
-    };
-    match pass.decide() {
-        Ok(write) => write.map(|w| Ok(w.update())),
-        Err(e) => skipped(&e),
-    }
+fn skipped(bucket: &Activity, reason: &dyn std::fmt::Display) -> Refill {
+    tracing::warn!(pk = %bucket.pk, %reason, "refill skipped");
+    Refill::Skipped
 }
 
 #[cfg(test)]

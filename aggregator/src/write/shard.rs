@@ -1,0 +1,348 @@
+//! Shard writes after the refill pass: a proactive doubling of a hot shard 0,
+//! and the propagation of a raised shard count (§6, §7 of the reference).
+//! Both are backstops the client performs itself: a lost race or a failure
+//! is counted and logged, never a batch failure.
+
+use super::Aggregator;
+use crate::plan::shard::{CloneLimit, Holding, Raise, grant_count, plan_clone, proactive};
+use std::collections::BTreeMap;
+use std::time::Instant;
+use zae_table::bucket::BucketState;
+use zae_table::bucket::shard::{MAX_SHARD_COUNT, clone_item, debit, double, raise_count, repair};
+use zae_table::entity::owner_check;
+use zae_table::keys::{BucketKey, SK_STATE};
+use zae_table::store::{Condition, ITEM_ABSENT, Returns, Store, StoreError, TxWrite};
+use zae_table::{Attr, Item};
+
+/// What propagating one raised count did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Propagated {
+    pub raised: usize,
+    pub cloned: usize,
+    pub failed: bool,
+}
+
+impl<S: Store> Aggregator<S> {
+    /// Doubles shard 0 when its `wcu`, projected to now, is below a fifth.
+    pub(super) async fn double_if_hot(
+        &self,
+        pk: &str,
+        state: &BucketState<'_>,
+        wcu_consumed: i64,
+        now: i64,
+    ) -> bool {
+        let Some((read, to)) = proactive(state, wcu_consumed, now) else {
+            return false;
+        };
+        match self
+            .store
+            .update(&double(pk, read, to), Returns::Nothing)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(pk, shard_count = to, "proactive shard doubling");
+                if to == MAX_SHARD_COUNT {
+                    tracing::warn!(pk, "shard count at its ceiling of {MAX_SHARD_COUNT}");
+                }
+                true
+            }
+            Err(StoreError::ConditionFailed { .. }) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, pk, "proactive doubling failed");
+                false
+            }
+        }
+    }
+
+    async fn read_bucket(&self, key: &BucketKey) -> Result<Option<Item>, StoreError> {
+        self.store.get(&key.pk(), SK_STATE, true).await
+    }
+
+    pub async fn propagate(
+        &self,
+        raise: &Raise,
+        now: i64,
+        deadline: Option<Instant>,
+    ) -> Propagated {
+        let mut done = Propagated::default();
+        if raise.to > MAX_SHARD_COUNT {
+            tracing::warn!(pk = %raise.key.pk(), shard_count = raise.to, "shard count above the ceiling: not propagated");
+            return done;
+        }
+        if let Err(e) = self.propagate_into(raise, now, deadline, &mut done).await {
+            tracing::warn!(error = %e, pk = %raise.key.pk(), "shard-count propagation stopped");
+            done.failed = true;
+        }
+        done
+    }
+
+    async fn propagate_into(
+        &self,
+        raise: &Raise,
+        now: i64,
+        deadline: Option<Instant>,
+        done: &mut Propagated,
+    ) -> Result<(), StoreError> {
+        let Some(source) = self.read_bucket(&raise.key).await? else {
+            return Ok(());
+        };
+        let state = BucketState::from_item(&source).map_err(|e| fatal(raise, e))?;
+        let limits = clone_limits_or_log(&state, raise, now);
+        let siblings = self.siblings(raise, &limits, &source).await;
+        self.raise_siblings(raise, &limits, &siblings, done).await?;
+        let (Some(limits), Ok(siblings)) = (limits, siblings) else {
+            return Ok(());
+        };
+        let overtaken = siblings
+            .iter()
+            .any(|(_, item)| stored_count(item) > raise.to);
+        if overtaken && limits.iter().any(|l| l.quota.is_some()) {
+            return Ok(());
+        }
+        let mut holdings = holdings(&limits, &siblings, now);
+        let mut created = Vec::new();
+        for t in raise.from..raise.to {
+            let shard = u32::try_from(t).map_err(|e| fatal(raise, e))?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            if self
+                .create_clone(raise, &source, &state, &limits, &mut holdings, shard, now)
+                .await?
+            {
+                created.push(shard);
+                done.cloned += 1;
+            }
+        }
+        if limits.iter().any(|l| l.quota.is_some()) && !created.is_empty() {
+            self.repair_clones(raise, &siblings, &limits, &created)
+                .await;
+        }
+        Ok(())
+    }
+
+    /// Every existing shard, read consistently; shard 0 is `source`.
+    async fn siblings(
+        &self,
+        raise: &Raise,
+        limits: &Option<Vec<CloneLimit>>,
+        source: &Item,
+    ) -> Result<Vec<(u32, Item)>, StoreError> {
+        let mut out = vec![(0, source.clone())];
+        let quotas = limits
+            .as_ref()
+            .is_some_and(|l| l.iter().any(|l| l.quota.is_some()));
+        for shard in 1..raise.from {
+            let shard = u32::try_from(shard).map_err(|e| fatal(raise, e))?;
+            if !quotas {
+                // Without quotas nothing depends on what the shards hold.
+                continue;
+            }
+            if let Some(item) = self.read_bucket(&raise.key.shard(shard)).await? {
+                out.push((shard, item));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Path 1: the existing shards take the new count; each quota's grant
+    /// count is frozen where unstamped, so the count cannot resize it.
+    async fn raise_siblings(
+        &self,
+        raise: &Raise,
+        limits: &Option<Vec<CloneLimit>>,
+        siblings: &Result<Vec<(u32, Item)>, StoreError>,
+        done: &mut Propagated,
+    ) -> Result<(), StoreError> {
+        for shard in 1..raise.from {
+            let shard = u32::try_from(shard).map_err(|e| fatal(raise, e))?;
+            let freeze = match (limits, siblings) {
+                (Some(limits), Ok(siblings)) => freeze_for(limits, siblings, shard),
+                _ => Vec::new(),
+            };
+            let freeze: Vec<(&str, i64)> = freeze.iter().map(|(q, g)| (q.as_str(), *g)).collect();
+            let update = raise_count(&raise.key.shard(shard).pk(), raise.to, &freeze);
+            match self.store.update(&update, Returns::Nothing).await {
+                Ok(_) => done.raised += 1,
+                Err(StoreError::ConditionFailed { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Path 2, one shard: created with its quotas funded by their donors'
+    /// debits and the owner unchanged, in one transaction, or not at all.
+    #[allow(clippy::too_many_arguments)]
+    async fn create_clone(
+        &self,
+        raise: &Raise,
+        source: &Item,
+        state: &BucketState<'_>,
+        limits: &[CloneLimit],
+        holdings: &mut BTreeMap<String, Vec<Holding>>,
+        shard: u32,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let Some(plan) = plan_clone(limits, holdings, shard, now) else {
+            return Ok(false);
+        };
+        let key = raise.key.shard(shard);
+        let item = clone_item(source, &key, raise.to, &plan.tokens, &plan.quotas);
+        let mut writes = vec![TxWrite::Put {
+            item,
+            condition: Some(Condition::plain(ITEM_ABSENT)),
+        }];
+        for (donor, debits) in &plan.debits {
+            writes.push(TxWrite::Update(debit(
+                &raise.key.shard(*donor).pk(),
+                debits,
+            )));
+        }
+        let (ns, entity) = (&raise.key.namespace, &raise.key.entity);
+        writes.push(owner_check(
+            ns,
+            entity,
+            state.parent_generation,
+            state.parent_incarnation,
+        ));
+        match self.store.transact(&writes).await {
+            Ok(()) => {}
+            // The client created it, a donor moved, or the owner did.
+            Err(StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. }) => {
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
+        for (donor, debits) in plan.debits {
+            for d in debits {
+                if let Some(h) = holdings
+                    .get_mut(&d.limit)
+                    .and_then(|hs| hs.iter_mut().find(|h| h.shard == donor))
+                {
+                    h.tokens -= d.amount;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// A doubling that overtook the clones just made: they take its count,
+    /// keeping the grant count they were funded under.
+    async fn repair_clones(
+        &self,
+        raise: &Raise,
+        siblings: &[(u32, Item)],
+        limits: &[CloneLimit],
+        created: &[u32],
+    ) {
+        let projection = [zae_table::bucket::SHARD_COUNT.to_owned()];
+        let now_count = match self
+            .store
+            .get_attributes(&raise.key.pk(), SK_STATE, true, &projection)
+            .await
+        {
+            Ok(item) => item.as_ref().map_or(0, stored_count),
+            Err(e) => {
+                tracing::warn!(error = %e, pk = %raise.key.pk(), "clone repair: shard 0 unreadable");
+                return;
+            }
+        };
+        let current = siblings
+            .iter()
+            .map(|(_, i)| stored_count(i))
+            .max()
+            .unwrap_or(0)
+            .max(now_count);
+        if current <= raise.to {
+            return;
+        }
+        let quotas: Vec<String> = limits
+            .iter()
+            .filter(|l| l.quota.is_some())
+            .map(|l| l.name.clone())
+            .collect();
+        for shard in created {
+            let update = repair(&raise.key.shard(*shard).pk(), current, raise.to, &quotas);
+            if let Err(e) = self.store.update(&update, Returns::Nothing).await
+                && !matches!(e, StoreError::ConditionFailed { .. })
+            {
+                tracing::warn!(error = %e, shard, "clone repair failed");
+            }
+        }
+    }
+}
+
+fn fatal(raise: &Raise, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Fatal {
+        operation: "propagate",
+        key: raise.key.pk(),
+        message: e.to_string(),
+    }
+}
+
+fn stored_count(item: &Item) -> i64 {
+    item.get(zae_table::bucket::SHARD_COUNT)
+        .and_then(Attr::as_int)
+        .unwrap_or(1)
+}
+
+fn clone_limits_or_log(
+    state: &BucketState<'_>,
+    raise: &Raise,
+    now: i64,
+) -> Option<Vec<CloneLimit>> {
+    match crate::plan::shard::clone_limits(state, raise.to, now) {
+        Ok(limits) => Some(limits),
+        Err(e) => {
+            tracing::warn!(error = %e, pk = %raise.key.pk(), "undecodable stored schedule: not pre-creating shards");
+            None
+        }
+    }
+}
+
+/// Each quota's holdings on the existing shards.
+fn holdings(
+    limits: &[CloneLimit],
+    siblings: &[(u32, Item)],
+    now: i64,
+) -> BTreeMap<String, Vec<Holding>> {
+    let mut out = BTreeMap::new();
+    for limit in limits {
+        let Some(rule) = &limit.quota else { continue };
+        let held = siblings
+            .iter()
+            .filter_map(|(shard, item)| {
+                let state = BucketState::from_item(item).ok()?;
+                state
+                    .limits
+                    .contains_key(limit.name.as_str())
+                    .then(|| Holding::read(*shard, &state, &limit.name, rule, now))
+            })
+            .collect();
+        out.insert(limit.name.clone(), held);
+    }
+    out
+}
+
+/// The grant count each quota on shard `shard` was sized at.
+fn freeze_for(limits: &[CloneLimit], siblings: &[(u32, Item)], shard: u32) -> Vec<(String, i64)> {
+    let Some((_, item)) = siblings.iter().find(|(s, _)| *s == shard) else {
+        return Vec::new();
+    };
+    let Ok(state) = BucketState::from_item(item) else {
+        return Vec::new();
+    };
+    limits
+        .iter()
+        .filter_map(|l| {
+            let rule = l.quota.as_ref()?;
+            state.limits.contains_key(l.name.as_str()).then(|| {
+                (
+                    l.name.clone(),
+                    grant_count(&state, &l.name, rule.capacity).0,
+                )
+            })
+        })
+        .collect()
+}
