@@ -39,7 +39,7 @@ fn main() {
     let event: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
     let records = event["Records"].as_array().expect("Records");
     let recorded: Vec<String> = records.iter().map(|r| r.to_string()).collect();
-    let filter = Filter::event_source_mapping();
+    let filter = Filter::event_source_mapping(false);
     let filtered: Vec<String> = records
         .iter()
         .filter(|r| filter.matches(r))

@@ -81,7 +81,7 @@ pub async fn handle<S: Store, M: MetricSink>(
             processed: texts.len(),
             snapshots_updated: outcome.stats.snapshot_writes,
             refills_written: outcome.stats.refills_written,
-            events_archived: 0,
+            events_archived: outcome.stats.events_archived,
             errors: outcome.errors,
         },
     })

@@ -12,6 +12,7 @@ use zae_aggregator::metrics::cloudwatch::{CloudWatchSink, SelectedSink};
 use zae_aggregator::poll::streams::DynamoStreams;
 use zae_aggregator::poll::{self, PollOptions, Start};
 use zae_aggregator::settings::{self, Environment};
+use zae_aggregator::write::archive::s3::S3Archive;
 use zae_aggregator::{lambda, write::Aggregator};
 use zae_runtime::aws::Timeouts;
 use zae_runtime::telemetry;
@@ -97,10 +98,28 @@ async fn main() -> ExitCode {
             .retry_config(RetryConfig::disabled())
             .build(),
     );
-    let aggregator = Aggregator::new(
+    let mut aggregator = Aggregator::new(
         DynamoStore::new(dynamodb.clone(), &environment.table_name),
         environment.settings.clone(),
     );
+    if let Some(bucket) = &environment.archive_bucket {
+        // Retried by the aggregator, like its table writes. A local endpoint
+        // (moto) serves buckets by path, not by host name.
+        let local = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        let client = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&sdk)
+                .retry_config(RetryConfig::disabled())
+                .force_path_style(local)
+                .build(),
+        );
+        let archive = S3Archive {
+            client,
+            bucket: bucket.clone(),
+        };
+        aggregator = aggregator.with_archive(std::sync::Arc::new(archive));
+    }
     match cli.command {
         None => run_lambda(&aggregator, &environment).await,
         Some(command) => run_poll(command, &aggregator, &environment, &sdk, &dynamodb).await,
@@ -160,6 +179,7 @@ async fn run_poll(
         idle_wait: Duration::from_secs(1),
         principal: "zae-aggregator-poll".into(),
         start: from.map(|sequence| Start { sequence, shard }),
+        archiving: environment.archive_bucket.is_some(),
     };
     let result = async {
         let streams = aws_sdk_dynamodbstreams::Client::new(sdk);

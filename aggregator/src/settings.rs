@@ -26,6 +26,9 @@ pub struct Environment {
     pub settings: Settings,
     /// Values adjusted rather than refused, to be logged at start-up.
     pub warnings: Vec<String>,
+    /// Where removed audit items are archived (`ARCHIVE_BUCKET`); none when
+    /// unset or empty.
+    pub archive_bucket: Option<String>,
 }
 
 /// Reads a variable through `lookup`, so tests need not touch the process environment.
@@ -97,7 +100,11 @@ pub fn from_lookup(
             reason: "longer than 255 characters".into(),
         });
     }
+    let archive_bucket = lookup("ARCHIVE_BUCKET")
+        .map(|b| b.trim().to_owned())
+        .filter(|b| !b.is_empty());
     Ok(Environment {
+        archive_bucket,
         warnings,
         table_name,
         metric_namespace,

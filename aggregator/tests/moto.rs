@@ -690,3 +690,90 @@ fn a_hot_bucket_doubles_and_its_new_shard_is_funded_from_the_old_one() {
     assert!(tokens("1", "rpd") > 0, "shard 1 was funded: {read}");
     assert_eq!(read["admitted_after"], 20, "{read}");
 }
+
+/// Audit items the real client wrote, half of them deleted (moto expires
+/// nothing), reach moto's S3 through the poller with `ARCHIVE_BUCKET` set:
+/// every deleted event once the documented query keeps one line per
+/// `event_id`, none of the kept ones, each in its namespace's partition.
+/// A full replay of the stream (a redelivery of everything) adds no event
+/// to what the query returns. A TTL removal, made here since moto never
+/// sets `userIdentity`, goes through the built binary under the Lambda
+/// stand-in and is archived as removed by TTL.
+#[test]
+fn removed_audit_items_reach_the_archive_once_after_deduplication() {
+    let table = unique_table("archive");
+    let bucket = table.to_lowercase();
+    let setup = run_json(
+        "archive.py",
+        &["setup", "--table", &table, "--bucket", &bucket],
+    );
+    let namespace = setup["namespace_id"].as_str().unwrap().to_owned();
+    let mut deleted: Vec<String> = serde_json::from_value(setup["deleted"].clone()).unwrap();
+    deleted.sort();
+    assert!(deleted.len() >= 2, "{setup}");
+    let env = [("ARCHIVE_BUCKET", bucket.as_str())];
+    let dir = tempdir::Dir::new(&table);
+    let events = |read: &Value| {
+        let mut ids: Vec<String> = read["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["event_id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    poll(&table, &dir.file("first.json"), moto(), &env, &[]);
+    let first = run_json("archive.py", &["read", "--bucket", &bucket]);
+    assert_eq!(events(&first), deleted, "{first}");
+    let prefix = format!("audit/namespace={namespace}/year=");
+    assert!(
+        first["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|k| k.as_str().unwrap().starts_with(&prefix)),
+        "{first}"
+    );
+    for event in first["events"].as_array().unwrap() {
+        assert_eq!(
+            event["removed_by_ttl"], false,
+            "deleted, not expired: {event}"
+        );
+        assert_eq!(event["namespace"], namespace.as_str());
+        assert!(
+            event["action"].is_string() && event["timestamp"].is_string(),
+            "{event}"
+        );
+    }
+    poll(&table, &dir.file("replay.json"), moto(), &env, &[]);
+    let replayed = run_json("archive.py", &["read", "--bucket", &bucket]);
+    assert_eq!(
+        events(&replayed),
+        deleted,
+        "a replay adds nothing after deduplication"
+    );
+    let ttl = run_json(
+        "archive.py",
+        &[
+            "ttl",
+            "--table",
+            &table,
+            "--bucket",
+            &bucket,
+            "--namespace",
+            &namespace,
+            "--aggregator",
+            env!("CARGO_BIN_EXE_aggregator"),
+        ],
+    );
+    assert_eq!(ttl["answer"]["body"]["events_archived"], 1, "{ttl}");
+    let after = run_json("archive.py", &["read", "--bucket", &bucket]);
+    let expired = after["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_id"] == ttl["event_id"])
+        .expect("archived");
+    assert_eq!(expired["removed_by_ttl"], true, "{expired}");
+}

@@ -8,6 +8,7 @@
 //! stream-record codec ([`stream`]), millitoken arithmetic ([`milli`]) and
 //! snapshot windows ([`window`]).
 
+pub mod archive;
 pub mod audit;
 pub mod bucket;
 pub mod config;

@@ -214,6 +214,17 @@ struct WireRecord<'a> {
     event_name: Option<Text<'a>>,
     #[serde(borrow, default)]
     dynamodb: Option<WireChange<'a>>,
+    #[serde(rename = "userIdentity", borrow, default)]
+    user_identity: Option<WireIdentity<'a>>,
+}
+
+/// Who made the change; DynamoDB's TTL deletes name the service.
+#[derive(Deserialize)]
+struct WireIdentity<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Text<'a>>,
+    #[serde(rename = "principalId", borrow, default)]
+    principal: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -239,9 +250,15 @@ pub struct StreamRecord<'a> {
     /// `ApproximateCreationDateTime` in epoch milliseconds, when present.
     pub created_ms: Option<i64>,
     pub keys: Image<'a>,
+    /// The change was DynamoDB's own TTL deletion (`userIdentity` names the
+    /// service), not a client's delete.
+    pub removed_by_ttl: bool,
     new_image: Option<Image<'a>>,
     old_image: Option<Image<'a>>,
 }
+
+/// The `userIdentity` of a TTL deletion.
+const TTL_IDENTITY: (&str, &str) = ("Service", "dynamodb.amazonaws.com");
 
 impl<'a> StreamRecord<'a> {
     pub fn parse(text: &'a str) -> Result<StreamRecord<'a>, RecordError> {
@@ -263,10 +280,15 @@ impl<'a> StreamRecord<'a> {
             Some("REMOVE") => EventName::Remove,
             _ => EventName::Other,
         };
+        let removed_by_ttl = wire.user_identity.is_some_and(|who| {
+            (who.kind.as_deref(), who.principal.as_deref())
+                == (Some(TTL_IDENTITY.0), Some(TTL_IDENTITY.1))
+        });
         Ok(StreamRecord {
             event_id: wire.event_id.map(|t| t.0),
             event_name,
             sequence_number,
+            removed_by_ttl,
             created_ms,
             keys: change.keys.unwrap_or_default(),
             new_image: change.new_image,

@@ -35,6 +35,8 @@ ALLOWED_RESOURCES = [
     {"Fn::GetAtt": ["AggregatorDeadLetters", "Arn"]},
     {"Fn::GetAtt": ["AggregatorLogs", "Arn"]},
     {"Fn::GetAtt": ["ProvisionerLogs", "Arn"]},
+    # The audit archive's objects, when it is on.
+    {"Fn::Sub": "${AuditArchiveBucket.Arn}/audit/*"},
     # The provisioner's follow-ups: an asynchronous invoke of itself.
     {"Fn::Sub": [
         "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${Prefix}-limits-provisioner",
@@ -44,6 +46,7 @@ ALLOWED_RESOURCES = [
 # What each function's code really calls, and nothing more.
 ALLOWED_ACTIONS = {
     "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem", "s3:PutObject",
     "dynamodb:Query", "dynamodb:DescribeStream", "dynamodb:GetRecords",
     "dynamodb:GetShardIterator", "dynamodb:ListStreams", "sqs:SendMessage",
     "logs:CreateLogStream", "logs:PutLogEvents", "sts:AssumeRole", "lambda:InvokeFunction",
@@ -96,6 +99,17 @@ def resources_of(value) -> list:
     return [value]
 
 
+def conditional(items: list) -> list:
+    """List items with each `Fn::If` replaced by its branches (no `AWS::NoValue`)."""
+    out = []
+    for item in items:
+        if isinstance(item, dict) and "Fn::If" in item:
+            out += [b for b in item["Fn::If"][1:] if b != {"Ref": "AWS::NoValue"}]
+        else:
+            out.append(item)
+    return out
+
+
 def policy_problems(cfn: dict) -> list[str]:
     problems = []
     for name, resource in cfn["Resources"].items():
@@ -108,7 +122,7 @@ def policy_problems(cfn: dict) -> list[str]:
         if "PolicyDocument" in props:
             documents.append(props["PolicyDocument"])
         for document in documents:
-            for statement in document["Statement"]:
+            for statement in conditional(document["Statement"]):
                 if statement.get("Effect") != "Allow":
                     continue
                 actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
@@ -150,15 +164,26 @@ def shape_problems(cfn: dict) -> list[str]:
             problems.append(f"event source mapping: {key} must be bounded")
     if "OnFailure" not in mapping.get("DestinationConfig", {}):
         problems.append("event source mapping: no on-failure destination")
-    patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    filters = mapping["FilterCriteria"]["Filters"]
+    always = [json.loads(f["Pattern"]) for f in filters if "Pattern" in f]
+    archiving = [f["Fn::If"] for f in filters if "Fn::If" in f]
     state = {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"Keys": {"SK": {"S": ["#STATE"]}}}}
     with open(os.path.join(ROOT, "aggregator/filter-criteria.json")) as f:
         poller = [json.loads(p["Pattern"]) for p in json.load(f)["Filters"]]
-    if state not in patterns or state not in poller:
-        problems.append("the #STATE filter differs from aggregator/filter-criteria.json")
-    if patterns != [state]:
-        # Nothing reads REMOVE records until the archiver exists: no invocations for nothing.
-        problems.append(f"the trigger passes more than bucket changes: {patterns}")
+    with open(os.path.join(ROOT, "aggregator/archive-filter-criteria.json")) as f:
+        audit = [json.loads(p["Pattern"]) for p in json.load(f)["Filters"]]
+    if always != [state] or poller != [state]:
+        # Only bucket changes, unless the archive is on: no invocations for nothing.
+        problems.append(f"the #STATE filter differs from aggregator/filter-criteria.json, or more passes: {always}")
+    if len(archiving) != 1 or archiving[0][0] != "ArchiveAudit" or archiving[0][2] != {"Ref": "AWS::NoValue"} \
+            or [json.loads(archiving[0][1]["Pattern"])] != audit:
+        problems.append(f"audit removals must pass exactly when the archive is on, as in aggregator/archive-filter-criteria.json: {archiving}")
+    bucket = cfn["Resources"].get("AuditArchiveBucket", {}).get("Properties", {})
+    block = bucket.get("PublicAccessBlockConfiguration", {})
+    if not bucket.get("BucketEncryption") or not all(block.get(k) for k in
+            ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets")) \
+            or not bucket.get("LifecycleConfiguration"):
+        problems.append("the audit archive bucket must be encrypted, closed to the public and expire its objects")
     alarms = [r["Properties"] for r in cfn["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
     metrics = {a["MetricName"] for a in alarms}
     for metric in ("SoftLimitOverdrawn", "IteratorAge", "Errors", "ApproximateNumberOfMessagesVisible",

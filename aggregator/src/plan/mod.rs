@@ -14,6 +14,7 @@ use overdraw::transitions;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use zae_table::archive;
 use zae_table::bucket::REFILLED_AT;
 use zae_table::keys::{self, SK_STATE};
 use zae_table::milli::whole_token_delta;
@@ -39,6 +40,8 @@ pub enum SkipReason {
     NoTime,
     #[error(transparent)]
     Window(#[from] zae_table::window::WindowError),
+    #[error(transparent)]
+    Archive(#[from] archive::ArchiveError),
 }
 
 #[derive(Debug)]
@@ -64,6 +67,8 @@ pub struct BatchPlan {
     pub buckets: Vec<Activity>,
     /// Shard counts raised on a shard 0, in record order.
     pub raises: Vec<shard::Raise>,
+    /// Audit items removed from the table (expired or deleted), for the archive.
+    pub removed_audit: Vec<(SequenceNumber, archive::Archived)>,
 }
 
 /// One bucket the batch touched: where its latest image is, and the net
@@ -220,6 +225,17 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
             partition_key: record.partition_key().map(str::to_owned),
             reason,
         };
+        if archive::is_audit_removal(&record) {
+            match serde_json::from_str(text.as_ref())
+                .map_err(RecordError::from)
+                .map_err(SkipReason::from)
+                .and_then(|raw| archive::archived(&record, &raw).map_err(SkipReason::from))
+            {
+                Ok(a) => plan.removed_audit.push((record.sequence_number.clone(), a)),
+                Err(reason) => plan.skipped.push(skip(reason)),
+            }
+            continue;
+        }
         let is_bucket_change = matches!(record.event_name, EventName::Insert | EventName::Modify)
             && record.sort_key() == Some(SK_STATE);
         let Some(pk) = record.partition_key().filter(|_| is_bucket_change) else {

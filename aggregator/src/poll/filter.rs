@@ -8,6 +8,10 @@ use serde_json::Value;
 /// that creates a bucket carries that bucket's first debit.
 pub const FILTER_CRITERIA: &str = include_str!("../../filter-criteria.json");
 
+/// The filter added when the audit archive is on: removals of audit items
+/// (`SK` beginning `#AUDIT#`, which unlike the partition key is not namespaced).
+pub const ARCHIVE_FILTER_CRITERIA: &str = include_str!("../../archive-filter-criteria.json");
+
 #[derive(Debug, thiserror::Error)]
 #[error("filter criteria: {0}")]
 pub struct FilterError(String);
@@ -38,8 +42,15 @@ impl Filter {
         Ok(Filter { patterns })
     }
 
-    pub fn event_source_mapping() -> Filter {
-        Filter::parse(FILTER_CRITERIA).expect("the shipped filter criteria parse")
+    /// The stack's filter: bucket changes, and audit removals when archiving.
+    pub fn event_source_mapping(archiving: bool) -> Filter {
+        let mut filter = Filter::parse(FILTER_CRITERIA).expect("the shipped filter criteria parse");
+        if archiving {
+            let audit =
+                Filter::parse(ARCHIVE_FILTER_CRITERIA).expect("the shipped archive filter parses");
+            filter.patterns.extend(audit.patterns);
+        }
+        filter
     }
 
     /// A record passes when any pattern matches it.
@@ -84,13 +95,21 @@ mod tests {
 
     #[test]
     fn passes_bucket_inserts_and_modifies_only() {
-        let f = Filter::event_source_mapping();
+        let f = Filter::event_source_mapping(false);
         assert!(f.matches(&record("INSERT", "#STATE")));
         assert!(f.matches(&record("MODIFY", "#STATE")));
         assert!(!f.matches(&record("REMOVE", "#STATE")));
         assert!(!f.matches(&record("MODIFY", "#USAGE#r#2026-01-01T00:00:00Z")));
         assert!(!f.matches(&record("INSERT", "#AUDIT#01ABC")));
         assert!(!f.matches(&json!({"eventName": "MODIFY"})));
+        let archiving = Filter::event_source_mapping(true);
+        assert!(
+            archiving.matches(&record("REMOVE", "#AUDIT#01ABC")),
+            "audit removals, when archiving"
+        );
+        assert!(archiving.matches(&record("MODIFY", "#STATE")));
+        assert!(!archiving.matches(&record("REMOVE", "#STATE")));
+        assert!(!archiving.matches(&record("INSERT", "#AUDIT#01ABC")));
     }
 
     #[test]

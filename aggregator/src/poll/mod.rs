@@ -83,6 +83,8 @@ pub struct PollOptions {
     pub idle_wait: Duration,
     pub principal: String,
     pub start: Option<Start>,
+    /// Pass audit removals too (the archive is on).
+    pub archiving: bool,
 }
 
 /// Consecutive empty pages a pass follows on an open shard before it takes
@@ -138,7 +140,7 @@ where
         iterators: HashMap::new(),
         start: None,
         floors: HashMap::new(),
-        filter: Filter::event_source_mapping(),
+        filter: Filter::event_source_mapping(options.archiving),
     };
     let mut shards = parent_first(source.shards().await?);
     if let Some(start) = &options.start {

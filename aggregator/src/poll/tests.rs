@@ -307,6 +307,7 @@ fn options(checkpoint: Option<std::path::PathBuf>, start: Option<Start>) -> Poll
         idle_wait: Duration::ZERO,
         principal: "test".into(),
         start,
+        archiving: false,
     }
 }
 

@@ -3,6 +3,7 @@
 //! bounded concurrency and retries ([`retry`]), and say which record Lambda
 //! must redeliver from if anything could not be written.
 
+pub mod archive;
 pub mod overdraw;
 mod refill;
 pub mod retry;
@@ -57,6 +58,9 @@ pub struct BatchStats {
     pub shards_raised: usize,
     pub shards_cloned: usize,
     pub propagations_failed: usize,
+    /// Removed audit events written to the archive, and the objects holding them.
+    pub events_archived: usize,
+    pub archive_objects: usize,
 }
 
 #[derive(Debug, Default)]
@@ -81,11 +85,13 @@ pub struct Aggregator<S> {
     settings: Settings,
     retention_days: Mutex<HashMap<String, i64>>,
     clock: Clock,
+    archive: Option<std::sync::Arc<dyn archive::Archive>>,
 }
 
 enum Job<'p> {
     Snapshot(&'p SnapshotUpdate),
     Audit(&'p Transition),
+    Archive(&'p archive::Object),
 }
 
 enum Done {
@@ -97,6 +103,8 @@ enum Done {
     /// Written by an earlier delivery; its metric is published again all the
     /// same, since that delivery may have died before publishing it.
     AuditExisting(MetricEvent),
+    /// An archive object holding this many removed audit events.
+    Archived(usize),
 }
 
 impl<S: Store> Aggregator<S> {
@@ -106,7 +114,14 @@ impl<S: Store> Aggregator<S> {
             settings,
             retention_days: Mutex::new(HashMap::new()),
             clock: system_clock,
+            archive: None,
         }
+    }
+
+    /// The same aggregator archiving removed audit items to `archive`.
+    pub fn with_archive(mut self, archive: std::sync::Arc<dyn archive::Archive>) -> Self {
+        self.archive = Some(archive);
+        self
     }
 
     /// The same aggregator reading `clock` for the refill pass.
@@ -143,20 +158,30 @@ impl<S: Store> Aggregator<S> {
         log_skipped(&plan);
         let ttl = now_s + self.settings.snapshot_ttl_days * 86_400;
 
+        let objects = match self.archive {
+            Some(_) => archive::objects(&plan.removed_audit),
+            None => Vec::new(),
+        };
         let jobs = plan
             .snapshots
             .iter()
             .map(Job::Snapshot)
-            .chain(plan.transitions.iter().map(Job::Audit));
+            .chain(plan.transitions.iter().map(Job::Audit))
+            .chain(objects.iter().map(Job::Archive));
         let mut done = futures::stream::iter(jobs)
             .map(|job| async move {
                 let earliest = match job {
                     Job::Snapshot(u) => u.earliest().clone(),
                     Job::Audit(t) => t.sequence.clone(),
+                    Job::Archive(o) => o.earliest.clone(),
                 };
                 let result = match job {
                     Job::Snapshot(u) => self.write_snapshot(u, ttl, deadline).await,
                     Job::Audit(t) => self.write_audit(t, principal, now_s, deadline).await,
+                    Job::Archive(o) => self
+                        .write_object(o, deadline)
+                        .await
+                        .map(|()| Done::Archived(o.events)),
                 };
                 (earliest, result)
             })
@@ -166,6 +191,10 @@ impl<S: Store> Aggregator<S> {
         while let Some((earliest, result)) = done.next().await {
             match result {
                 Ok(Done::SnapshotWritten) => outcome.stats.snapshot_writes += 1,
+                Ok(Done::Archived(events)) => {
+                    outcome.stats.archive_objects += 1;
+                    outcome.stats.events_archived += events;
+                }
                 Ok(Done::SnapshotAlreadyApplied) => outcome.stats.snapshots_already_applied += 1,
                 Ok(Done::SnapshotRejected) => outcome.stats.snapshots_rejected += 1,
                 Ok(Done::AuditWritten(metric)) => {

@@ -1,0 +1,73 @@
+//! The archive in an S3 bucket: one PutObject per object, gzip JSON Lines.
+
+use super::Archive;
+use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::primitives::ByteStream;
+use futures::future::BoxFuture;
+use zae_table::store::StoreError;
+
+pub struct S3Archive {
+    pub client: aws_sdk_s3::Client,
+    pub bucket: String,
+}
+
+impl Archive for S3Archive {
+    fn put<'a>(&'a self, key: &'a str, body: Vec<u8>) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.client
+                .put_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .content_type("application/x-ndjson")
+                .content_encoding("gzip")
+                .body(ByteStream::from(body))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| classify(&self.bucket, key, e))
+        })
+    }
+}
+
+/// Throttling, a 5xx, a timeout or a dropped connection is worth another try.
+fn classify<E: std::error::Error + Send + Sync + 'static, R: std::fmt::Debug>(
+    bucket: &str,
+    key: &str,
+    err: SdkError<E, R>,
+) -> StoreError {
+    let key = format!("s3://{bucket}/{key}");
+    let message = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
+    let retryable = match &err {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        SdkError::ServiceError(e) => {
+            let text = format!("{:?}", e.raw());
+            [
+                "SlowDown",
+                "Throttl",
+                "RequestTimeout",
+                "InternalError",
+                "ServiceUnavailable",
+                "status: 50",
+            ]
+            .iter()
+            .any(|m| text.contains(m) || message.contains(m))
+        }
+        _ => false,
+    };
+    let operation = "PutObject";
+    if retryable {
+        StoreError::Retryable {
+            operation,
+            key,
+            message,
+        }
+    } else {
+        StoreError::Fatal {
+            operation,
+            key,
+            message,
+        }
+    }
+}
