@@ -3,10 +3,10 @@ steady workload: with our aggregator, with the reference (Python 0.17.0)
 aggregator, or with none.
 
     slow_paths.py run --mode ours|reference|none --seconds S [--entities E]
-                      [--rate Q] [--window W] [--aggregator BIN]
+                      [--rate Q] [--burst B] [--window W] [--aggregator BIN]
 
 E entities each send Q one-token acquires a second, paced, against a hard
-per-second limit (RATE a second, burst BURST). The client talks to moto
+per-second limit (RATE a second, burst --burst, 40 by default). The client talks to moto
 through a counting proxy, which tells fast-path failures (an UpdateItem or
 a transaction refused on its condition) and reads (GetItem, BatchGetItem,
 Query) apart. An event-source-mapping stand-in reads the table's stream
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from client import endpoint, region  # noqa: E402
 
 RESOURCE = "api"
-RATE, BURST = 20, 40
+RATE = 20
 READS = ("GetItem", "BatchGetItem", "Query")
 REFUSED = ("ConditionalCheckFailedException", "TransactionCanceledException")
 
@@ -94,7 +94,7 @@ def entities(n: int) -> list:
     return [f"steady-{i}" for i in range(n)]
 
 
-async def setup(table: str, n: int) -> None:
+async def setup(table: str, n: int, burst: int) -> None:
     raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
     await raw.create_table()
     await raw.close()
@@ -102,7 +102,7 @@ async def setup(table: str, n: int) -> None:
     limiter = RateLimiter(repository=repo)
     for entity in entities(n):
         await limiter.create_entity(entity)
-        await limiter.set_limits(entity, [Limit.per_second("rps", RATE, burst=BURST)], resource=RESOURCE)
+        await limiter.set_limits(entity, [Limit.per_second("rps", RATE, burst=burst)], resource=RESOURCE)
     await repo.close()
 
 
@@ -199,7 +199,7 @@ def esm(args) -> None:
 
 def run(args) -> None:
     table = f"slow-{args.mode}-{uuid.uuid4().hex[:8]}"
-    asyncio.run(setup(table, args.entities))
+    asyncio.run(setup(table, args.entities, args.burst))
     here = os.path.dirname(os.path.abspath(__file__))
     shim = None
     env = dict(os.environ)
@@ -218,7 +218,9 @@ def run(args) -> None:
     counts = Counts()
     proxy = counting_proxy(endpoint(), counts)
     feeder = subprocess.Popen(esm_args, stdout=subprocess.PIPE, text=True, env=env)
+    started = time.monotonic()
     tally = asyncio.run(workload(table, proxy, args.entities, args.rate, args.seconds))
+    tally["seconds"] = round(time.monotonic() - started, 1)
     open(f"/tmp/{table}.stop", "w").close()
     fed = json.loads(feeder.communicate(timeout=600)[0].strip().splitlines()[-1])
     os.remove(f"/tmp/{table}.stop")
@@ -241,6 +243,7 @@ def main() -> None:
     r.add_argument("--seconds", type=float, default=20)
     r.add_argument("--entities", type=int, default=3)
     r.add_argument("--rate", type=float, default=15)
+    r.add_argument("--burst", type=int, default=40)
     r.add_argument("--window", type=float, default=1.0)
     r.add_argument("--aggregator")
     e = sub.add_parser("esm")

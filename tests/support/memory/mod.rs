@@ -391,7 +391,7 @@ mod tests {
         ];
         assert!(matches!(
             block(store.transact(&writes)),
-            Err(StoreError::Fatal { .. })
+            Err(StoreError::Cancelled { .. })
         ));
         assert_eq!(store.item("a", "1"), None);
         let first_fails = [writes[1].clone(), writes[0].clone()];
