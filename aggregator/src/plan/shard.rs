@@ -11,8 +11,7 @@ use zae_table::bucket::shard::{Debit, MAX_SHARD_COUNT};
 use zae_table::bucket::{BucketState, SCHED_NONE};
 use zae_table::names::WCU_LIMIT;
 use zae_table::schedule::{
-    self, Pattern, ScheduleError, Tz, decode_params, decode_resets, effective_params,
-    prev_reset_edge,
+    Pattern, ScheduleError, Tz, decode_params, decode_resets, effective_params, prev_reset_edge,
 };
 
 /// Shard 0's count went from `from` to `to` (a MODIFY record's images).
@@ -104,15 +103,7 @@ pub fn clone_limits(
     to: i64,
     now: i64,
 ) -> Result<Vec<CloneLimit>, ScheduleError> {
-    let scheduled = [state.sched, state.rsched]
-        .into_iter()
-        .chain(state.limits.values().flat_map(|l| [l.sched, l.rsched]))
-        .any(|s| s.is_some_and(|s| !s.is_empty() && s != SCHED_NONE));
-    let tz = if scheduled {
-        schedule::timezone(state.sched_tz)?
-    } else {
-        Tz::UTC
-    };
+    let tz = state.timezone()?;
     let mut out = Vec::new();
     for (&name, l) in &state.limits {
         let Some(cp) = l.capacity else { continue };

@@ -93,6 +93,20 @@ impl<'i> Field<'i> {
 }
 
 impl<'i> BucketState<'i> {
+    /// The timezone its schedules are read in (`sched_tz`), needed only when
+    /// it has one: an unknown zone on a bucket without schedules is no error.
+    pub fn timezone(&self) -> Result<crate::schedule::Tz, crate::schedule::ScheduleError> {
+        let scheduled = [self.sched, self.rsched]
+            .into_iter()
+            .chain(self.limits.values().flat_map(|l| [l.sched, l.rsched]))
+            .any(|s| s.is_some_and(|s| !s.is_empty() && s != super::SCHED_NONE));
+        if scheduled {
+            crate::schedule::timezone(self.sched_tz)
+        } else {
+            Ok(crate::schedule::Tz::UTC)
+        }
+    }
+
     /// From a stream image.
     pub fn read(image: &'i Image<'_>) -> Result<BucketState<'i>, AttrError> {
         Self::from_fields(image.entries().map(|(name, value)| {

@@ -93,19 +93,7 @@ where
         }
         _ => false,
     };
-    if retryable {
-        StoreError::Retryable {
-            operation,
-            key,
-            message,
-        }
-    } else {
-        StoreError::Fatal {
-            operation,
-            key,
-            message,
-        }
-    }
+    StoreError::transient_or_fatal(retryable, operation, key, message)
 }
 
 /// The HTTP status of a raw response, whichever response type the SDK uses.

@@ -306,39 +306,30 @@ impl Store for DynamoStore {
         if let Some(TransactWriteItemsError::TransactionCanceledException(cancel)) =
             err.as_service_error()
         {
-            let first_failed = cancel
-                .cancellation_reasons()
-                .first()
-                .and_then(|reason| reason.code())
-                == Some("ConditionalCheckFailed");
-            if first_failed {
+            let reasons = cancel.cancellation_reasons();
+            let any = |code: &str| reasons.iter().any(|r| r.code() == Some(code));
+            let message = DisplayErrorContext(&err).to_string();
+            let operation = "TransactWriteItems";
+            if reasons.first().and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
                 return Err(StoreError::ConditionFailed {
-                    operation: "TransactWriteItems",
+                    operation,
                     key: first,
                 });
             }
-            let later_failed = cancel
-                .cancellation_reasons()
-                .iter()
-                .any(|reason| reason.code() == Some("ConditionalCheckFailed"));
-            if later_failed {
+            if any("ConditionalCheckFailed") {
                 return Err(StoreError::Cancelled {
-                    operation: "TransactWriteItems",
+                    operation,
                     key: first,
-                    message: DisplayErrorContext(&err).to_string(),
+                    message,
                 });
             }
             // Another transaction on the same items (concurrent registry
             // updates): worth another try, unlike a condition that failed.
-            let conflict = cancel
-                .cancellation_reasons()
-                .iter()
-                .any(|reason| reason.code() == Some("TransactionConflict"));
-            if conflict {
+            if any("TransactionConflict") {
                 return Err(StoreError::Retryable {
-                    operation: "TransactWriteItems",
+                    operation,
                     key: first,
-                    message: DisplayErrorContext(&err).to_string(),
+                    message,
                 });
             }
         }

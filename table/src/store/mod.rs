@@ -65,6 +65,28 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// [`StoreError::Retryable`] or [`StoreError::Fatal`], as classified.
+    pub fn transient_or_fatal(
+        retryable: bool,
+        operation: &'static str,
+        key: String,
+        message: String,
+    ) -> StoreError {
+        if retryable {
+            StoreError::Retryable {
+                operation,
+                key,
+                message,
+            }
+        } else {
+            StoreError::Fatal {
+                operation,
+                key,
+                message,
+            }
+        }
+    }
+
     pub fn is_retryable(&self) -> bool {
         matches!(self, StoreError::Retryable { .. })
     }

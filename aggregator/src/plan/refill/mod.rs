@@ -47,15 +47,7 @@ struct Resolver<'s> {
 
 impl<'s> Resolver<'s> {
     fn new(state: &BucketState<'s>) -> Result<Resolver<'s>, ScheduleError> {
-        let scheduled = [state.sched, state.rsched]
-            .into_iter()
-            .chain(state.limits.values().flat_map(|l| [l.sched, l.rsched]))
-            .any(|s| s.is_some_and(|s| !s.is_empty() && s != SCHED_NONE));
-        let tz = if scheduled {
-            schedule::timezone(state.sched_tz)?
-        } else {
-            Tz::UTC
-        };
+        let tz = state.timezone()?;
         Ok(Resolver {
             tz,
             item: (state.sched, state.rsched),

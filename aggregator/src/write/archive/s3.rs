@@ -1,7 +1,7 @@
 //! The archive in an S3 bucket: one PutObject per object, gzip JSON Lines.
 
 use super::Archive;
-use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use futures::future::BoxFuture;
 use zae_table::store::StoreError;
@@ -30,44 +30,31 @@ impl Archive for S3Archive {
 }
 
 /// Throttling, a 5xx, a timeout or a dropped connection is worth another try.
-fn classify<E: std::error::Error + Send + Sync + 'static, R: std::fmt::Debug>(
-    bucket: &str,
-    key: &str,
-    err: SdkError<E, R>,
-) -> StoreError {
-    let key = format!("s3://{bucket}/{key}");
+fn classify<E, R>(bucket: &str, key: &str, err: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
     let message = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
     let retryable = match &err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             true
         }
         SdkError::ServiceError(e) => {
-            let text = format!("{:?}", e.raw());
-            [
+            const TRANSIENT: [&str; 4] = [
                 "SlowDown",
-                "Throttl",
                 "RequestTimeout",
                 "InternalError",
                 "ServiceUnavailable",
-                "status: 50",
-            ]
-            .iter()
-            .any(|m| text.contains(m) || message.contains(m))
+            ];
+            e.err().code().is_some_and(|c| TRANSIENT.contains(&c))
         }
         _ => false,
     };
-    let operation = "PutObject";
-    if retryable {
-        StoreError::Retryable {
-            operation,
-            key,
-            message,
-        }
-    } else {
-        StoreError::Fatal {
-            operation,
-            key,
-            message,
-        }
-    }
+    StoreError::transient_or_fatal(
+        retryable,
+        "PutObject",
+        format!("s3://{bucket}/{key}"),
+        message,
+    )
 }
