@@ -674,6 +674,10 @@ fn a_hot_bucket_doubles_and_its_new_shard_is_funded_from_the_old_one() {
     let shards = &read["shards"];
     assert_eq!(shards["0"]["shard_count"], 2, "{read}\n{}", polled.summary);
     assert_eq!(shards["1"]["shard_count"], 2, "shard 1 pre-created: {read}");
+    // Once: the doubling's own record does not double again (the reference
+    // doubles on every record while `wcu` stays low).
+    assert_eq!(polled.summary["doublings"], 1, "{}", polled.summary);
+    assert_eq!(polled.summary["shards_cloned"], 1, "{}", polled.summary);
     assert_eq!(shards["1"]["consumed"]["rps"], 0);
     assert_eq!(shards["1"]["rpd_gc"], 2, "granted under two shards");
     let tokens = |shard: &str, limit: &str| shards[shard]["tokens"][limit].as_i64().unwrap();

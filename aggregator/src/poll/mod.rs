@@ -110,6 +110,13 @@ pub struct PollSummary {
     /// Shards whose position had been trimmed; read again from their oldest record.
     pub positions_trimmed: usize,
     pub shards_finished: usize,
+    /// The refill pass: writes landed and races lost; shard doublings,
+    /// shards pre-created; removed audit events archived.
+    pub refills_written: usize,
+    pub refills_lost: usize,
+    pub doublings: usize,
+    pub shards_cloned: usize,
+    pub events_archived: usize,
 }
 
 fn record_sequence(record: &Value) -> Option<SequenceNumber> {
@@ -383,6 +390,11 @@ impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
         summary.audit_events_written += stats.audit_events_written;
         summary.records_skipped += stats.skipped;
         summary.usage_skipped += stats.snapshots_rejected + stats.counters_left_out;
+        summary.refills_written += stats.refills_written;
+        summary.refills_lost += stats.refills_lost;
+        summary.doublings += stats.doublings;
+        summary.shards_cloned += stats.shards_cloned;
+        summary.events_archived += stats.events_archived;
         if let Err(e) = self.sink.publish(&outcome.metrics).await {
             tracing::error!(error = %e, "publishing metrics failed");
         }
