@@ -6,9 +6,9 @@
 //! are `write::shard`'s.
 
 use std::collections::BTreeMap;
+use zae_table::bucket::BucketState;
 use zae_table::bucket::refill::refill_tokens;
 use zae_table::bucket::shard::{Debit, MAX_SHARD_COUNT};
-use zae_table::bucket::{BucketState, SCHED_NONE};
 use zae_table::names::WCU_LIMIT;
 use zae_table::schedule::{
     Pattern, ScheduleError, Tz, decode_params, decode_resets, effective_params, prev_reset_edge,
@@ -115,18 +115,9 @@ pub fn clone_limits(
             });
             continue;
         }
-        let sched = match l.sched {
-            Some(SCHED_NONE) => "",
-            Some(own) => own,
-            None => state.sched.unwrap_or(""),
-        };
+        let (sched, rsched) = state.schedule_strings(Some(l));
         let (ra, rp) = (l.refill_amount.unwrap_or(0), l.refill_period.unwrap_or(0));
         let (scp, _, _) = effective_params((cp, ra, rp), &decode_params(sched)?, tz, now);
-        let own_reset = l.rsched.filter(|r| *r != SCHED_NONE);
-        let rsched = match l.rsched {
-            Some(_) => own_reset.unwrap_or(""),
-            None => state.rsched.unwrap_or(""),
-        };
         let resets = decode_resets(rsched)?;
         let quota = (ra == 0 && (l.reset_after.is_some() || !resets.is_empty())).then(|| Rule {
             window: l.reset_after.filter(|_| resets.is_empty()),

@@ -14,6 +14,17 @@ use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::store::{Condition, ITEM_ABSENT, Returns, Store, StoreError, TxWrite};
 use zae_table::{Attr, Item};
 
+/// An existing shard, as read.
+type Shard<'i> = (u32, BucketState<'i>);
+
+/// Shard 0 as the clones copy it, and the limits they start from.
+struct Source<'a> {
+    raise: &'a Raise,
+    item: &'a Item,
+    state: &'a BucketState<'a>,
+    limits: &'a [CloneLimit],
+}
+
 /// What propagating one raised count did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Propagated {
@@ -83,23 +94,41 @@ impl<S: Store> Aggregator<S> {
         deadline: Option<Instant>,
         done: &mut Propagated,
     ) -> Result<(), StoreError> {
-        let Some(source) = self.read_bucket(&raise.key).await? else {
+        let Some(item) = self.read_bucket(&raise.key).await? else {
             return Ok(());
         };
-        let state = BucketState::from_item(&source).map_err(|e| fatal(raise, e))?;
+        let state = BucketState::from_item(&item).map_err(|e| fatal(raise, e))?;
         let limits = clone_limits_or_log(&state, raise, now);
-        let siblings = self.siblings(raise, &limits, &source).await;
-        self.raise_siblings(raise, &limits, &siblings, done).await?;
-        let (Some(limits), Ok(siblings)) = (limits, siblings) else {
+        let quotas = limits
+            .as_ref()
+            .is_some_and(|l| l.iter().any(|l| l.quota.is_some()));
+        let siblings = self.siblings(raise, quotas, &item).await;
+        // Each sibling read once, for every quota's holdings and freeze.
+        let states: Option<Vec<Shard<'_>>> = siblings.as_ref().ok().map(|s| {
+            s.iter()
+                .filter_map(|(shard, item)| Some((*shard, BucketState::from_item(item).ok()?)))
+                .collect()
+        });
+        let known = limits.as_deref().zip(states.as_deref());
+        self.raise_siblings(raise, known, done).await?;
+        let (Some(limits), Ok(siblings), Some(states)) = (&limits, &siblings, &states) else {
             return Ok(());
         };
-        let overtaken = siblings
+        let highest = siblings
             .iter()
-            .any(|(_, item)| stored_count(item) > raise.to);
-        if overtaken && limits.iter().any(|l| l.quota.is_some()) {
+            .map(|(_, i)| stored_count(i))
+            .max()
+            .unwrap_or(0);
+        if quotas && highest > raise.to {
             return Ok(());
         }
-        let mut holdings = holdings(&limits, &siblings, now);
+        let source = Source {
+            raise,
+            item: &item,
+            state: &state,
+            limits,
+        };
+        let mut holdings = holdings(limits, states, now);
         let mut created = Vec::new();
         for t in raise.from..raise.to {
             let shard = u32::try_from(t).map_err(|e| fatal(raise, e))?;
@@ -107,37 +136,33 @@ impl<S: Store> Aggregator<S> {
                 break;
             }
             if self
-                .create_clone(raise, &source, &state, &limits, &mut holdings, shard, now)
+                .create_clone(&source, &mut holdings, shard, now)
                 .await?
             {
                 created.push(shard);
                 done.cloned += 1;
             }
         }
-        if limits.iter().any(|l| l.quota.is_some()) && !created.is_empty() {
-            self.repair_clones(raise, &siblings, &limits, &created)
-                .await;
+        if quotas && !created.is_empty() {
+            self.repair_clones(raise, highest, limits, &created).await;
         }
         Ok(())
     }
 
-    /// Every existing shard, read consistently; shard 0 is `source`.
+    /// Every existing shard, read consistently when there are quotas (without
+    /// them nothing depends on what the shards hold); shard 0 is `source`.
     async fn siblings(
         &self,
         raise: &Raise,
-        limits: &Option<Vec<CloneLimit>>,
+        quotas: bool,
         source: &Item,
     ) -> Result<Vec<(u32, Item)>, StoreError> {
         let mut out = vec![(0, source.clone())];
-        let quotas = limits
-            .as_ref()
-            .is_some_and(|l| l.iter().any(|l| l.quota.is_some()));
+        if !quotas {
+            return Ok(out);
+        }
         for shard in 1..raise.from {
             let shard = u32::try_from(shard).map_err(|e| fatal(raise, e))?;
-            if !quotas {
-                // Without quotas nothing depends on what the shards hold.
-                continue;
-            }
             if let Some(item) = self.read_bucket(&raise.key.shard(shard)).await? {
                 out.push((shard, item));
             }
@@ -150,16 +175,14 @@ impl<S: Store> Aggregator<S> {
     async fn raise_siblings(
         &self,
         raise: &Raise,
-        limits: &Option<Vec<CloneLimit>>,
-        siblings: &Result<Vec<(u32, Item)>, StoreError>,
+        known: Option<(&[CloneLimit], &[Shard<'_>])>,
         done: &mut Propagated,
     ) -> Result<(), StoreError> {
         for shard in 1..raise.from {
             let shard = u32::try_from(shard).map_err(|e| fatal(raise, e))?;
-            let freeze = match (limits, siblings) {
-                (Some(limits), Ok(siblings)) => freeze_for(limits, siblings, shard),
-                _ => Vec::new(),
-            };
+            let freeze = known.map_or_else(Vec::new, |(limits, states)| {
+                freeze_for(limits, states, shard)
+            });
             let freeze: Vec<(&str, i64)> = freeze.iter().map(|(q, g)| (q.as_str(), *g)).collect();
             let update = raise_count(&raise.key.shard(shard).pk(), raise.to, &freeze);
             match self.store.update(&update, Returns::Nothing).await {
@@ -173,22 +196,19 @@ impl<S: Store> Aggregator<S> {
 
     /// Path 2, one shard: created with its quotas funded by their donors'
     /// debits and the owner unchanged, in one transaction, or not at all.
-    #[allow(clippy::too_many_arguments)]
     async fn create_clone(
         &self,
-        raise: &Raise,
-        source: &Item,
-        state: &BucketState<'_>,
-        limits: &[CloneLimit],
+        source: &Source<'_>,
         holdings: &mut BTreeMap<String, Vec<Holding>>,
         shard: u32,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let Some(plan) = plan_clone(limits, holdings, shard, now) else {
+        let Some(plan) = plan_clone(source.limits, holdings, shard, now) else {
             return Ok(false);
         };
+        let raise = source.raise;
         let key = raise.key.shard(shard);
-        let item = clone_item(source, &key, raise.to, &plan.tokens, &plan.quotas);
+        let item = clone_item(source.item, &key, raise.to, &plan.tokens, &plan.quotas);
         let mut writes = vec![TxWrite::Put {
             item,
             condition: Some(Condition::plain(ITEM_ABSENT)),
@@ -200,12 +220,11 @@ impl<S: Store> Aggregator<S> {
             )));
         }
         let (ns, entity) = (&raise.key.namespace, &raise.key.entity);
-        writes.push(owner_check(
-            ns,
-            entity,
-            state.parent_generation,
-            state.parent_incarnation,
-        ));
+        let owner = (
+            source.state.parent_generation,
+            source.state.parent_incarnation,
+        );
+        writes.push(owner_check(ns, entity, owner.0, owner.1));
         match self.store.transact(&writes).await {
             Ok(()) => {}
             // The client created it, a donor moved, or the owner did.
@@ -232,7 +251,7 @@ impl<S: Store> Aggregator<S> {
     async fn repair_clones(
         &self,
         raise: &Raise,
-        siblings: &[(u32, Item)],
+        highest: i64,
         limits: &[CloneLimit],
         created: &[u32],
     ) {
@@ -248,12 +267,7 @@ impl<S: Store> Aggregator<S> {
                 return;
             }
         };
-        let current = siblings
-            .iter()
-            .map(|(_, i)| stored_count(i))
-            .max()
-            .unwrap_or(0)
-            .max(now_count);
+        let current = highest.max(now_count);
         if current <= raise.to {
             return;
         }
@@ -304,21 +318,16 @@ fn clone_limits_or_log(
 /// Each quota's holdings on the existing shards.
 fn holdings(
     limits: &[CloneLimit],
-    siblings: &[(u32, Item)],
+    states: &[Shard<'_>],
     now: i64,
 ) -> BTreeMap<String, Vec<Holding>> {
     let mut out = BTreeMap::new();
     for limit in limits {
         let Some(rule) = &limit.quota else { continue };
-        let held = siblings
+        let held = states
             .iter()
-            .filter_map(|(shard, item)| {
-                let state = BucketState::from_item(item).ok()?;
-                state
-                    .limits
-                    .contains_key(limit.name.as_str())
-                    .then(|| Holding::read(*shard, &state, &limit.name, rule, now))
-            })
+            .filter(|(_, state)| state.limits.contains_key(limit.name.as_str()))
+            .map(|(shard, state)| Holding::read(*shard, state, &limit.name, rule, now))
             .collect();
         out.insert(limit.name.clone(), held);
     }
@@ -326,23 +335,18 @@ fn holdings(
 }
 
 /// The grant count each quota on shard `shard` was sized at.
-fn freeze_for(limits: &[CloneLimit], siblings: &[(u32, Item)], shard: u32) -> Vec<(String, i64)> {
-    let Some((_, item)) = siblings.iter().find(|(s, _)| *s == shard) else {
-        return Vec::new();
-    };
-    let Ok(state) = BucketState::from_item(item) else {
+fn freeze_for(limits: &[CloneLimit], states: &[Shard<'_>], shard: u32) -> Vec<(String, i64)> {
+    let Some((_, state)) = states.iter().find(|(s, _)| *s == shard) else {
         return Vec::new();
     };
     limits
         .iter()
         .filter_map(|l| {
             let rule = l.quota.as_ref()?;
-            state.limits.contains_key(l.name.as_str()).then(|| {
-                (
-                    l.name.clone(),
-                    grant_count(&state, &l.name, rule.capacity).0,
-                )
-            })
+            state
+                .limits
+                .contains_key(l.name.as_str())
+                .then(|| (l.name.clone(), grant_count(state, &l.name, rule.capacity).0))
         })
         .collect()
 }

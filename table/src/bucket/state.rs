@@ -107,6 +107,20 @@ impl<'i> BucketState<'i> {
         }
     }
 
+    /// The compact parameter and reset schedules in force for a limit: its
+    /// own override (`-` for none), else the item's; `None` for the item's.
+    pub fn schedule_strings(&self, limit: Option<&LimitParams<'i>>) -> (&'i str, &'i str) {
+        let pick = |own: Option<&'i str>, item: Option<&'i str>| match own {
+            Some(super::SCHED_NONE) => "",
+            Some(own) => own,
+            None => item.unwrap_or(""),
+        };
+        (
+            pick(limit.and_then(|l| l.sched), self.sched),
+            pick(limit.and_then(|l| l.rsched), self.rsched),
+        )
+    }
+
     /// From a stream image.
     pub fn read(image: &'i Image<'_>) -> Result<BucketState<'i>, AttrError> {
         Self::from_fields(image.entries().map(|(name, value)| {

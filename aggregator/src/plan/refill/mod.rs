@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use zae_table::bucket::refill::{LimitChange, Materialise, refill_tokens};
-use zae_table::bucket::{BucketState, LimitParams, SCHED_NONE};
+use zae_table::bucket::{BucketState, LimitParams};
 use zae_table::names::WCU_LIMIT;
 use zae_table::schedule::{
     self, CompactEntry, Pattern, ScheduleError, Tz, effective_params, next_boundary,
@@ -41,31 +41,22 @@ struct Schedules {
 /// Decodes each distinct stored string once.
 struct Resolver<'s> {
     tz: Tz,
-    item: (Option<&'s str>, Option<&'s str>),
+    state: &'s BucketState<'s>,
     decoded: BTreeMap<(&'s str, &'s str), std::rc::Rc<Schedules>>,
 }
 
 impl<'s> Resolver<'s> {
-    fn new(state: &BucketState<'s>) -> Result<Resolver<'s>, ScheduleError> {
-        let tz = state.timezone()?;
+    fn new(state: &'s BucketState<'s>) -> Result<Resolver<'s>, ScheduleError> {
         Ok(Resolver {
-            tz,
-            item: (state.sched, state.rsched),
+            tz: state.timezone()?,
+            state,
             decoded: BTreeMap::new(),
         })
     }
 
-    /// The strings in force for a limit: its own override, else the item's.
+    /// The strings in force for a limit (`None`: the item's own).
     fn strings(&self, limit: Option<&LimitParams<'s>>) -> (&'s str, &'s str) {
-        let pick = |own: Option<&'s str>, item: Option<&'s str>| match own {
-            Some(SCHED_NONE) => "",
-            Some(own) => own,
-            None => item.unwrap_or(""),
-        };
-        (
-            pick(limit.and_then(|l| l.sched), self.item.0),
-            pick(limit.and_then(|l| l.rsched), self.item.1),
-        )
+        self.state.schedule_strings(limit)
     }
 
     fn resolve(

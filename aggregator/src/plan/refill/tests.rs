@@ -3,6 +3,7 @@
 //! forfeited accrual, every parameter pinned.
 
 use super::*;
+use zae_table::bucket::SCHED_NONE;
 use zae_table::bucket::refill::LimitChange;
 
 const NOW: i64 = 1_780_000_000_000; // 2026-05-28 20:26:40 UTC

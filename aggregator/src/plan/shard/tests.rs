@@ -3,6 +3,7 @@
 
 use super::*;
 use zae_table::bucket::LimitParams;
+use zae_table::bucket::SCHED_NONE;
 
 const NOW: i64 = 1_780_000_000_000;
 
