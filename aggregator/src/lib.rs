@@ -7,6 +7,7 @@
 //! retries), which talks to the table through `zae_table::store::Store`;
 //! [`metrics`] publishes what it found. [`settings`] reads the environment.
 
+pub mod control;
 pub mod lambda;
 pub mod metrics;
 pub mod plan;

@@ -21,6 +21,16 @@ pub const RESOURCE_PREFIX: &str = "RESOURCE#";
 pub const AUDIT_PREFIX: &str = "AUDIT#";
 pub const SYSTEM_PREFIX: &str = "SYSTEM#";
 pub const ENTITY_CONFIG_PREFIX: &str = "ENTITY_CONFIG#";
+/// The adaptive-limit partitions (`{ns}/ADAPTIVE#...`): a prefix the 0.17.0
+/// client never builds a key with, and items without index keys, so none of
+/// its reads or queries can meet them.
+pub const ADAPTIVE_PREFIX: &str = "ADAPTIVE#";
+pub const CANARY_PREFIX: &str = "ADAPTIVE#CANARY#";
+pub const SK_ADAPTIVE_DECLARATION: &str = "#DECLARATION";
+pub const SK_ADAPTIVE_SENSED: &str = "#SENSED";
+pub const SK_ADAPTIVE_TICK: &str = "#TICK";
+pub const SK_ADAPTIVE_USAGE: &str = "#USAGE#";
+pub const SK_ADAPTIVE_TARGET: &str = "#TARGET#";
 /// The namespace of table-wide records: the namespace registry and `#VERSION`.
 pub const RESERVED_NAMESPACE: &str = "_";
 
@@ -238,9 +248,59 @@ pub fn sk_usage(resource: &str, window: Window, window_key: &str) -> String {
     }
 }
 
+/// The partition of a namespace's adaptive records: its declaration, the
+/// per-minute usage, the targets, the sensed canaries and the controller's tick.
+pub fn pk_adaptive(namespace: &str) -> String {
+    format!("{namespace}/{ADAPTIVE_PREFIX}")
+}
+
+/// A canary: `SK = #STATE`, so the aggregator's filter passes its records.
+pub fn pk_canary(namespace: &str, index: u32) -> String {
+    format!("{namespace}/{CANARY_PREFIX}{index}")
+}
+
+/// The namespace and index of a canary's partition key.
+pub fn parse_canary(pk: &str) -> Option<(&str, u32)> {
+    let (namespace, rest) = pk.split_once('/')?;
+    let index = rest.strip_prefix(CANARY_PREFIX)?;
+    let digits_only = !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit());
+    let index = index.parse().ok().filter(|_| digits_only)?;
+    (!namespace.is_empty()).then_some((namespace, index))
+}
+
+/// One minute of a resource's usage: `#USAGE#{minute start ms, 13 digits}#{resource}`,
+/// so one prefix query finds a minute's resources.
+pub fn sk_adaptive_usage(minute_ms: i64, resource: &str) -> String {
+    format!("{SK_ADAPTIVE_USAGE}{minute_ms:013}#{resource}")
+}
+
+/// A (resource, limit)'s target factor and the controller's state for it.
+/// Neither name can hold `#`.
+pub fn sk_adaptive_target(resource: &str, limit: &str) -> String {
+    format!("{SK_ADAPTIVE_TARGET}{resource}#{limit}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canary_keys_round_trip_and_nothing_else_is_one() {
+        let pk = pk_canary("ns1", 3);
+        assert_eq!(pk, "ns1/ADAPTIVE#CANARY#3");
+        assert_eq!(parse_canary(&pk), Some(("ns1", 3)));
+        for other in [
+            "ns1/ADAPTIVE#",
+            "ns1/ADAPTIVE#CANARY#",
+            "ns1/ADAPTIVE#CANARY#x",
+            "ns1/ADAPTIVE#CANARY#+1",
+            "/ADAPTIVE#CANARY#1",
+            "ns1/BUCKET#e#r#0",
+            "ADAPTIVE#CANARY#1",
+        ] {
+            assert_eq!(parse_canary(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn parses_bucket_keys() {

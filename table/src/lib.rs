@@ -8,6 +8,7 @@
 //! stream-record codec ([`stream`]), millitoken arithmetic ([`milli`]) and
 //! snapshot windows ([`window`]).
 
+pub mod adaptive;
 pub mod archive;
 pub mod audit;
 pub mod bucket;

@@ -55,14 +55,16 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
-/// One attribute in wire format. Only `S` and `N` carry meaning for the
-/// server side; any other member (BOOL, M, L, ...) is recorded as present.
+/// One attribute in wire format. Only `S`, `N` and `BOOL` carry meaning for
+/// the server side; any other member (M, L, ...) is recorded as present.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct WireValue<'a> {
     #[serde(rename = "S", borrow, default)]
     pub s: Option<Text<'a>>,
     #[serde(rename = "N", borrow, default)]
     pub n: Option<Text<'a>>,
+    #[serde(rename = "BOOL", default)]
+    pub bool: Option<bool>,
 }
 
 /// An item image: attribute name to value, in wire order. A list rather than a
@@ -137,6 +139,15 @@ impl<'a> Image<'a> {
             None => Ok(None),
             Some(WireValue { s: Some(s), .. }) => Ok(Some(s)),
             Some(_) => Err(AttrError::WrongType(name.into(), "S")),
+        }
+    }
+
+    /// A `BOOL` attribute; `None` when absent.
+    pub fn boolean(&self, name: &str) -> Result<Option<bool>, AttrError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(WireValue { bool: Some(b), .. }) => Ok(Some(*b)),
+            Some(_) => Err(AttrError::WrongType(name.into(), "BOOL")),
         }
     }
 

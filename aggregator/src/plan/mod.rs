@@ -6,6 +6,7 @@ pub mod overdraw;
 pub mod refill;
 pub mod shard;
 pub mod snapshot;
+pub mod utilization;
 
 pub use overdraw::{Transition, TransitionKind};
 pub use snapshot::{Contribution, SnapshotKey, SnapshotUpdate, Sources, Totals};
@@ -14,8 +15,9 @@ use overdraw::transitions;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use zae_table::adaptive;
 use zae_table::archive;
-use zae_table::bucket::REFILLED_AT;
+use zae_table::bucket::{CASCADE, PARENT_ID, REFILLED_AT};
 use zae_table::keys::{self, SK_STATE};
 use zae_table::milli::whole_token_delta;
 use zae_table::names::WCU_LIMIT;
@@ -69,6 +71,10 @@ pub struct BatchPlan {
     pub raises: Vec<shard::Raise>,
     /// Audit items removed from the table (expired or deleted), for the archive.
     pub removed_audit: Vec<(SequenceNumber, archive::Archived)>,
+    /// Admitted consumption per bucket, limit and minute, for the adaptive sensor.
+    pub sensed: Vec<utilization::Sensed>,
+    /// The adaptive controller's canaries that came through.
+    pub canaries: Vec<utilization::Canary>,
 }
 
 /// One bucket the batch touched: where its latest image is, and the net
@@ -88,6 +94,8 @@ struct RecordYield {
     consumed: Vec<(String, i64)>,
     /// The shard count this record raised, as (from, to).
     raised: Option<(i64, i64)>,
+    /// The parent the bucket's requests are also debited to (its cascade stamp).
+    cascades_to: Option<String>,
     contribution: Option<Contribution>,
     transitions: Vec<Transition>,
     /// Limits whose counter moved but has no place in the snapshot.
@@ -206,6 +214,7 @@ impl Grouping {
 pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan {
     let mut plan = BatchPlan::default();
     let mut grouping = Grouping::default();
+    let mut sensor = utilization::Sensor::default();
     for (index, text) in records.iter().enumerate() {
         let record = match StreamRecord::parse(text.as_ref()) {
             Ok(r) => r,
@@ -238,6 +247,17 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
         }
         let is_bucket_change = matches!(record.event_name, EventName::Insert | EventName::Modify)
             && record.sort_key() == Some(SK_STATE);
+        if let Some(canary) = record
+            .partition_key()
+            .filter(|_| is_bucket_change)
+            .and_then(keys::parse_canary)
+        {
+            match read_canary(&record, canary) {
+                Ok(c) => plan.canaries.push(c),
+                Err(reason) => plan.skipped.push(skip(reason)),
+            }
+            continue;
+        }
         let Some(pk) = record.partition_key().filter(|_| is_bucket_change) else {
             plan.ignored += 1;
             continue;
@@ -264,6 +284,14 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
             continue;
         }
         plan.bucket_records += 1;
+        let key = &grouping.buckets[pk].1;
+        sensor.record(
+            key,
+            y.cascades_to.as_deref(),
+            y.at_ms,
+            &y.consumed,
+            &record.sequence_number,
+        );
         if let Some((from, to)) = y.raised.filter(|_| shard == 0) {
             let key = grouping.buckets[pk].1.clone();
             plan.raises.push(shard::Raise { key, from, to });
@@ -280,7 +308,25 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
             .extend(y.left_out.into_iter().map(|limit| (pk.to_owned(), limit)));
     }
     plan.snapshots = grouping.into_updates();
+    plan.sensed = sensor.into_sensed();
     plan
+}
+
+/// Reads a canary record: its namespace and index are in its key.
+fn read_canary(
+    record: &StreamRecord<'_>,
+    (namespace, index): (&str, u32),
+) -> Result<utilization::Canary, SkipReason> {
+    let image = record.new_image().ok_or(SkipReason::NoNewImage("canary"))?;
+    let written_at_ms = image
+        .int(adaptive::canary::WRITTEN_AT)?
+        .ok_or_else(|| AttrError::Missing(adaptive::canary::WRITTEN_AT.into()))?;
+    Ok(utilization::Canary {
+        namespace: namespace.to_owned(),
+        index,
+        written_at_ms,
+        sequence: record.sequence_number.clone(),
+    })
 }
 
 /// Reads an INSERT or MODIFY of the bucket item `bucket`.
@@ -346,6 +392,16 @@ fn read_bucket_record(
     }
     let transitions = transitions(bucket, &record.sequence_number, at_ms, &old, &new);
     let contribution = (contribution.events > 0).then_some(contribution);
+    // An unreadable stamp is no cascade: the sensor then counts the bucket's
+    // use once more (over, never under), and the snapshots are untouched.
+    let cascades_to = match new_image.boolean(CASCADE) {
+        Ok(Some(true)) => new_image
+            .string(PARENT_ID)
+            .ok()
+            .flatten()
+            .map(str::to_owned),
+        _ => None,
+    };
     let raised = match (record.event_name, old.shard_count, new.shard_count) {
         (EventName::Modify, Some(from), Some(to)) if to > from => Some((from, to)),
         _ => None,
@@ -354,6 +410,7 @@ fn read_bucket_record(
         at_ms,
         consumed,
         raised,
+        cascades_to,
         contribution,
         transitions,
         left_out,

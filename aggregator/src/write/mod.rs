@@ -9,6 +9,7 @@ mod refill;
 pub mod retry;
 pub mod shard;
 pub mod snapshot;
+pub mod utilization;
 
 pub use retry::RetryPolicy;
 
@@ -61,6 +62,11 @@ pub struct BatchStats {
     /// Removed audit events written to the archive, and the objects holding them.
     pub events_archived: usize,
     pub archive_objects: usize,
+    /// Adaptive sensor: usage items written, canaries sensed, and cascade
+    /// stamps that could not be read (their buckets counted).
+    pub usage_writes: usize,
+    pub canaries_sensed: usize,
+    pub cascade_lookups_failed: usize,
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +92,7 @@ pub struct Aggregator<S> {
     retention_days: Mutex<HashMap<String, i64>>,
     clock: Clock,
     archive: Option<std::sync::Arc<dyn archive::Archive>>,
+    declarations: utilization::DeclarationCache,
 }
 
 enum Job<'p> {
@@ -115,6 +122,7 @@ impl<S: Store> Aggregator<S> {
             retention_days: Mutex::new(HashMap::new()),
             clock: system_clock,
             archive: None,
+            declarations: Default::default(),
         }
     }
 
@@ -205,16 +213,11 @@ impl<S: Store> Aggregator<S> {
                     outcome.stats.audit_events_existing += 1;
                     audit_metrics.push(metric);
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, first_record = %earliest, "write failed; the batch will be redelivered from this record");
-                    outcome.stats.failed_writes += 1;
-                    outcome.errors.push(e.to_string());
-                    if outcome.first_failure.as_ref().is_none_or(|f| earliest < *f) {
-                        outcome.first_failure = Some(earliest);
-                    }
-                }
+                Err(e) => outcome.fail(&e, earliest),
             }
         }
+        drop(done);
+        self.sense(&plan, deadline, &mut outcome).await;
         // Stream order, whatever order the writes finished in.
         audit_metrics.sort_by_key(|m| match m {
             MetricEvent::Transition { transition_ms, .. } => *transition_ms,
@@ -242,6 +245,18 @@ impl<S: Store> Aggregator<S> {
             });
         }
         outcome
+    }
+}
+
+impl BatchOutcome {
+    /// A write that failed: the batch is redelivered from `earliest`.
+    fn fail(&mut self, error: &dyn std::fmt::Display, earliest: SequenceNumber) {
+        tracing::error!(error = %error, first_record = %earliest, "write failed; the batch will be redelivered from this record");
+        self.stats.failed_writes += 1;
+        self.errors.push(error.to_string());
+        if self.first_failure.as_ref().is_none_or(|f| earliest < *f) {
+            self.first_failure = Some(earliest);
+        }
     }
 }
 

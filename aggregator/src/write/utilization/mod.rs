@@ -1,0 +1,236 @@
+//! The adaptive sensor's writes. A batch's admitted consumption is added to
+//! the per-minute usage items (`zae_table::adaptive::usage`) of the resources
+//! whose namespace declares an estimated capacity for the limit, every
+//! request counted once along cascades; then the canaries that came through
+//! raise their sensed marks, after the usage that preceded them is written.
+//!
+//! Cascades: the 0.17.0 client debits a request to its entity's bucket and,
+//! when that bucket cascades, to its parent's, one level only. A bucket's
+//! use therefore holds its own requests plus copies from the children that
+//! cascade into it, and summing buckets counts each cascaded request twice.
+//! Counting a bucket's use with weight 1 when the run of cascading buckets
+//! above it (itself, its parent, ...) has even length and 0 when odd counts
+//! each request once: for `org <- team <- key`, all cascading, key's use
+//! (length 2) and org's (0) are counted and team's (1) is not, and team's
+//! own requests are in org's copy. Where a stamp cannot be read the bucket is
+//! counted: over, never under.
+
+use super::{Aggregator, BatchOutcome};
+use crate::plan::BatchPlan;
+use crate::plan::utilization::Sensed;
+use futures::StreamExt;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use zae_table::adaptive::{Declaration, canary, usage};
+use zae_table::bucket::{CASCADE, PARENT_ID};
+use zae_table::keys::{self, BucketKey, SK_STATE};
+use zae_table::store::{Returns, Store, StoreError};
+use zae_table::{Attr, SequenceNumber};
+
+/// How long a namespace's declaration is used before it is read again.
+pub const DECLARATION_TTL: Duration = Duration::from_secs(60);
+/// Cascade runs are followed this far at most (the client refuses cycles;
+/// a damaged table might hold one).
+const CHAIN_LIMIT: usize = 8;
+
+/// Namespaces' declarations as last read, and when.
+pub type Declarations = HashMap<String, (Instant, Option<Arc<Declaration>>)>;
+pub type DeclarationCache = std::sync::Mutex<Declarations>;
+
+/// One usage item's share of a batch.
+struct MinuteUsage {
+    used: BTreeMap<String, i64>,
+    earliest: SequenceNumber,
+}
+
+impl<S: Store> Aggregator<S> {
+    pub(super) async fn sense(
+        &self,
+        plan: &BatchPlan,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
+        let minutes = self.minutes(&plan.sensed, deadline, outcome).await;
+        let mut writes = futures::stream::iter(minutes)
+            .map(|((namespace, resource, minute_ms), m)| async move {
+                let update = usage::add(&namespace, &resource, minute_ms, &m.used);
+                let result = self
+                    .retrying(deadline, || self.store.update(&update, Returns::Nothing))
+                    .await;
+                (result, m.earliest)
+            })
+            .buffer_unordered(self.settings.concurrency.max(1));
+        while let Some((result, earliest)) = writes.next().await {
+            match result {
+                Ok(_) => outcome.stats.usage_writes += 1,
+                Err(e) => outcome.fail(&e, earliest),
+            }
+        }
+        drop(writes);
+        // A canary behind a record that is to be redelivered waits for the
+        // redelivery: sensing it now could complete a minute whose usage is
+        // not all written.
+        let behind = |c: &&crate::plan::utilization::Canary| {
+            outcome
+                .first_failure
+                .as_ref()
+                .is_some_and(|f| c.sequence > *f)
+        };
+        let ready: Vec<_> = plan.canaries.iter().filter(|c| !behind(c)).collect();
+        for c in ready {
+            let update = canary::sense(&c.namespace, c.index, c.written_at_ms);
+            match self
+                .retrying(deadline, || self.store.update(&update, Returns::Nothing))
+                .await
+            {
+                Ok(_) => outcome.stats.canaries_sensed += 1,
+                // An older or redelivered canary: the mark is already ahead.
+                Err(StoreError::ConditionFailed { .. }) => {}
+                Err(e) => outcome.fail(&e, c.sequence.clone()),
+            }
+        }
+    }
+
+    /// The batch's use per usage item: only what a declaration senses,
+    /// weighted along cascades. A namespace whose declaration cannot be read
+    /// fails its records, to be redelivered.
+    async fn minutes(
+        &self,
+        sensed: &[Sensed],
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) -> BTreeMap<(String, String, i64), MinuteUsage> {
+        let mut declarations: HashMap<&str, Option<Arc<Declaration>>> = HashMap::new();
+        let mut stamps = HashMap::new();
+        let mut minutes: BTreeMap<(String, String, i64), MinuteUsage> = BTreeMap::new();
+        for s in sensed {
+            let ns = s.bucket.namespace.as_str();
+            if !declarations.contains_key(ns) {
+                match self.declaration(ns, deadline).await {
+                    Ok(d) => declarations.insert(ns, d),
+                    Err(e) => {
+                        outcome.fail(&e, s.earliest.clone());
+                        declarations.insert(ns, None)
+                    }
+                };
+            }
+            let senses = declarations[ns]
+                .as_ref()
+                .is_some_and(|d| d.capacity(&s.bucket.resource, &s.limit).is_some());
+            if !senses || !self.counted(s, &mut stamps, deadline, outcome).await {
+                continue;
+            }
+            let key = (ns.to_owned(), s.bucket.resource.clone(), s.minute_ms);
+            let m = minutes.entry(key).or_insert_with(|| MinuteUsage {
+                used: BTreeMap::new(),
+                earliest: s.earliest.clone(),
+            });
+            let used = m.used.entry(s.limit.clone()).or_default();
+            *used = used.saturating_add(s.amount);
+            m.earliest = m.earliest.clone().min(s.earliest.clone());
+        }
+        minutes
+    }
+
+    /// Whether a bucket's use is counted: the run of cascading buckets above
+    /// it has even length (see the module's note).
+    async fn counted(
+        &self,
+        s: &Sensed,
+        stamps: &mut HashMap<String, Option<Option<String>>>,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) -> bool {
+        let mut length = 0;
+        let mut next = s.cascades_to.clone();
+        while let Some(parent) = next.take() {
+            if length == CHAIN_LIMIT {
+                break;
+            }
+            let key = BucketKey {
+                entity: parent,
+                shard: 0,
+                ..s.bucket.clone()
+            };
+            let pk = key.pk();
+            if !stamps.contains_key(&pk) {
+                match self.cascade_stamp(&pk, deadline).await {
+                    Ok(stamp) => stamps.insert(pk.clone(), stamp),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cascade stamp unreadable: the bucket's use is counted");
+                        outcome.stats.cascade_lookups_failed += 1;
+                        return true;
+                    }
+                };
+            }
+            match &stamps[&pk] {
+                // The parent has no bucket for the resource: no copy landed.
+                None => break,
+                Some(above) => {
+                    length += 1;
+                    next = above.clone();
+                }
+            }
+        }
+        length % 2 == 0
+    }
+
+    /// A bucket's cascade stamp: `None` without the bucket, `Some(parent)`
+    /// when it cascades to one.
+    async fn cascade_stamp(
+        &self,
+        pk: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Option<String>>, StoreError> {
+        let attributes = [CASCADE.to_owned(), PARENT_ID.to_owned()];
+        let item = self
+            .retrying(deadline, || {
+                self.store.get_attributes(pk, SK_STATE, false, &attributes)
+            })
+            .await?;
+        Ok(item.map(|item| match item.get(CASCADE) {
+            Some(Attr::Bool(true)) => item.get(PARENT_ID).and_then(Attr::as_s).map(str::to_owned),
+            _ => None,
+        }))
+    }
+
+    /// A namespace's declaration, read at most once per `DECLARATION_TTL`.
+    async fn declaration(
+        &self,
+        namespace: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Arc<Declaration>>, StoreError> {
+        if let Some((read_at, d)) = self.lock_declarations().get(namespace)
+            && read_at.elapsed() < DECLARATION_TTL
+        {
+            return Ok(d.clone());
+        }
+        let pk = keys::pk_adaptive(namespace);
+        let item = self
+            .retrying(deadline, || {
+                self.store.get(&pk, keys::SK_ADAPTIVE_DECLARATION, false)
+            })
+            .await?;
+        let declaration = match item.map(|i| Declaration::from_item(&i)).transpose() {
+            Ok(d) => d.map(Arc::new),
+            Err(e) => {
+                // Unreadable: sensing nothing for it is what an absent one does.
+                tracing::error!(namespace, error = %e, "adaptive declaration unreadable");
+                None
+            }
+        };
+        self.lock_declarations()
+            .insert(namespace.to_owned(), (Instant::now(), declaration.clone()));
+        Ok(declaration)
+    }
+
+    fn lock_declarations(&self) -> std::sync::MutexGuard<'_, Declarations> {
+        self.declarations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests;

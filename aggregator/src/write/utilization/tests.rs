@@ -1,0 +1,309 @@
+//! The sensor's writes on the in-memory twin of the table: what is counted
+//! along a three-level cascade, what a declaration leaves out, refunds,
+//! canaries, and failures.
+use super::*;
+use crate::write::{RetryPolicy, Settings};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use zae_table::adaptive::{Declaration, canary, usage};
+use zae_table::{Item, Window};
+use zae_test_support::faults::{Call, Faults, Injected};
+use zae_test_support::memory::MemoryStore;
+
+/// 2026-11-30T10:00:00Z, a minute start, in seconds.
+const MINUTE_S: i64 = 1_796_032_800;
+
+fn settings() -> Settings {
+    Settings {
+        windows: vec![Window::Hourly],
+        snapshot_ttl_days: 90,
+        concurrency: 4,
+        retry: RetryPolicy {
+            max_attempts: 2,
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(2),
+        },
+        refill: false,
+    }
+}
+
+fn declaration(resource: &str) -> Item {
+    Declaration {
+        capacity: BTreeMap::from([(
+            resource.to_owned(),
+            BTreeMap::from([("tpm".to_owned(), 100_000)]),
+        )]),
+        levels: Vec::new(),
+    }
+    .to_item("ns")
+}
+
+/// A bucket image with its cascade stamp.
+fn image(entity: &str, tc: i64, parent: Option<&str>) -> Value {
+    let mut image = json!({
+        "PK": {"S": format!("ns/BUCKET#{entity}#r#0")}, "SK": {"S": "#STATE"},
+        "b_tpm_tc": {"N": (tc * 1000).to_string()}, "b_tpm_tk": {"N": "0"},
+        "cascade": {"BOOL": parent.is_some()},
+    });
+    if let Some(parent) = parent {
+        image["parent_id"] = json!({"S": parent});
+    }
+    image
+}
+
+/// The bucket items themselves, for the cascade stamps the sensor reads.
+fn bucket_item(entity: &str, parent: Option<&str>) -> Item {
+    let mut item = Item::from([
+        ("PK".to_owned(), Attr::s(format!("ns/BUCKET#{entity}#r#0"))),
+        ("SK".to_owned(), Attr::s("#STATE")),
+        ("cascade".to_owned(), Attr::Bool(parent.is_some())),
+    ]);
+    if let Some(parent) = parent {
+        item.insert("parent_id".into(), Attr::s(parent));
+    }
+    item
+}
+
+struct Batch {
+    records: Vec<String>,
+    counters: BTreeMap<String, i64>,
+}
+
+impl Batch {
+    fn new() -> Self {
+        Batch {
+            records: Vec::new(),
+            counters: BTreeMap::new(),
+        }
+    }
+
+    /// One debit (or refund) of `tokens` on an entity's bucket.
+    fn debit(&mut self, entity: &str, parent: Option<&str>, tokens: i64) -> &mut Self {
+        let before = self.counters.get(entity).copied().unwrap_or(0);
+        let after = before + tokens;
+        self.counters.insert(entity.to_owned(), after);
+        let n = self.records.len();
+        self.records.push(
+            json!({"eventName": "MODIFY", "dynamodb": {
+                "ApproximateCreationDateTime": MINUTE_S + 1 + n as i64,
+                "Keys": {"PK": {"S": format!("ns/BUCKET#{entity}#r#0")}, "SK": {"S": "#STATE"}},
+                "SequenceNumber": (1000 + n).to_string(),
+                "NewImage": image(entity, after, parent), "OldImage": image(entity, before, parent)}})
+            .to_string(),
+        );
+        self
+    }
+
+    fn canary(&mut self, index: u32, written_at_ms: i64) -> &mut Self {
+        let n = self.records.len();
+        let item = canary::item("ns", index, written_at_ms);
+        let image: serde_json::Map<String, Value> = item
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Attr::S(s) => json!({"S": s}),
+                    Attr::N(n) => json!({"N": n}),
+                    _ => unreachable!(),
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        self.records.push(
+            json!({"eventName": "INSERT", "dynamodb": {
+                "ApproximateCreationDateTime": MINUTE_S + 1 + n as i64,
+                "Keys": {"PK": image["PK"], "SK": image["SK"]},
+                "SequenceNumber": (1000 + n).to_string(),
+                "NewImage": image}})
+            .to_string(),
+        );
+        self
+    }
+}
+
+/// Org <- team <- key, both lower levels cascading, as the client allows.
+fn cascade_table() -> MemoryStore {
+    let table = MemoryStore::new();
+    table.insert(declaration("r"));
+    table.insert(bucket_item("org", None));
+    table.insert(bucket_item("team", Some("org")));
+    table.insert(bucket_item("key", Some("team")));
+    table
+}
+
+fn used(table: &MemoryStore, resource: &str) -> Option<i64> {
+    let item = table.item(
+        &keys::pk_adaptive("ns"),
+        &keys::sk_adaptive_usage(MINUTE_S * 1000, resource),
+    )?;
+    usage::Minute::from_item(&item)?.used.get("tpm").copied()
+}
+
+/// Each request as the client writes it: its entity's bucket, and its
+/// parent's when the entity's bucket cascades (one level, never two).
+fn three_level_requests(batch: &mut Batch) {
+    batch
+        .debit("key", Some("team"), 100)
+        .debit("team", Some("org"), 100)
+        .debit("team", Some("org"), 10)
+        .debit("org", None, 10)
+        .debit("org", None, 1);
+}
+
+#[tokio::test]
+async fn a_three_level_cascade_counts_each_request_once() {
+    let agg = Aggregator::new(cascade_table(), settings());
+    let mut batch = Batch::new();
+    three_level_requests(&mut batch);
+    let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    // 100 from key, 10 from team, 1 from org: 111 tokens, not 221.
+    assert_eq!(used(agg.store(), "r"), Some(111_000));
+    assert_eq!(outcome.stats.usage_writes, 1);
+}
+
+#[tokio::test]
+async fn a_parent_without_a_bucket_took_no_copy() {
+    let table = MemoryStore::new();
+    table.insert(declaration("r"));
+    table.insert(bucket_item("key", Some("team")));
+    let agg = Aggregator::new(table, settings());
+    let mut batch = Batch::new();
+    batch.debit("key", Some("team"), 7);
+    agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert_eq!(used(agg.store(), "r"), Some(7_000));
+}
+
+/// Reads of cascade stamps fail: the bucket is counted, over and not under.
+struct StampsFail;
+impl Faults for StampsFail {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        match call {
+            Call::Get { pk, .. } if pk.contains("BUCKET#") => Some(StoreError::Retryable {
+                operation: "GetItem",
+                key: (*pk).to_owned(),
+                message: "injected".into(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_stamp_over_counts() {
+    let table = Injected {
+        inner: cascade_table(),
+        faults: StampsFail,
+    };
+    let agg = Aggregator::new(table, settings());
+    let mut batch = Batch::new();
+    three_level_requests(&mut batch);
+    let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none());
+    // Key's and team's: org's bucket does not cascade.
+    assert_eq!(outcome.stats.cascade_lookups_failed, 2);
+    // Every bucket counted: the copies too.
+    assert_eq!(used(&agg.store().inner, "r"), Some(221_000));
+}
+
+#[tokio::test]
+async fn only_declared_resources_and_limits_are_sensed() {
+    let table = MemoryStore::new();
+    table.insert(declaration("other"));
+    let agg = Aggregator::new(table, settings());
+    let mut batch = Batch::new();
+    batch.debit("a", None, 5);
+    let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.usage_writes, 0);
+    assert_eq!(used(agg.store(), "r"), None);
+    // Nor a namespace that declares nothing.
+    let agg = Aggregator::new(MemoryStore::new(), settings());
+    let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.usage_writes, 0);
+}
+
+#[tokio::test]
+async fn a_refund_in_the_same_delivery_is_netted() {
+    let table = MemoryStore::new();
+    table.insert(declaration("r"));
+    let agg = Aggregator::new(table, settings());
+    let mut batch = Batch::new();
+    batch.debit("a", None, 1_000).debit("a", None, -400);
+    agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert_eq!(used(agg.store(), "r"), Some(600_000));
+}
+
+#[tokio::test]
+async fn canaries_raise_their_marks_and_are_no_skipped_records() {
+    let table = MemoryStore::new();
+    let agg = Aggregator::new(table, settings());
+    let mut batch = Batch::new();
+    batch.canary(0, 5_000).canary(1, 6_000).canary(0, 4_000);
+    let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert_eq!((outcome.stats.skipped, outcome.stats.ignored), (0, 0));
+    assert_eq!(
+        outcome.stats.canaries_sensed, 2,
+        "the older canary 0 changes nothing"
+    );
+    let sensed = agg
+        .store()
+        .item(&keys::pk_adaptive("ns"), keys::SK_ADAPTIVE_SENSED)
+        .unwrap();
+    assert_eq!(sensed[&canary::sensed_attr(0)], Attr::n(5_000));
+    assert_eq!(sensed[&canary::sensed_attr(1)], Attr::n(6_000));
+}
+
+/// Usage writes fail for good.
+struct UsageFails;
+impl Faults for UsageFails {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        match call {
+            Call::Update(u)
+                if u.pk == keys::pk_adaptive("ns") && u.sk.starts_with(keys::SK_ADAPTIVE_USAGE) =>
+            {
+                Some(StoreError::Retryable {
+                    operation: "UpdateItem",
+                    key: u.pk.clone(),
+                    message: "injected".into(),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_usage_write_that_fails_redelivers_from_its_first_record_before_any_canary_counts() {
+    let table = MemoryStore::new();
+    table.insert(declaration("r"));
+    let agg = Aggregator::new(
+        Injected {
+            inner: table,
+            faults: UsageFails,
+        },
+        settings(),
+    );
+    let mut batch = Batch::new();
+    batch
+        .debit("a", None, 5)
+        .debit("a", None, 5)
+        .canary(0, 9_000);
+    let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert_eq!(
+        outcome.first_failure.map(|s| s.as_stream().to_owned()),
+        Some("1000".to_owned())
+    );
+    // The canary came after the lost usage: it waits for the redelivery.
+    assert_eq!(outcome.stats.canaries_sensed, 0);
+    let sensed = agg
+        .store()
+        .inner
+        .item(&keys::pk_adaptive("ns"), keys::SK_ADAPTIVE_SENSED);
+    assert!(sensed.is_none());
+    assert_eq!(outcome.errors.len(), 1, "{:?}", outcome.errors);
+    assert!(
+        outcome.errors[0].contains("ns/ADAPTIVE#"),
+        "{:?}",
+        outcome.errors
+    );
+}
