@@ -781,3 +781,65 @@ fn removed_audit_items_reach_the_archive_once_after_deduplication() {
         .expect("archived");
     assert_eq!(expired["removed_by_ttl"], true, "{expired}");
 }
+
+/// The table through the same store the Lambdas use, on moto.
+fn store(table: &str) -> (tokio::runtime::Runtime, zae_table::sdk::DynamoStore) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = runtime.block_on(
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(moto())
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "test",
+            ))
+            .load(),
+    );
+    let client = aws_sdk_dynamodb::Client::new(&config);
+    (runtime, zae_table::sdk::DynamoStore::new(client, table))
+}
+
+/// The real client's requests on a three-level tree (org <- team <- key,
+/// team and key cascading, as the client allows): each request debits its
+/// entity's bucket and, where that bucket cascades, its parent's. Sensed by
+/// the poller into the per-minute usage of a resource that declares an
+/// estimated capacity, every request counts once: 532 tokens asked, 532
+/// sensed, where summing the buckets would give 1,062.
+#[test]
+fn the_sensor_counts_each_request_of_a_three_level_cascade_once() {
+    use zae_table::adaptive::{Declaration, usage};
+    use zae_table::keys::{self, Index};
+    use zae_table::store::{Query, Store};
+    let table = unique_table("sensor");
+    let driven = run_json("adaptive.py", &["cascade", "--table", &table]);
+    let namespace = driven["namespace_id"].as_str().unwrap();
+    let (runtime, store) = store(&table);
+    let declaration = Declaration {
+        capacity: BTreeMap::from([(
+            "gpt-4".to_owned(),
+            BTreeMap::from([("tpm".to_owned(), 100_000)]),
+        )]),
+        levels: Vec::new(),
+    };
+    runtime
+        .block_on(store.put(&declaration.to_item(namespace), None))
+        .unwrap();
+    let dir = tempdir::Dir::new(&table);
+    let polled = poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    let query = Query {
+        index: &Index::TABLE,
+        pk: keys::pk_adaptive(namespace),
+        sk_prefix: keys::SK_ADAPTIVE_USAGE.to_owned(),
+        consistent: true,
+    };
+    let minutes = runtime.block_on(store.query(&query)).unwrap();
+    let sensed: i64 = minutes
+        .iter()
+        .filter_map(usage::Minute::from_item)
+        .map(|m| m.used["tpm"])
+        .sum();
+    assert_eq!(driven["tokens"], 532, "{driven}");
+    assert_eq!(sensed, 532_000, "{minutes:?}\n{}", polled.summary);
+}

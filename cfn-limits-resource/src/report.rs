@@ -30,13 +30,23 @@ fn pending_note(pending: usize) -> String {
     )
 }
 
+/// The report's notes, each on a line of its own.
+fn notes(report: &Report) -> String {
+    report
+        .notes
+        .iter()
+        .map(|note| format!("\nNote: {note}"))
+        .collect()
+}
+
 pub fn render_plan(report: &Report, quiet: bool) -> String {
     if report.changes.is_empty() {
-        return if report.pending > 0 {
+        let head = if report.pending > 0 {
             format!("No config changes; {}", pending_note(report.pending))
         } else {
             "No changes. Infrastructure is up-to-date.".into()
         };
+        return head + &notes(report);
     }
     let mut out = format!("Plan: {} change(s)", report.changes.len());
     if report.unchanged > 0 {
@@ -51,7 +61,7 @@ pub fn render_plan(report: &Report, quiet: bool) -> String {
             out.push_str(&line(change));
         }
     }
-    out
+    out + &notes(report)
 }
 
 pub fn render_diff(report: &Report) -> String {
@@ -99,7 +109,7 @@ pub fn render_apply(report: &Report, quiet: bool) -> String {
             "\nNote: resumed the fan-outs an earlier full apply did not finish, instead of starting over.",
         );
     }
-    out
+    out + &notes(report)
 }
 
 #[cfg(test)]

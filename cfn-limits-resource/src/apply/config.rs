@@ -33,6 +33,17 @@ pub struct Written {
     pub soft_changed: BTreeMap<Level, BTreeSet<String>>,
 }
 
+impl Written {
+    /// One more write of this kind.
+    pub fn count(&mut self, action: Action) {
+        match action {
+            Action::Create => self.created += 1,
+            Action::Update => self.updated += 1,
+            Action::Delete => self.deleted += 1,
+        }
+    }
+}
+
 impl<S: Store> Provisioner<'_, S> {
     /// The config-write phase. Every owed fan-out the writes' old images
     /// reveal is added to `run.owed`. Stops starting writes at the caller's
@@ -240,11 +251,7 @@ impl Written {
                 return;
             }
         };
-        *match change.action {
-            Action::Create => &mut self.created,
-            Action::Update => &mut self.updated,
-            Action::Delete => &mut self.deleted,
-        } += 1;
+        self.count(change.action);
         let before = old
             .as_ref()
             .or(change.live.as_ref())

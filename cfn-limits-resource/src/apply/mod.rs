@@ -14,6 +14,7 @@
 //! 6. [`Provisioner::release`]: drop the pending items of finished fan-outs.
 //! 7. [`Provisioner::record_state`] ([`state`]): the `#PROVISIONER` record.
 
+pub mod adaptive;
 pub mod audit;
 pub mod config;
 pub mod fanout;
@@ -202,6 +203,12 @@ impl<'a, S: Store> Provisioner<'a, S> {
         // What only the writes' old images showed.
         run.record_ahead().await?;
         let mut errors = std::mem::take(&mut written.errors);
+        if let Some(change) = &plan.adaptive {
+            match self.write_adaptive(change).await {
+                Ok(()) => written.count(change.action),
+                Err(e) => errors.push(format!("adaptive declaration: {e}")),
+            }
+        }
         let config_errors = errors.len();
         self.repair_disabled(&declared, &run, caller, &mut errors)
             .await;
@@ -222,6 +229,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
             config_errors,
             stopped,
             namespace: self.namespace.to_owned(),
+            notes: plan.notes.clone(),
         })
     }
 

@@ -2,6 +2,7 @@
 //! level whose live config item already equals what would be written
 //! dropped, and the report both protocols return.
 
+use super::adaptive::AdaptiveChange;
 use super::{ApplyError, Provisioner, store_err};
 use crate::manifest::{Level, Manifest};
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -47,6 +48,10 @@ pub struct Change {
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
     pub changes: Vec<Change>,
+    /// The adaptive declaration's change, written after the config levels.
+    pub adaptive: Option<AdaptiveChange>,
+    /// What the plan says beside its changes (adaptive limits that stay at base).
+    pub notes: Vec<String>,
     pub unchanged: usize,
     pub full: bool,
     pub resumed: bool,
@@ -82,6 +87,9 @@ pub struct Report {
     /// The namespace id the apply worked on. Not part of the protocol.
     #[serde(skip)]
     pub namespace: String,
+    /// What the plan says beside its changes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -100,6 +108,7 @@ impl Plan {
                 level: c.level.kind(),
                 target: c.level.target(),
             })
+            .chain(self.adaptive.as_ref().map(AdaptiveChange::line))
             .collect()
     }
 
@@ -111,6 +120,7 @@ impl Plan {
             full: self.full,
             resumed: self.resumed,
             pending: self.pending.len(),
+            notes: self.notes.clone(),
             ..Report::default()
         }
     }
@@ -222,8 +232,13 @@ impl<S: Store> Provisioner<'_, S> {
                 live,
             });
         }
+        let adaptive = self
+            .plan_adaptive(manifest.declaration(), full && !resumed)
+            .await?;
         Ok(Plan {
             changes,
+            adaptive,
+            notes: manifest.adaptive_notes(),
             unchanged,
             full,
             resumed,

@@ -628,3 +628,54 @@ async fn a_follow_up_strips_the_limits_the_stopped_apply_removed() {
         "the follow-up knew `burst` was removed"
     );
 }
+
+const ADAPTIVE: &str = "namespace: default
+system: {limits: {tpm: {capacity: 10000, refill_amount: 1000, adaptive: utilization}}}
+resources: {gpt-4: {estimated_capacity: {tpm: 100000}, limits: {rpm: {capacity: 10}}}}
+";
+
+#[tokio::test]
+async fn the_adaptive_declaration_is_written_once_and_deleted_with_the_last_opt_in() {
+    let store = seeded();
+    let report = apply(&store, ADAPTIVE).await;
+    let line = report
+        .changes
+        .iter()
+        .find(|c| c.level == "adaptive")
+        .expect("an adaptive line");
+    assert_eq!(line.action, "create");
+    let target = line.target.clone().unwrap();
+    assert!(
+        target.contains("gpt-4 tpm ~100000/min") && target.contains("system tpm adaptive"),
+        "{target}"
+    );
+    let item = store
+        .item(&keys::pk_adaptive(NS), keys::SK_ADAPTIVE_DECLARATION)
+        .expect("declared");
+    let declaration = zae_table::adaptive::Declaration::from_item(&item).unwrap();
+    assert_eq!(declaration, manifest(ADAPTIVE).declaration());
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("scales on only gpt-4")),
+        "{:?}",
+        report.notes
+    );
+
+    let again = apply(&store, ADAPTIVE).await;
+    assert!(
+        again.changes.iter().all(|c| c.level != "adaptive"),
+        "{:?}",
+        again.changes
+    );
+
+    let gone = apply(&store, TENANT).await;
+    let line = gone.changes.iter().find(|c| c.level == "adaptive").unwrap();
+    assert_eq!(line.action, "delete");
+    assert!(
+        store
+            .item(&keys::pk_adaptive(NS), keys::SK_ADAPTIVE_DECLARATION)
+            .is_none()
+    );
+}

@@ -73,6 +73,16 @@ fn level_canonical(decl: &LevelDecl, system: bool) -> serde_json::Value {
         if let Some(cascade) = decl.cascade {
             out.insert("cascade".into(), json!(cascade));
         }
+        // Only where declared, so a manifest without it hashes as the
+        // reference provisioner hashes it.
+        if !decl.estimated_capacity.is_empty() {
+            let capacity: Map<String, Value> = decl
+                .estimated_capacity
+                .iter()
+                .map(|(limit, tpm)| (limit.clone(), json!(tpm)))
+                .collect();
+            out.insert("estimated_capacity".into(), Value::Object(capacity));
+        }
     }
     Value::Object(out)
 }
@@ -98,6 +108,12 @@ fn limit_canonical(limit: &LimitDecl) -> serde_json::Value {
     }
     if limit.soft {
         map.insert("soft".into(), json!(true));
+    }
+    if let Some(adaptive) = limit.adaptive {
+        map.insert("adaptive".into(), json!("utilization"));
+        if let Some(scale) = adaptive.max_scale {
+            map.insert("max_scale_ppm".into(), json!(scale.ppm()));
+        }
     }
     out
 }

@@ -41,11 +41,15 @@ const LIMIT: Shape = Shape::Struct(&[
     ("soft", Shape::Bool),
     ("schedule", Shape::ListOf(&ENTRY)),
     ("reset_schedule", Shape::ListOf(&ENTRY)),
+    ("adaptive", Shape::Str),
+    ("max_scale", Shape::Float),
 ]);
+const INT: Shape = Shape::Int;
 const LEVEL: Shape = Shape::Struct(&[
     ("limits", Shape::MapOf(&LIMIT)),
     ("disabled", Shape::Disabled),
     ("cascade", Shape::Bool),
+    ("estimated_capacity", Shape::MapOf(&INT)),
 ]);
 // `cascade` and `disabled` are coerced here so the validator can reject them
 // at the system level with its own message.
@@ -252,6 +256,12 @@ fn limit_props(limit: &LimitDecl) -> Tree {
     if limit.soft {
         map.insert(key("Soft"), Tree::Bool(true));
     }
+    if let Some(adaptive) = limit.adaptive {
+        map.insert(key("Adaptive"), key("utilization"));
+        if let Some(scale) = adaptive.max_scale {
+            map.insert(key("MaxScale"), Tree::Number(scale.as_f64().into()));
+        }
+    }
     if !limit.schedule.is_empty() {
         let entries = limit
             .schedule
@@ -284,6 +294,14 @@ fn level_props(level: &LevelDecl) -> Tree {
     };
     if let Some(cascade) = level.cascade {
         map.insert(key("Cascade"), Tree::Bool(cascade));
+    }
+    if !level.estimated_capacity.is_empty() {
+        let capacity: Mapping = level
+            .estimated_capacity
+            .iter()
+            .map(|(limit, tpm)| (key(limit), Tree::Number((*tpm).into())))
+            .collect();
+        map.insert(key("EstimatedCapacity"), Tree::Mapping(capacity));
     }
     let limits: Mapping = level
         .limits
@@ -452,7 +470,8 @@ Resources:
         assert_eq!(
             err.problems[0].render(Spelling::CloudFormation),
             "Resources.gpt-4.Limits.tpm: unknown field(s) Sotf; allowed: capacity, burst, \
-             refill_amount, refill_period, reset_after_seconds, soft, schedule, reset_schedule"
+             refill_amount, refill_period, reset_after_seconds, soft, schedule, reset_schedule, \
+             adaptive, max_scale"
         );
     }
 
@@ -487,5 +506,43 @@ entities:
             Manifest::parse(&tree, Spelling::CloudFormation).unwrap(),
             manifest
         );
+    }
+
+    #[test]
+    fn adaptive_limits_and_estimated_capacity_round_trip_as_strings() {
+        let manifest = Manifest::from_yaml(
+            r#"
+namespace: tenant-alpha
+system: {limits: {tpm: {capacity: 10000, refill_amount: 1000, adaptive: utilization}}}
+resources:
+  gpt-4:
+    estimated_capacity: {tpm: 100000}
+    limits: {tpm: {capacity: 50000, refill_amount: 5000, adaptive: utilization, max_scale: 2.5}}
+"#,
+        )
+        .unwrap();
+        let template: Tree =
+            serde_norway::from_str(&cfn_template(&manifest, "rate-limits", false)).unwrap();
+        let props = &template["Resources"]["TenantLimits"]["Properties"];
+        let gpt4 = &props["Resources"]["gpt-4"];
+        assert_eq!(
+            gpt4["EstimatedCapacity"]["tpm"],
+            Tree::Number(100000.into())
+        );
+        assert_eq!(gpt4["Limits"]["tpm"]["Adaptive"], key("utilization"));
+        // As CloudFormation delivers them: every scalar a string.
+        let stringly = serde_norway::to_string(props)
+            .unwrap()
+            .replace("100000", "'100000'")
+            .replace("2.5", "'2.5'");
+        let props: Tree = serde_norway::from_str(&stringly).unwrap();
+        let tree = to_manifest_tree(&props, "tenant-alpha").unwrap();
+        assert_eq!(
+            Manifest::parse(&tree, Spelling::CloudFormation).unwrap(),
+            manifest
+        );
+        let declaration = manifest.declaration();
+        assert_eq!(declaration.capacity("gpt-4", "tpm"), Some(100_000));
+        assert_eq!(declaration.levels.len(), 2);
     }
 }

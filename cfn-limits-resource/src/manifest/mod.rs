@@ -25,6 +25,7 @@ pub use zae_table::provisioner::ManagedSet;
 
 use problem::{Invalid, Path, Problem, Spelling};
 use serde_norway::Value as Tree;
+use zae_table::adaptive::{AdaptiveLevel, Declaration, Factor};
 use zae_table::config::{LevelConfig, LimitConfig};
 use zae_table::schedule::{self as compact, ScheduleEntry};
 
@@ -37,6 +38,15 @@ pub struct LimitDecl {
     pub reset_schedule: Vec<ScheduleEntry>,
     pub reset_after_seconds: Option<i64>,
     pub soft: bool,
+    /// `adaptive: utilization`: the limit's rate scales with its resource's
+    /// utilization, up to `max_scale` (parts per million) if set.
+    pub adaptive: Option<Adaptive>,
+}
+
+/// A limit's opt-in to adaptive limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Adaptive {
+    pub max_scale: Option<Factor>,
 }
 
 /// What one level declares. System levels carry `on_unavailable`; resource
@@ -48,6 +58,9 @@ pub struct LevelDecl {
     pub on_unavailable: Option<String>,
     pub disabled: Option<Disabled>,
     pub cascade: Option<bool>,
+    /// A resource level's estimated capacity per limit, tokens per minute:
+    /// the target adaptive limits scale against, never a ceiling.
+    pub estimated_capacity: Vec<(String, i64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -122,6 +135,73 @@ impl Manifest {
         entities.sort_by(|a, b| a.0.cmp(&b.0));
         levels.extend(entities);
         levels
+    }
+
+    /// What the manifest declares about adaptive limits: every resource's
+    /// estimated capacity, and every level's limit that opted in.
+    pub fn declaration(&self) -> Declaration {
+        let capacity = self
+            .resources
+            .iter()
+            .filter(|(_, decl)| !decl.estimated_capacity.is_empty())
+            .map(|(name, decl)| {
+                (
+                    name.clone(),
+                    decl.estimated_capacity.iter().cloned().collect(),
+                )
+            })
+            .collect();
+        let mut levels: Vec<AdaptiveLevel> = self
+            .declared()
+            .into_iter()
+            .flat_map(|(level, decl)| {
+                decl.limits.iter().filter_map(move |(name, limit)| {
+                    limit.adaptive.map(|a| AdaptiveLevel {
+                        level: level.clone(),
+                        limit: name.clone(),
+                        max_scale: a.max_scale,
+                    })
+                })
+            })
+            .collect();
+        levels.sort();
+        Declaration { capacity, levels }
+    }
+
+    /// What `plan` says about adaptive limits that will not scale: a system
+    /// or entity-default limit applies per resource, and stays at base on
+    /// every resource without an estimated capacity for it.
+    pub fn adaptive_notes(&self) -> Vec<String> {
+        let declaration = self.declaration();
+        declaration
+            .levels
+            .iter()
+            .filter(|l| match &l.level {
+                Level::System => true,
+                Level::Entity { resource, .. } => resource == DEFAULT_RESOURCE,
+                Level::Resource(_) => false,
+            })
+            .map(|l| {
+                let scaled: Vec<&str> = declaration
+                    .capacity
+                    .iter()
+                    .filter(|(_, limits)| limits.contains_key(&l.limit))
+                    .map(|(r, _)| r.as_str())
+                    .collect();
+                let on = if scaled.is_empty() {
+                    "no resource".to_owned()
+                } else {
+                    format!("only {}", scaled.join(", "))
+                };
+                format!(
+                    "{} limit '{}' is adaptive per resource: it scales on {on}; every \
+                     resource without estimated_capacity.{} stays at base",
+                    l.level.describe(),
+                    l.limit,
+                    l.limit
+                )
+            })
+            .collect()
     }
 
     pub fn managed_set(&self) -> ManagedSet {

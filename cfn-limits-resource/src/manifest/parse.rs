@@ -4,8 +4,9 @@
 use super::problem::{Path, Problem};
 use super::schedule;
 use super::tree::{describe, get, mapping, reject_unknown, type_name, whole};
-use super::{DEFAULT_RESOURCE, Disabled, LevelDecl, LimitDecl, Manifest};
+use super::{Adaptive, DEFAULT_RESOURCE, Disabled, LevelDecl, LimitDecl, Manifest};
 use serde_norway::Value as Tree;
+use zae_table::adaptive::Factor;
 use zae_table::config::{MAX_PERIOD_SECONDS, MAX_TOKENS};
 use zae_table::names::{self, NameKind};
 use zae_table::snapshot;
@@ -47,6 +48,7 @@ pub(super) fn manifest(tree: &Tree, problems: &mut Vec<Problem>) -> Option<Manif
     let resources = tree.map_or_else(Vec::new, |tree| resources(tree, &path, problems));
     let (tree, path) = field("entities");
     let entities = tree.map_or_else(Vec::new, |tree| entities(tree, &path, problems));
+    check_entity_targets(&entities, &resources, &path, problems);
     Some(Manifest {
         namespace,
         system,
@@ -109,6 +111,7 @@ fn system(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<Level
         on_unavailable,
         disabled: None,
         cascade: None,
+        estimated_capacity: Vec::new(),
     })
 }
 
@@ -124,11 +127,79 @@ fn resources(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Vec<(Stri
         } else {
             check_name(NameKind::Resource, &name, &path, problems);
         }
-        if let Some(decl) = parse_level(tree, &path, problems) {
+        if let Some(decl) = parse_level(tree, &path, true, problems) {
             resources.push((name, decl));
         }
     }
+    check_adaptive_targets(&resources, path, problems);
     resources
+}
+
+/// An entity's adaptive limit on a named resource needs that resource's
+/// estimated capacity (`_default_` applies per resource, like the system's).
+fn check_entity_targets(
+    entities: &EntityLevels,
+    resources: &[(String, LevelDecl)],
+    path: &Path,
+    problems: &mut Vec<Problem>,
+) {
+    let estimated = |resource: &str, limit: &str| {
+        resources.iter().any(|(name, decl)| {
+            name == resource && decl.estimated_capacity.iter().any(|(l, _)| l == limit)
+        })
+    };
+    for (entity, levels) in entities {
+        for (resource, decl) in levels.iter().filter(|(r, _)| r != DEFAULT_RESOURCE) {
+            for (limit, l) in &decl.limits {
+                if l.adaptive.is_some() && !estimated(resource, limit) {
+                    problems.push(Problem::new(
+                        &path
+                            .key(entity)
+                            .field("resources")
+                            .key(resource)
+                            .field("limits")
+                            .key(limit)
+                            .field("adaptive"),
+                        format!(
+                            "needs resources.{resource}.estimated_capacity.{limit}, the tokens \
+                             per minute the resource is sized for: utilization is measured \
+                             against it"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// A resource-level adaptive limit needs the resource's estimated capacity
+/// for it: without one it could never scale.
+fn check_adaptive_targets(
+    resources: &[(String, LevelDecl)],
+    path: &Path,
+    problems: &mut Vec<Problem>,
+) {
+    for (resource, decl) in resources {
+        for (limit, l) in &decl.limits {
+            let estimated = decl
+                .estimated_capacity
+                .iter()
+                .any(|(name, _)| name == limit);
+            if l.adaptive.is_some() && !estimated {
+                problems.push(Problem::new(
+                    &path
+                        .key(resource)
+                        .field("limits")
+                        .key(limit)
+                        .field("adaptive"),
+                    format!(
+                        "needs resources.{resource}.estimated_capacity.{limit}, the tokens per \
+                         minute the resource is sized for: utilization is measured against it"
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 type EntityLevels = Vec<(String, Vec<(String, LevelDecl)>)>;
@@ -150,7 +221,7 @@ fn entities(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> EntityLeve
                 if resource != DEFAULT_RESOURCE {
                     check_name(NameKind::Resource, &resource, &path, problems);
                 }
-                if let Some(decl) = parse_level(tree, &path, problems) {
+                if let Some(decl) = parse_level(tree, &path, false, problems) {
                     levels.push((resource, decl));
                 }
             }
@@ -181,9 +252,34 @@ fn check_one_timezone(limits: &[(String, LimitDecl)], path: &Path, problems: &mu
     }
 }
 
-fn parse_level(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<LevelDecl> {
+/// A resource level (`resource`), which may carry `estimated_capacity`, or
+/// an entity's level for a resource.
+fn parse_level(
+    tree: &Tree,
+    path: &Path,
+    resource: bool,
+    problems: &mut Vec<Problem>,
+) -> Option<LevelDecl> {
     let entries = mapping(tree, path, problems)?;
-    reject_unknown(&entries, &["limits", "disabled", "cascade"], path, problems);
+    if !resource && get(&entries, "estimated_capacity").is_some() {
+        problems.push(Problem::new(
+            &path.field("estimated_capacity"),
+            "is a property of a resource: declare it under resources.<name>, where it applies \
+             to every entity on the resource",
+        ));
+    }
+    reject_unknown(
+        &entries,
+        &["limits", "disabled", "cascade", "estimated_capacity"],
+        path,
+        problems,
+    );
+    let estimated_capacity = match get(&entries, "estimated_capacity") {
+        Some(tree) if resource => {
+            estimated_capacity(tree, &path.field("estimated_capacity"), problems)
+        }
+        _ => Vec::new(),
+    };
     let disabled = match get(&entries, "disabled") {
         None | Some(Tree::Null) => None,
         Some(Tree::Bool(true)) => Some(Disabled::Yes),
@@ -215,7 +311,21 @@ fn parse_level(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<
         on_unavailable: None,
         disabled,
         cascade,
+        estimated_capacity,
     })
+}
+
+/// `{limit: tokens per minute}`, each a positive whole number.
+fn estimated_capacity(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for (limit, tree) in mapping(tree, path, problems).unwrap_or_default() {
+        let path = path.key(&limit);
+        check_name(NameKind::Limit, &limit, &path, problems);
+        if let Some(tpm) = bounded(tree, 1, MAX_TOKENS, &path, problems) {
+            out.push((limit, tpm));
+        }
+    }
+    out
 }
 
 fn parse_limits(
@@ -246,7 +356,7 @@ fn parse_limits(
     limits
 }
 
-const LIMIT_FIELDS: [&str; 8] = [
+const LIMIT_FIELDS: [&str; 10] = [
     "capacity",
     "burst",
     "refill_amount",
@@ -255,6 +365,8 @@ const LIMIT_FIELDS: [&str; 8] = [
     "soft",
     "schedule",
     "reset_schedule",
+    "adaptive",
+    "max_scale",
 ];
 
 fn parse_limit(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<LimitDecl> {
@@ -299,6 +411,7 @@ fn parse_limit(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<
     };
     let schedule = entries_of("schedule", false);
     let reset_schedule = entries_of("reset_schedule", true);
+    let adaptive = adaptive(&entries, path, problems);
     if problems.len() > before {
         return None;
     }
@@ -310,9 +423,93 @@ fn parse_limit(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<
         reset_schedule,
         reset_after_seconds,
         soft,
+        adaptive,
     };
     limit.refill_amount = recovery(&limit, refill_amount, path, problems)?;
-    Some(limit)
+    check_adaptive(&limit, path, problems);
+    (problems.len() == before).then_some(limit)
+}
+
+/// `adaptive: utilization` and its `max_scale`, a number of at least 1.
+fn adaptive(
+    entries: &[(String, &Tree)],
+    path: &Path,
+    problems: &mut Vec<Problem>,
+) -> Option<Adaptive> {
+    let max_scale = get(entries, "max_scale").and_then(|tree| match tree {
+        Tree::Number(n) if n.as_f64().is_some_and(|f| f.is_finite() && f >= 1.0) => {
+            Some(Factor::from_f64(n.as_f64().unwrap_or(1.0)))
+        }
+        other => {
+            problems.push(Problem::new(
+                &path.field("max_scale"),
+                format!(
+                    "must be a number of at least 1 (the most the rate may scale), got {}",
+                    describe(other)
+                ),
+            ));
+            None
+        }
+    });
+    match get(entries, "adaptive") {
+        None => {
+            if get(entries, "max_scale").is_some() {
+                problems.push(Problem::new(
+                    &path.field("max_scale"),
+                    "applies only to an adaptive limit: add `adaptive: utilization`",
+                ));
+            }
+            None
+        }
+        Some(Tree::String(kind)) if kind == "utilization" => Some(Adaptive { max_scale }),
+        Some(other) => {
+            problems.push(Problem::new(
+                &path.field("adaptive"),
+                format!("must be 'utilization', got {}", describe(other)),
+            ));
+            None
+        }
+    }
+}
+
+/// What an adaptive limit must be: room to scale into, a rate to scale, and
+/// nothing else setting the rate.
+fn check_adaptive(limit: &LimitDecl, path: &Path, problems: &mut Vec<Problem>) {
+    if limit.adaptive.is_none() {
+        return;
+    }
+    let path = path.field("adaptive");
+    let resets = !limit.reset_schedule.is_empty() || limit.reset_after_seconds.is_some();
+    let rules = [
+        (
+            limit.capacity <= limit.refill_amount && !resets,
+            format!(
+                "needs capacity above refill_amount (the room to scale into): capacity {} is not \
+                 above refill_amount {}",
+                limit.capacity, limit.refill_amount
+            ),
+        ),
+        (
+            resets,
+            "needs a limit that refills: a quota (reset_schedule or reset_after_seconds) has no \
+             rate to scale"
+                .to_owned(),
+        ),
+        (
+            !limit.schedule.is_empty(),
+            "cannot share a limit with a schedule: both would set its rate".to_owned(),
+        ),
+        (
+            limit.soft,
+            "cannot apply to a soft limit: it never rejects, so scaling it changes nothing"
+                .to_owned(),
+        ),
+    ];
+    for (broken, reason) in rules {
+        if broken {
+            problems.push(Problem::new(&path, reason));
+        }
+    }
 }
 
 /// A bounded whole number, or a problem at its own path.
@@ -415,5 +612,93 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    fn problems(yaml: &str) -> Vec<String> {
+        match Manifest::from_yaml(yaml) {
+            Ok(_) => Vec::new(),
+            Err(invalid) => invalid.to_string().lines().map(str::to_owned).collect(),
+        }
+    }
+
+    #[test]
+    fn an_adaptive_limit_breaking_every_rule_is_told_each_at_its_path() {
+        let found = problems(
+            r#"
+namespace: n
+resources:
+  r:
+    estimated_capacity: {a: 1000, b: 1000, c: 1000, d: 1000}
+    limits:
+      a: {capacity: 100, adaptive: utilization}
+      b: {capacity: 100, reset_schedule: [{cron: "0 0 * * *", tz: UTC}], adaptive: utilization}
+      c: {capacity: 1000, refill_amount: 10, adaptive: utilization, schedule: [{cron: "* 9-17 * * *", tz: UTC, scale: 2}]}
+      d: {capacity: 1000, refill_amount: 10, soft: true, adaptive: utilization}
+      e: {capacity: 1000, refill_amount: 10, adaptive: utilization}
+      f: {capacity: 1000, refill_amount: 10, max_scale: 2}
+      g: {capacity: 1000, refill_amount: 10, adaptive: fast, max_scale: 0.5}
+"#,
+        )
+        .join("\n");
+        for expected in [
+            "limits.a.adaptive: needs capacity above refill_amount",
+            "limits.b.adaptive: needs a limit that refills",
+            "limits.c.adaptive: cannot share a limit with a schedule",
+            "limits.d.adaptive: cannot apply to a soft limit",
+            "limits.e.adaptive: needs resources.r.estimated_capacity.e",
+            "limits.f.max_scale: applies only to an adaptive limit",
+            "limits.g.adaptive: must be 'utilization', got 'fast'",
+            "limits.g.max_scale: must be a number of at least 1",
+        ] {
+            assert!(
+                found.contains(expected),
+                "missing {expected:?} in:\n{found}"
+            );
+        }
+    }
+
+    #[test]
+    fn estimated_capacity_belongs_to_resources_and_entities_need_it_there() {
+        let found = problems(
+            r#"
+namespace: n
+resources: {r: {estimated_capacity: {tpm: 0}}}
+entities:
+  k:
+    resources:
+      r: {estimated_capacity: {tpm: 5}, limits: {tpm: {capacity: 100, refill_amount: 10, adaptive: utilization}}}
+      _default_: {limits: {tpm: {capacity: 100, refill_amount: 10, adaptive: utilization}}}
+"#,
+        )
+        .join("\n");
+        assert!(
+            found.contains("resources.r.estimated_capacity.tpm: must be positive"),
+            "{found}"
+        );
+        assert!(
+            found
+                .contains("entities.k.resources.r.estimated_capacity: is a property of a resource"),
+            "{found}"
+        );
+        assert!(
+            found.contains("entities.k.resources.r.limits.tpm.adaptive: needs resources.r.estimated_capacity.tpm"),
+            "{found}"
+        );
+        assert!(!found.contains("_default_.limits.tpm.adaptive"), "{found}");
+    }
+
+    #[test]
+    fn plan_notes_say_where_a_per_resource_adaptive_limit_stays_at_base() {
+        let manifest = Manifest::from_yaml(
+            r#"
+namespace: n
+system: {limits: {tpm: {capacity: 1000, refill_amount: 100, adaptive: utilization}}}
+resources: {gpt-4: {estimated_capacity: {tpm: 100000}}, gpt-3: {}}
+"#,
+        )
+        .unwrap();
+        let notes = manifest.adaptive_notes();
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("scales on only gpt-4"), "{notes:?}");
     }
 }
