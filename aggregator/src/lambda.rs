@@ -1,4 +1,5 @@
-//! The Lambda entry: a DynamoDB stream event in, batch-item failures out.
+//! The Lambda entry: a DynamoDB stream event in, batch-item failures out;
+//! or the controller's scheduled event, one tick of adaptive limits.
 
 use crate::metrics::MetricSink;
 use crate::write::Aggregator;
@@ -47,6 +48,44 @@ pub struct Body {
 /// Retrying stops this long before the function's deadline, leaving time to
 /// answer with the failures.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
+/// How long a scheduled tick waits for its canaries to come through.
+const CANARY_WAIT: Duration = Duration::from_secs(15);
+
+/// What tells a scheduled event from a stream's.
+#[derive(Debug, Deserialize)]
+struct Probe {
+    #[serde(rename = "detail-type")]
+    detail_type: Option<String>,
+}
+
+/// Either event: a scheduled one (EventBridge, `detail-type` "Scheduled
+/// Event") runs a controller tick; anything else is a stream batch.
+pub async fn dispatch<S: Store, M: MetricSink>(
+    aggregator: &Aggregator<S>,
+    sink: &M,
+    event: LambdaEvent<Box<RawValue>>,
+) -> Result<serde_json::Value, lambda_runtime::Error> {
+    let (raw, context) = (event.payload, event.context);
+    let probe: Probe = serde_json::from_str(raw.get())?;
+    if probe.detail_type.as_deref() == Some("Scheduled Event") {
+        let remaining = zae_runtime::deadline::remaining(context.deadline);
+        let controller = crate::control::Controller {
+            store: aggregator.store(),
+            stop_at: Some(Instant::now() + remaining.saturating_sub(DEADLINE_MARGIN)),
+            wait: Some(CANARY_WAIT.min(remaining / 4)),
+        };
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let ticks = controller.tick_all(now_ms).await?;
+        if let Err(e) = sink.publish(&crate::control::metrics(&ticks, now_ms)).await {
+            tracing::error!(error = %e, "publishing metrics failed");
+        }
+        tracing::info!(namespaces = ticks.len(), "controller ticked");
+        return Ok(serde_json::json!({ "ticks": ticks }));
+    }
+    let payload: StreamEvent = serde_json::from_str(raw.get())?;
+    let response = handle(aggregator, sink, LambdaEvent::new(payload, context)).await?;
+    Ok(serde_json::to_value(response)?)
+}
 
 pub async fn handle<S: Store, M: MetricSink>(
     aggregator: &Aggregator<S>,

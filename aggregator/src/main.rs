@@ -58,6 +58,20 @@ enum Command {
         #[arg(long, value_name = "SHARD_ID", requires = "from")]
         shard: Option<String>,
     },
+    /// Run the adaptive-limit controller against a table: one tick per
+    /// minute, as the scheduled event runs it in Lambda.
+    Control {
+        #[arg(long)]
+        table: String,
+        /// One tick, then exit: evaluates each newly complete minute once.
+        #[arg(long)]
+        once: bool,
+        /// The tick's clock, epoch milliseconds (with --once: for tests and
+        /// replays); without it, the system clock, and the tick waits up to
+        /// 15 s for its canaries to come through.
+        #[arg(long, value_name = "MS", requires = "once")]
+        now: Option<i64>,
+    },
 }
 
 fn parse_sequence(text: &str) -> Result<SequenceNumber, String> {
@@ -76,10 +90,9 @@ type Store = DynamoStore;
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init();
-    let table_arg = cli
-        .command
-        .as_ref()
-        .map(|Command::Poll { table, .. }| table.clone());
+    let table_arg = cli.command.as_ref().map(|command| match command {
+        Command::Poll { table, .. } | Command::Control { table, .. } => table.clone(),
+    });
     let environment = match settings::from_env(table_arg) {
         Ok(e) => e,
         Err(e) => {
@@ -122,6 +135,9 @@ async fn main() -> ExitCode {
     }
     match cli.command {
         None => run_lambda(&aggregator, &environment).await,
+        Some(Command::Control { once, now, .. }) => {
+            run_control(&aggregator, &environment, once, now).await
+        }
         Some(command) => run_poll(command, &aggregator, &environment, &sdk, &dynamodb).await,
     }
 }
@@ -135,14 +151,58 @@ fn emf(environment: &Environment) -> EmfStdout {
 
 async fn run_lambda(aggregator: &Aggregator<Store>, environment: &Environment) -> ExitCode {
     let sink = SelectedSink::Emf(emf(environment));
-    let run =
-        lambda_runtime::run(service_fn(|event| lambda::handle(aggregator, &sink, event))).await;
+    let run = lambda_runtime::run(service_fn(|event| {
+        lambda::dispatch(aggregator, &sink, event)
+    }))
+    .await;
     match run {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "lambda runtime stopped");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `aggregator control`: ticks, printing each tick's report as a JSON line
+/// on stdout (metrics as EMF go to stdout too, one document per line).
+async fn run_control(
+    aggregator: &Aggregator<Store>,
+    environment: &Environment,
+    once: bool,
+    now: Option<i64>,
+) -> ExitCode {
+    let sink = emf(environment);
+    loop {
+        let now_ms = now.unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
+        let controller = zae_aggregator::control::Controller {
+            store: aggregator.store(),
+            stop_at: None,
+            wait: now.is_none().then_some(Duration::from_secs(15)),
+        };
+        match controller.tick_all(now_ms).await {
+            Ok(ticks) => {
+                let events = zae_aggregator::control::metrics(&ticks, now_ms);
+                if let Err(e) = zae_aggregator::metrics::MetricSink::publish(&sink, &events).await {
+                    tracing::error!(error = %e, "publishing metrics failed");
+                }
+                eprintln!("{}", serde_json::json!({ "control": ticks }));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "controller tick failed");
+                eprintln!("aggregator control: {e}");
+                if once {
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        if once {
+            return ExitCode::SUCCESS;
+        }
+        // Next tick a few seconds into the next minute.
+        let ms = chrono::Utc::now().timestamp_millis();
+        let next = (ms.div_euclid(60_000) + 1) * 60_000 + 2_000;
+        tokio::time::sleep(Duration::from_millis((next - ms).max(0) as u64)).await;
     }
 }
 
@@ -162,7 +222,10 @@ async fn run_poll(
         from,
         shard,
         ..
-    } = command;
+    } = command
+    else {
+        unreachable!("run_poll is called with Poll only")
+    };
     let sink = match metrics {
         MetricsTarget::Emf => SelectedSink::Emf(emf(environment)),
         MetricsTarget::Cloudwatch => SelectedSink::CloudWatch(CloudWatchSink {

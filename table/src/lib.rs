@@ -20,6 +20,7 @@ pub mod milli;
 pub mod names;
 pub mod provisioner;
 pub mod registry;
+pub mod resolve;
 pub mod schedule;
 #[cfg(feature = "sdk")]
 pub mod sdk;

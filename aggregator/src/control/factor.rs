@@ -73,7 +73,8 @@ pub struct Observation {
 }
 
 /// What the controller keeps between ticks for one (resource, limit).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Estimator {
     /// The factor in force.
     pub factor: f64,
@@ -148,7 +149,10 @@ impl Estimator {
         } else {
             step
         };
-        self.decide(step, reach, weight)
+        // An observation of an older factor (the controller's lag) can
+        // confirm a step already taken, never push it further by itself.
+        let fresh = (f / self.factor).ln().abs() < SAME;
+        self.decide(step, reach, weight, fresh)
     }
 
     /// No canary sensed for two ticks: nothing is known, so the factor goes
@@ -171,21 +175,22 @@ impl Estimator {
     /// Moves to `target` when it is outside the band.
     /// Moves to `target` when `reach`, the root as far as the evidence
     /// allows (on the same side), is outside the band; never by less than
-    /// the write band.
-    fn decide(&mut self, target: f64, reach: f64, weight: f64) -> Decision {
+    /// the write band, when the evidence is of the factor in force (`fresh`).
+    fn decide(&mut self, target: f64, reach: f64, weight: f64, fresh: bool) -> Decision {
         let mut band = WRITE_BAND.max(NOISE_BAND * self.noise / weight.sqrt());
         let turning = self.moved && (reach < self.factor) != self.fell;
         if turning {
             band = band.max(TURN_BAND * f64::from(1 + self.turns));
         }
         let least = WRITE_BAND.ln_1p();
-        let target = if (target / self.factor).ln().abs() < least {
+        let short = (target / self.factor).ln().abs() < least;
+        let target = if short {
             let nudge = if reach > self.factor { least } else { -least };
             (self.factor.ln() + nudge).exp()
         } else {
             target
         };
-        if (reach / self.factor).ln().abs() <= band.ln_1p() {
+        if (reach / self.factor).ln().abs() <= band.ln_1p() || (short && !fresh) {
             self.quiet += 1;
             if self.quiet >= SETTLED {
                 self.turns = 0;
@@ -225,7 +230,7 @@ impl Estimator {
         };
         let target = target.clamp(1.0, max_factor);
         if surge == (target < self.factor) {
-            self.decide(target, target, 1.0)
+            self.decide(target, target, 1.0, true)
         } else {
             Decision::Hold
         }

@@ -33,7 +33,7 @@ pub fn metric_data(table: &str, events: &[MetricEvent]) -> Vec<MetricDatum> {
                     .metric_name(event.name())
                     .set_dimensions(Some(dims))
                     .value(event.value())
-                    .unit(StandardUnit::Count)
+                    .unit(StandardUnit::from(event.unit()))
                     .timestamp(DateTime::from_millis(event.at_ms()))
                     .build(),
             );

@@ -16,6 +16,15 @@ pub const RECORDS_SKIPPED: &str = "RecordsSkipped";
 pub const USAGE_SKIPPED: &str = "UsageSkipped";
 /// Refill writes dropped after their retries.
 pub const REFILLS_DROPPED: &str = "RefillsDropped";
+/// One per namespace and controller tick: the alarm on a stopped controller
+/// watches it.
+pub const CONTROLLER_TICKS: &str = "ControllerTicks";
+/// Per resource and limit: the last complete minute's use over its estimated
+/// capacity, and the factor in force.
+pub const RESOURCE_UTILIZATION: &str = "ResourceUtilization";
+pub const ADAPTIVE_FACTOR: &str = "AdaptiveFactor";
+/// The dimensions of the adaptive metrics.
+pub const ADAPTIVE_DIMENSIONS: [&[&str]; 1] = [&["Table", "Resource", "Limit"]];
 
 /// Every overdraw metric is published under these dimension sets, so that an
 /// alarm can watch a whole table, one resource, or one resource's limit. The
@@ -56,6 +65,17 @@ pub enum MetricEvent {
         at_ms: i64,
         count: u64,
     },
+    ControllerTick {
+        at_ms: i64,
+    },
+    /// An adaptive target's utilization or factor (`name` says which).
+    Adaptive {
+        at_ms: i64,
+        name: &'static str,
+        resource: String,
+        limit: String,
+        value: f64,
+    },
 }
 
 impl MetricEvent {
@@ -65,12 +85,23 @@ impl MetricEvent {
             MetricEvent::RecordsSkipped { .. } => RECORDS_SKIPPED,
             MetricEvent::UsageSkipped { .. } => USAGE_SKIPPED,
             MetricEvent::RefillsDropped { .. } => REFILLS_DROPPED,
+            MetricEvent::ControllerTick { .. } => CONTROLLER_TICKS,
+            MetricEvent::Adaptive { name, .. } => name,
+        }
+    }
+
+    /// The CloudWatch unit: counts, except the adaptive ratios.
+    pub fn unit(&self) -> &'static str {
+        match self {
+            MetricEvent::Adaptive { .. } => "None",
+            _ => "Count",
         }
     }
 
     pub fn value(&self) -> f64 {
         match self {
-            MetricEvent::Transition { .. } => 1.0,
+            MetricEvent::Transition { .. } | MetricEvent::ControllerTick { .. } => 1.0,
+            MetricEvent::Adaptive { value, .. } => *value,
             MetricEvent::RecordsSkipped { count, .. }
             | MetricEvent::UsageSkipped { count, .. }
             | MetricEvent::RefillsDropped { count, .. } => *count as f64,
@@ -82,7 +113,9 @@ impl MetricEvent {
             MetricEvent::Transition { at_ms, .. }
             | MetricEvent::RecordsSkipped { at_ms, .. }
             | MetricEvent::UsageSkipped { at_ms, .. }
-            | MetricEvent::RefillsDropped { at_ms, .. } => *at_ms,
+            | MetricEvent::RefillsDropped { at_ms, .. }
+            | MetricEvent::ControllerTick { at_ms }
+            | MetricEvent::Adaptive { at_ms, .. } => *at_ms,
         }
     }
 
@@ -102,9 +135,20 @@ impl MetricEvent {
                 ],
                 TRANSITION_DIMENSIONS.to_vec(),
             ),
+            MetricEvent::Adaptive {
+                resource, limit, ..
+            } => (
+                vec![
+                    ("Table", table),
+                    ("Resource", resource.as_str()),
+                    ("Limit", limit.as_str()),
+                ],
+                ADAPTIVE_DIMENSIONS.to_vec(),
+            ),
             MetricEvent::RecordsSkipped { .. }
             | MetricEvent::UsageSkipped { .. }
-            | MetricEvent::RefillsDropped { .. } => (vec![("Table", table)], vec![&["Table"]]),
+            | MetricEvent::RefillsDropped { .. }
+            | MetricEvent::ControllerTick { .. } => (vec![("Table", table)], vec![&["Table"]]),
         }
     }
 }
@@ -120,7 +164,7 @@ pub fn emf_document(metric_namespace: &str, table: &str, event: &MetricEvent) ->
             "CloudWatchMetrics": [{
                 "Namespace": metric_namespace,
                 "Dimensions": sets,
-                "Metrics": [{"Name": event.name(), "Unit": "Count"}],
+                "Metrics": [{"Name": event.name(), "Unit": event.unit()}],
             }],
         }),
     );

@@ -217,7 +217,7 @@ impl<S: Store> Aggregator<S> {
             }
         }
         drop(done);
-        self.sense(&plan, deadline, &mut outcome).await;
+        Box::pin(self.sense(&plan, deadline, &mut outcome)).await;
         // Stream order, whatever order the writes finished in.
         audit_metrics.sort_by_key(|m| match m {
             MetricEvent::Transition { transition_ms, .. } => *transition_ms,

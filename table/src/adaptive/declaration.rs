@@ -19,6 +19,7 @@ const KIND: &str = "kind";
 const TARGET: &str = "target";
 const LIMIT: &str = "limit";
 const MAX_SCALE_PPM: &str = "max_scale_ppm";
+const MAX_FACTOR_PPM: &str = "max_factor_ppm";
 
 /// One level's limit that opted in.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,6 +27,30 @@ pub struct AdaptiveLevel {
     pub level: Level,
     pub limit: String,
     pub max_scale: Option<Factor>,
+    /// The most its buckets scale, from its declared burst over its rate and
+    /// `max_scale` ([`super::law::max_factor`]), computed at apply.
+    pub max_factor: Factor,
+}
+
+impl AdaptiveLevel {
+    /// Whether this opt-in governs buckets of `resource` decided by `level`:
+    /// the same level, where a system or entity-default level applies to
+    /// every resource.
+    pub fn governs(&self, level: &Level, limit: &str) -> bool {
+        self.limit == limit && self.level == *level
+    }
+
+    /// Whether it applies to `resource` at all: system and entity-default
+    /// levels apply per resource.
+    pub fn applies_to(&self, resource: &str) -> bool {
+        match &self.level {
+            Level::System => true,
+            Level::Resource(r) => r == resource,
+            Level::Entity { resource: r, .. } => {
+                r == resource || r == crate::level::DEFAULT_RESOURCE
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,6 +74,32 @@ impl Declaration {
 
     pub fn is_empty(&self) -> bool {
         self.capacity.is_empty() && self.levels.is_empty()
+    }
+
+    /// Every (resource, limit) the controller scales: an estimated capacity
+    /// and at least one level that opted in and applies to the resource,
+    /// with the most any of them scales.
+    pub fn targets(&self) -> Vec<(String, String, Factor)> {
+        let mut out = Vec::new();
+        for (resource, limits) in &self.capacity {
+            for limit in limits.keys() {
+                let max = self
+                    .levels
+                    .iter()
+                    .filter(|l| l.limit == *limit && l.applies_to(resource))
+                    .map(|l| l.max_factor)
+                    .max();
+                if let Some(max) = max {
+                    out.push((resource.clone(), limit.clone(), max));
+                }
+            }
+        }
+        out
+    }
+
+    /// The opt-in of the level that decides a bucket's limits, if it opted in.
+    pub fn opt_in(&self, level: &Level, limit: &str) -> Option<&AdaptiveLevel> {
+        self.levels.iter().find(|l| l.governs(level, limit))
     }
 
     pub fn to_item(&self, namespace: &str) -> Item {
@@ -117,6 +168,7 @@ fn level_attr(level: &AdaptiveLevel) -> Attr {
     if let Some(scale) = level.max_scale {
         map.insert(MAX_SCALE_PPM.to_owned(), Attr::n(scale.ppm()));
     }
+    map.insert(MAX_FACTOR_PPM.to_owned(), Attr::n(level.max_factor.ppm()));
     Attr::M(map)
 }
 
@@ -132,6 +184,7 @@ fn read_level(attr: &Attr) -> Option<AdaptiveLevel> {
         level,
         limit: text(LIMIT)?.to_owned(),
         max_scale,
+        max_factor: Factor::from_ppm(map.get(MAX_FACTOR_PPM)?.as_int()?),
     })
 }
 
@@ -150,6 +203,7 @@ mod tests {
                     level: Level::System,
                     limit: "tpm".into(),
                     max_scale: None,
+                    max_factor: Factor::from_ppm(10_000_000),
                 },
                 AdaptiveLevel {
                     level: Level::Entity {
@@ -158,6 +212,7 @@ mod tests {
                     },
                     limit: "tpm".into(),
                     max_scale: Some(Factor::from_ppm(3_000_000)),
+                    max_factor: Factor::from_ppm(3_000_000),
                 },
             ],
         }
@@ -171,6 +226,11 @@ mod tests {
         assert_eq!(Declaration::from_item(&item).unwrap(), sample());
         assert_eq!(sample().capacity("gpt-4", "tpm"), Some(100_000));
         assert_eq!(sample().capacity("gpt-4", "rpm"), None);
+        // The system level's 10x and key-a's 3x both apply to gpt-4.
+        assert_eq!(
+            sample().targets(),
+            vec![("gpt-4".into(), "tpm".into(), Factor::from_ppm(10_000_000))]
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@
 pub mod canary;
 pub mod declaration;
 pub mod law;
+pub mod stamp;
+pub mod target;
 pub mod usage;
 
 pub use declaration::{AdaptiveLevel, Declaration};

@@ -2,7 +2,6 @@
 //! resolved policy and the entity's `#META`, pinned so a newer stamp of the
 //! same entity incarnation is never overwritten.
 
-use super::resolver::Resolver;
 use super::{FanOuts, Tally};
 use crate::manifest::Level;
 use futures::FutureExt;
@@ -11,6 +10,7 @@ use std::sync::Mutex;
 use zae_table::bucket::{CASCADE, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION};
 use zae_table::entity as entity_meta;
 use zae_table::keys::{self, SK_META};
+use zae_table::resolve::Resolver;
 use zae_table::store::{Store, StoreError, UpdateBuilder};
 use zae_table::{Attr, Item};
 

@@ -2,7 +2,6 @@
 //! client renews) stamped on the buckets in a level's reach, except where an
 //! entity level carves out its own.
 
-use super::resolver::Resolver;
 use super::{Directive, FanOuts, Tally, deadline};
 use crate::apply::now_ms;
 use crate::manifest::{DEFAULT_RESOURCE, Disabled, Level};
@@ -10,6 +9,7 @@ use futures::FutureExt;
 use zae_table::bucket::{BYPASS, DISABLED};
 use zae_table::config::LevelConfig;
 use zae_table::keys;
+use zae_table::resolve::Resolver;
 use zae_table::store::{Store, StoreError, UpdateBuilder};
 use zae_table::{Attr, BucketKey, Item};
 

@@ -5,22 +5,22 @@
 //! items that exist (`attribute_exists(PK)`), and finds them through an
 //! index queried twice, so a bucket created during the first pass is not
 //! missed. One module per kind: [`disabled`], [`cascade`], [`soft`] and
-//! [`sync`] (whose parameter stamp is [`params`]); [`resolver`] reads config
+//! [`sync`] (whose parameter stamp is [`params`]); `zae_table::resolve` reads config
 //! levels in the client's resolution order.
 
 mod cascade;
 mod disabled;
 pub mod params;
-pub mod resolver;
+
 mod soft;
 mod sync;
 
 use crate::manifest::{DEFAULT_RESOURCE, Disabled, Level};
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use resolver::Resolver;
 use std::collections::{BTreeSet, HashSet};
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use zae_table::resolve::Resolver;
 // Tokio's clock: a test can pause it and let a slow page take virtual time.
 use tokio::time::Instant;
 use zae_table::config::LevelConfig;

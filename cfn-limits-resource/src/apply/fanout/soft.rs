@@ -1,7 +1,6 @@
 //! The `soft` fan-out: a soft limit's deadline stamped, or a hard limit's
 //! removed, on the buckets whose limits a system or resource level decides.
 
-use super::resolver::Resolver;
 use super::{Directive, FanOuts, Tally, deadline};
 use crate::apply::now_ms;
 use crate::manifest::Level;
@@ -10,6 +9,7 @@ use std::collections::BTreeSet;
 use zae_table::Attr;
 use zae_table::bucket::{field, limit_attr};
 use zae_table::config::LevelConfig;
+use zae_table::resolve::Resolver;
 use zae_table::store::{Store, StoreError, UpdateBuilder};
 
 impl<S: Store> FanOuts<'_, S> {

@@ -3,13 +3,13 @@
 //! limits no level declares any more stripped.
 
 use super::params::param_update;
-use super::resolver::Resolver;
 use super::{Directive, FanOuts, Tally};
 use crate::apply::now_ms;
 use crate::manifest::{DEFAULT_RESOURCE, Level};
 use futures::FutureExt;
 use std::collections::BTreeSet;
 use zae_table::config::{LevelConfig, LimitConfig};
+use zae_table::resolve::Resolver;
 use zae_table::schedule;
 use zae_table::store::{Store, StoreError};
 

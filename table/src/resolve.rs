@@ -1,12 +1,12 @@
-//! Strongly consistent, memoised reads of config levels for one fan-out,
-//! resolved in the client's order.
+//! Strongly consistent, memoised reads of config levels, resolved in the
+//! client's order: for one provisioner fan-out, or one controller tick.
 
-use crate::manifest::{Disabled, Level};
+use crate::config::{Disabled, LevelConfig};
+use crate::keys::{self, config_key};
+use crate::level::Level;
+use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use zae_table::config::LevelConfig;
-use zae_table::keys::{self, config_key};
-use zae_table::store::{Store, StoreError};
 
 /// Levels kept for one fan-out. Past this many, entity levels are
 /// forgotten (and read again when needed), so memory stays bounded when a
