@@ -11,6 +11,7 @@
 //! read and write goes through its `Store` seam. [`report`] renders what an
 //! apply did, in the Python CLI's words.
 
+pub mod adaptive;
 pub mod apply;
 pub mod cloudformation;
 pub mod continuation;

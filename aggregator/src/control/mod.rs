@@ -6,13 +6,12 @@
 //! 2. per target, evaluate each new complete minute with the estimator
 //!    ([`factor`]), or go to base when blind;
 //! 3. persist a changed target under its generation, then stamp its buckets
-//!    ([`stamp`]), resumably.
+//!    (`zae_table::adaptive::pass`), resumably.
 //!
 //! It runs as a scheduled event to the aggregator's own function, or as
 //! `aggregator control`.
 
 pub mod factor;
-pub mod stamp;
 mod tick;
 
 pub use tick::{NamespaceTick, TargetTick};

@@ -267,3 +267,39 @@ async fn a_tick_that_changes_no_factor_reads_the_same_for_one_bucket_or_a_hundre
     }
     assert_eq!(reads[0], reads[1]);
 }
+
+#[tokio::test]
+async fn dropping_the_opt_in_returns_every_bucket_to_base_and_retires_the_target() {
+    let store = table(2);
+    let path = run(&store, 0..7, |_| 20_000).await;
+    assert!(ra(&store, "e0") > 4_000_000, "{path:?}");
+    // The manifest keeps the estimated capacity, drops `adaptive`.
+    let kept = Declaration {
+        capacity: BTreeMap::from([("r".into(), BTreeMap::from([("tpm".into(), CAPACITY)]))]),
+        levels: Vec::new(),
+    };
+    store.insert(kept.to_item(NS));
+    let tick = controller(&store)
+        .tick(NS, T0 + 7 * MINUTE_MS + 5_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(tick.targets[0].retired, "{tick:?}");
+    for e in ["e0", "e1"] {
+        assert_eq!(ra(&store, e), 1_000_000, "{e}");
+    }
+    let (pk, sk) = Target::key(NS, "r", "tpm");
+    assert!(store.item(&pk, &sk).is_none());
+    // With no declaration at all, there is nothing left to tick.
+    store
+        .delete(&keys::pk_adaptive(NS), keys::SK_ADAPTIVE_DECLARATION, None)
+        .await
+        .unwrap();
+    assert!(
+        controller(&store)
+            .tick(NS, T0 + 8 * MINUTE_MS)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

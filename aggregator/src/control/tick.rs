@@ -5,7 +5,7 @@ use super::factor::{Decision, Estimator, Observation};
 use std::collections::BTreeMap;
 use zae_table::adaptive::target::{Target, Tick};
 use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
-use zae_table::adaptive::{Declaration, Factor, canary};
+use zae_table::adaptive::{Declaration, Factor, canary, pass};
 use zae_table::keys::{self, Index};
 use zae_table::store::{Query, Returns, Store, StoreError};
 
@@ -38,18 +38,41 @@ pub struct TargetTick {
     pub stamps_lost: usize,
     /// The pass stopped at the deadline; the next tick goes on from its cursor.
     pub pass_unfinished: bool,
+    /// The declaration no longer scales it: its buckets are back at base
+    /// and the target is gone.
+    pub retired: bool,
 }
 
 impl<S: Store> Controller<'_, S> {
-    /// One tick of `namespace`; `None` when it declares nothing adaptive.
+    /// One tick of `namespace`; `None` when it declares nothing adaptive
+    /// and has no target left to retire.
     pub async fn tick(
         &self,
         namespace: &str,
         now_ms: i64,
     ) -> Result<Option<NamespaceTick>, StoreError> {
         let pk = keys::pk_adaptive(namespace);
-        let Some(declaration) = self.declaration(namespace).await? else {
-            return Ok(None);
+        let declaration = self.declaration(namespace).await?;
+        let mut stored: BTreeMap<(String, String), Target> = self
+            .store
+            .query(&Target::query(namespace))
+            .await?
+            .iter()
+            .filter_map(Target::from_item)
+            .map(|t| ((t.resource.clone(), t.limit.clone()), t))
+            .collect();
+        let Some(declaration) = declaration else {
+            if stored.is_empty() {
+                return Ok(None);
+            }
+            let mut report = NamespaceTick {
+                namespace: namespace.to_owned(),
+                ..NamespaceTick::default()
+            };
+            for (_, target) in stored {
+                report.targets.push(self.retire(namespace, target).await?);
+            }
+            return Ok(Some(report));
         };
         let mut tick = Tick::from_item(
             self.store
@@ -84,21 +107,60 @@ impl<S: Store> Controller<'_, S> {
         };
         let mut usage = UsageReader::default();
         for (resource, limit, max) in declaration.targets() {
+            let read = stored.remove(&(resource.clone(), limit.clone()));
             let t = self
                 .tick_target(
                     namespace,
                     &declaration,
-                    (&resource, &limit, max),
+                    (&resource, &limit, max, read),
                     (now_ms, complete, blind),
                     &mut usage,
                 )
                 .await?;
             report.targets.push(t);
         }
+        // What the declaration no longer scales goes back to base.
+        for (_, target) in stored {
+            report.targets.push(self.retire(namespace, target).await?);
+        }
         self.store
             .update(&tick.write(namespace), Returns::Nothing)
             .await?;
         Ok(Some(report))
+    }
+
+    /// A target the declaration no longer scales: every bucket back to base,
+    /// then the target deleted (resumed at the next tick when cut short).
+    async fn retire(&self, namespace: &str, target: Target) -> Result<TargetTick, StoreError> {
+        let out_of_time = || super::passed(self.stop_at);
+        let pass = pass::run(self.store, namespace, None, &target, out_of_time).await?;
+        let mut report = TargetTick {
+            resource: target.resource.clone(),
+            limit: target.limit.clone(),
+            factor: 1.0,
+            generation: target.generation,
+            buckets_stamped: pass.stamped,
+            stamps_lost: pass.lost,
+            pass_unfinished: !pass.finished,
+            retired: pass.finished,
+            ..TargetTick::default()
+        };
+        if pass.finished && pass.lost == 0 {
+            let (pk, sk, condition) = target.delete(namespace);
+            match self.store.delete(&pk, &sk, Some(&condition)).await {
+                Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        } else {
+            let mut kept = target;
+            kept.cursor = if pass.finished { None } else { pass.cursor };
+            let generation = kept.generation;
+            self.store
+                .update(&kept.write(namespace, Some(generation)), Returns::Nothing)
+                .await?;
+            report.retired = false;
+        }
+        Ok(report)
     }
 
     /// Waits (polling) until this tick's canaries came through, or `wait`
@@ -140,24 +202,19 @@ impl<S: Store> Controller<'_, S> {
         &self,
         namespace: &str,
         declaration: &Declaration,
-        (resource, limit, max): (&str, &str, Factor),
+        (resource, limit, max, read): (&str, &str, Factor, Option<Target>),
         (now_ms, complete, blind): (i64, Option<i64>, bool),
         usage: &mut UsageReader,
     ) -> Result<TargetTick, StoreError> {
-        let (pk, sk) = Target::key(namespace, resource, limit);
-        let read = self.store.get(&pk, &sk, true).await?;
-        let mut target = read
-            .as_ref()
-            .and_then(Target::from_item)
-            .unwrap_or_else(|| {
-                // A new target's first minute starts after every aggregator
-                // has read the declaration that made it (its cache): the
-                // minutes before may not have been sensed at all.
-                let mut base = Target::base(resource, limit);
-                base.minute_ms = minute_of(now_ms + DECLARATION_TTL_MS);
-                base
-            });
-        let read_generation = read.as_ref().map(|_| target.generation);
+        let mut target = read.clone().unwrap_or_else(|| {
+            // A new target's first minute starts after every aggregator
+            // has read the declaration that made it (its cache): the
+            // minutes before may not have been sensed at all.
+            let mut base = Target::base(resource, limit);
+            base.minute_ms = minute_of(now_ms + DECLARATION_TTL_MS);
+            base
+        });
+        let read_generation = read.as_ref().map(|t| t.generation);
         let mut estimator: Estimator = target
             .state
             .as_deref()
@@ -219,12 +276,27 @@ impl<S: Store> Controller<'_, S> {
             report.moved = true;
         }
         target.state = serde_json::to_string(&estimator).ok();
+        let declared = declaration.fingerprint(resource, limit);
+        if target.declared.as_deref() != Some(declared.as_str()) {
+            // Opt-ins changed: every bucket is stamped again under them.
+            target.declared = Some(declared);
+            target.generation += 1;
+            target.cursor = None;
+        }
         self.store
             .update(&target.write(namespace, read_generation), Returns::Nothing)
             .await?;
         if target.stamped < target.generation {
             let written_generation = target.generation;
-            let pass = self.stamp(namespace, declaration, &target).await?;
+            let out_of_time = || super::passed(self.stop_at);
+            let pass = pass::run(
+                self.store,
+                namespace,
+                Some(declaration),
+                &target,
+                out_of_time,
+            )
+            .await?;
             report.buckets_stamped = pass.stamped;
             report.stamps_lost = pass.lost;
             if pass.finished {

@@ -75,6 +75,11 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
+    /// Operate a namespace's adaptive limits.
+    Adaptive {
+        #[command(subcommand)]
+        command: AdaptiveCommand,
+    },
     /// Print a tenant stack with a Custom::ZaeLimiterLimits resource.
     CfnTemplate {
         #[arg(long, short = 'f')]
@@ -87,10 +92,84 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum AdaptiveCommand {
+    /// Return every stamped bucket of the namespace to base and every target
+    /// to a factor of one. A running controller raises them again at its next
+    /// tick while the manifest declares them adaptive: disable it first
+    /// (`AdaptiveLimits=disabled`) or remove `adaptive` from the manifest.
+    Reset {
+        /// The zae-limiter table (the stack name).
+        #[arg(long, short = 't')]
+        table: String,
+        /// The namespace name; `default` unless given.
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        /// The namespace id, instead of looking the name up.
+        #[arg(long)]
+        namespace_id: Option<String>,
+    },
+}
+
 fn read_manifest(file: &PathBuf) -> Result<Manifest, String> {
     let text =
         std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
     Manifest::from_yaml(&text).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// A table's store, through the AWS environment.
+async fn open(table: &str) -> Counted<DynamoStore> {
+    let sdk = zae_runtime::aws::sdk_config(Timeouts::default()).await;
+    Counted::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table))
+}
+
+/// The namespace id of a name, or the error that says how to get one.
+async fn resolve_namespace(
+    store: &Counted<DynamoStore>,
+    name: &str,
+    id: Option<&String>,
+    table: &str,
+) -> Result<String, String> {
+    if let Some(id) = id {
+        return Ok(id.clone());
+    }
+    namespace_id(store, name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "namespace '{name}' is not registered in table '{table}'; register it with the \
+                 zae-limiter client first, or pass --namespace-id"
+            )
+        })
+}
+
+async fn run_adaptive(command: AdaptiveCommand) -> Result<bool, String> {
+    let AdaptiveCommand::Reset {
+        table,
+        namespace,
+        namespace_id,
+    } = command;
+    let store = open(&table).await;
+    let id = resolve_namespace(&store, &namespace, namespace_id.as_ref(), &table).await?;
+    let reset = cfn_limits_resource::adaptive::reset(&store, &id)
+        .await
+        .map_err(|e| e.to_string())?;
+    for r in &reset {
+        println!(
+            "  {} {}: factor 1, {} bucket(s) back to base{}",
+            r.resource,
+            r.limit,
+            r.buckets_stamped,
+            if r.stamps_lost > 0 {
+                format!(", {} lost their race (run again)", r.stamps_lost)
+            } else {
+                String::new()
+            }
+        );
+    }
+    println!("Reset: {} target(s) of namespace {id}.", reset.len());
+    Ok(reset.iter().all(|r| r.stamps_lost == 0))
 }
 
 async fn run(command: Command) -> Result<bool, String> {
@@ -99,28 +178,19 @@ async fn run(command: Command) -> Result<bool, String> {
             print!("{}", cfn_template(&read_manifest(file)?, stack, *full));
             return Ok(true);
         }
+        Command::Adaptive { .. } => unreachable!("answered in main"),
         Command::Plan { target, .. } | Command::Apply { target, .. } | Command::Diff { target } => {
             (target, read_manifest(&target.file)?)
         }
     };
-    let sdk = zae_runtime::aws::sdk_config(Timeouts::default()).await;
-    let store = Counted::new(DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(&sdk),
+    let store = open(&target.table).await;
+    let namespace = resolve_namespace(
+        &store,
+        &manifest.namespace,
+        target.namespace_id.as_ref(),
         &target.table,
-    ));
-    let namespace = match &target.namespace_id {
-        Some(id) => id.clone(),
-        None => namespace_id(&store, &manifest.namespace)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                format!(
-                    "namespace '{}' is not registered in table '{}'; register it with the \
-                     zae-limiter client first, or pass --namespace-id",
-                    manifest.namespace, target.table
-                )
-            })?,
-    };
+    )
+    .await?;
     let provisioner = Provisioner {
         store: &store,
         namespace: &namespace,
@@ -173,7 +243,7 @@ async fn run(command: Command) -> Result<bool, String> {
             let text = report::render_apply(&report, *quiet);
             (report, text)
         }
-        Command::CfnTemplate { .. } => unreachable!("answered above"),
+        Command::CfnTemplate { .. } | Command::Adaptive { .. } => unreachable!("answered above"),
     };
     if target.json {
         println!(
@@ -202,7 +272,11 @@ async fn run(command: Command) -> Result<bool, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli.command).await {
+    let result = match cli.command {
+        Command::Adaptive { command } => run_adaptive(command).await,
+        command => run(command).await,
+    };
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(message) => {

@@ -97,6 +97,26 @@ impl Declaration {
         out
     }
 
+    /// What the declaration says about one target, as text: a change of it
+    /// (an opt-in added or dropped, a new `max_scale` or capacity) re-stamps.
+    pub fn fingerprint(&self, resource: &str, limit: &str) -> String {
+        let mut parts = vec![format!("capacity={:?}", self.capacity(resource, limit))];
+        for l in self
+            .levels
+            .iter()
+            .filter(|l| l.limit == limit && l.applies_to(resource))
+        {
+            parts.push(format!(
+                "{}:{}:{:?}:{}",
+                l.level.kind(),
+                l.level.target().unwrap_or_default(),
+                l.max_scale.map(|s| s.ppm()),
+                l.max_factor.ppm()
+            ));
+        }
+        parts.join(";")
+    }
+
     /// The opt-in of the level that decides a bucket's limits, if it opted in.
     pub fn opt_in(&self, level: &Level, limit: &str) -> Option<&AdaptiveLevel> {
         self.levels.iter().find(|l| l.governs(level, limit))

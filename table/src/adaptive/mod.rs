@@ -8,6 +8,7 @@
 pub mod canary;
 pub mod declaration;
 pub mod law;
+pub mod pass;
 pub mod stamp;
 pub mod target;
 pub mod usage;

@@ -9,7 +9,7 @@
 
 use super::law::Factor;
 use crate::keys::{self, Index};
-use crate::store::{Update, UpdateBuilder};
+use crate::store::{Condition, Query, Update, UpdateBuilder};
 use crate::value::{Attr, Item};
 
 pub const RESOURCE: &str = "resource";
@@ -22,6 +22,8 @@ pub const MINUTE: &str = "minute";
 pub const STAMPED: &str = "stamped";
 pub const CURSOR: &str = "cursor";
 pub const STATE: &str = "state";
+/// The declaration's fingerprint for this target: a new one re-stamps.
+pub const DECLARED: &str = "declared";
 pub const TICKED_AT: &str = "ticked_at";
 pub const CANARIES_AT: &str = "canaries_at";
 
@@ -45,6 +47,8 @@ pub struct Target {
     pub cursor: Option<Item>,
     /// The controller's estimator, opaque to everything else.
     pub state: Option<String>,
+    /// What the declaration said about this target when it was last stamped.
+    pub declared: Option<String>,
 }
 
 impl Target {
@@ -61,7 +65,29 @@ impl Target {
             stamped: 0,
             cursor: None,
             state: None,
+            declared: None,
         }
+    }
+
+    /// Every target of a namespace, in one consistent query.
+    pub fn query(namespace: &str) -> Query {
+        Query {
+            index: &Index::TABLE,
+            pk: keys::pk_adaptive(namespace),
+            sk_prefix: keys::SK_ADAPTIVE_TARGET.to_owned(),
+            consistent: true,
+        }
+    }
+
+    /// Deletes the target, if it is still the generation read.
+    pub fn delete(&self, namespace: &str) -> (String, String, Condition) {
+        let (pk, sk) = Target::key(namespace, &self.resource, &self.limit);
+        let condition = Condition {
+            expression: "#g = :g".to_owned(),
+            names: [("#g".to_owned(), GENERATION.to_owned())].into(),
+            values: [(":g".to_owned(), Attr::n(self.generation))].into(),
+        };
+        (pk, sk, condition)
     }
 
     pub fn key(namespace: &str, resource: &str, limit: &str) -> (String, String) {
@@ -89,6 +115,7 @@ impl Target {
                 _ => None,
             },
             state: text(STATE),
+            declared: text(DECLARED),
         })
     }
 
@@ -113,6 +140,10 @@ impl Target {
         match &self.state {
             Some(state) => update.set(STATE, Attr::s(state)),
             None => update.remove(STATE),
+        };
+        match &self.declared {
+            Some(declared) => update.set(DECLARED, Attr::s(declared)),
+            None => update.remove(DECLARED),
         };
         let generation = update.name(GENERATION);
         let condition = match read_generation {
