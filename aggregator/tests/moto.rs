@@ -843,3 +843,157 @@ fn the_sensor_counts_each_request_of_a_three_level_cascade_once() {
     assert_eq!(driven["tokens"], 532, "{driven}");
     assert_eq!(sensed, 532_000, "{minutes:?}\n{}", polled.summary);
 }
+
+/// `aggregator control --once --now MS` on `table`: the tick's report.
+fn control(table: &str, now_ms: i64) -> Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
+    cmd.args([
+        "control",
+        "--table",
+        table,
+        "--once",
+        "--now",
+        &now_ms.to_string(),
+    ]);
+    aws_env(&mut cmd, moto());
+    let out = cmd.output().expect("run the aggregator");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "aggregator control failed:\n{stderr}");
+    stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|v| v.get("control").cloned())
+        .expect("the controller prints its report")
+}
+
+/// Applies a manifest through the provisioner, as `zae-limits apply` does.
+fn apply(
+    runtime: &tokio::runtime::Runtime,
+    store: &zae_table::sdk::DynamoStore,
+    ns: &str,
+    yaml: &str,
+) {
+    use cfn_limits_resource::apply::{Caller, Provisioner};
+    use cfn_limits_resource::manifest::Manifest;
+    let manifest = Manifest::from_yaml(yaml).unwrap();
+    let provisioner = Provisioner {
+        store,
+        namespace: ns,
+    };
+    let report = runtime
+        .block_on(provisioner.apply(&manifest, false, &Caller::local("test")))
+        .unwrap();
+    assert_eq!(report.errors, Some(vec![]), "{report:?}");
+}
+
+const ADAPTIVE: &str = "namespace: default
+resources:
+  gpt-4:
+    estimated_capacity: {rps: 30000}
+    limits:
+      rps: {capacity: 1000, refill_amount: 100, refill_period: 1, adaptive: utilization}
+";
+
+const NOT_ADAPTIVE: &str = "namespace: default
+resources:
+  gpt-4:
+    estimated_capacity: {rps: 30000}
+    limits:
+      rps: {capacity: 1000, refill_amount: 100, refill_period: 1}
+";
+
+/// The controller against moto with the real, unchanged 0.17.0 client:
+/// `gpt-4` is sized for 30,000 tokens a minute, its `rps` limit is 100
+/// tokens a second with a burst of 1,000 (at most 10x). The controller's
+/// clock is injected (`--now`), one minute per tick, and the sensor's minutes
+/// at a steady 20% are written for the test (the sensor itself is proven by
+/// the cascade test); the canaries go through moto's stream and the poller,
+/// between two calls of the same tick (what the Lambda's wait does).
+/// - the factor comes within 10% of 5 within three ticks that evaluate;
+/// - the client's bucket, drained, then admits at least 4x its base over
+///   30 s of real time; its refill amount is at most the burst and at least
+///   the base;
+/// - removing `adaptive` from the manifest returns the bucket to base in the
+///   apply itself; made adaptive again and raised, `zae-limits adaptive
+///   reset` returns it to base.
+#[test]
+fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
+    use zae_table::adaptive::usage::{self, MINUTE_MS};
+    use zae_table::store::{Returns, Store};
+    let table = unique_table("adaptive");
+    let setup = run_json("adaptive.py", &["setup", "--table", &table]);
+    let ns = setup["namespace_id"].as_str().unwrap().to_owned();
+    let (runtime, store) = store(&table);
+    apply(&runtime, &store, &ns, ADAPTIVE);
+    run_json("adaptive.py", &["touch", "--table", &table]);
+    let dir = tempdir::Dir::new(&table);
+    let checkpoint = dir.file("checkpoint.json");
+    // A day ahead of moto's clock: the client's own traffic lands in other minutes.
+    let t0 = (chrono::Utc::now().timestamp_millis() / MINUTE_MS + 24 * 60) * MINUTE_MS;
+    let tick = |m: i64, tokens: i64| -> Value {
+        let used = BTreeMap::from([("rps".to_owned(), tokens * 1000)]);
+        let minute = t0 + (m - 1) * MINUTE_MS;
+        runtime
+            .block_on(store.update(&usage::add(&ns, "gpt-4", minute, &used), Returns::Nothing))
+            .unwrap();
+        // What a Lambda tick does by waiting for its own canaries: write
+        // them, let the poller sense them, then evaluate what they completed.
+        let now = t0 + m * MINUTE_MS + 5_000;
+        let first = control(&table, now);
+        poll(&table, &checkpoint, moto(), &[], &[]);
+        let second = control(&table, now);
+        // A retired target is reported by the call that retired it.
+        match second[0]["targets"][0].clone() {
+            Value::Null => first[0]["targets"][0].clone(),
+            target => target,
+        }
+    };
+    let mut evaluated = Vec::new();
+    let mut m = 0;
+    while evaluated.len() < 3 && m < 10 {
+        let t = tick(m, 6_000);
+        if !t["minutes"].as_array().unwrap().is_empty() {
+            evaluated.push(t["factor"].as_f64().unwrap());
+        }
+        m += 1;
+    }
+    let factor = *evaluated.last().unwrap();
+    assert!((factor - 5.0).abs() <= 0.5, "{evaluated:?}");
+    let admit = run_json(
+        "adaptive.py",
+        &["admit", "--table", &table, "--seconds", "30"],
+    );
+    let admitted = admit["admitted_tokens"].as_i64().unwrap();
+    assert!(admitted >= 4 * 100 * 30, "base is 3,000 in 30 s: {admit}");
+    let ra = admit["ra"].as_i64().unwrap();
+    assert!((100_000..=1_000_000).contains(&ra), "{admit}");
+
+    // The apply itself returns the bucket to base and retires the target.
+    apply(&runtime, &store, &ns, NOT_ADAPTIVE);
+    let after = run_json(
+        "adaptive.py",
+        &["admit", "--table", &table, "--seconds", "0"],
+    );
+    assert_eq!(after["ra"], 100_000, "{after}");
+    let t = tick(m, 6_000);
+    assert!(t.is_null(), "nothing left to control: {t}");
+
+    apply(&runtime, &store, &ns, ADAPTIVE);
+    let mut raised = 1.0;
+    for k in 1..8 {
+        raised = tick(m + k, 6_000)["factor"].as_f64().unwrap();
+        if raised > 2.0 {
+            break;
+        }
+    }
+    assert!(raised > 2.0, "raised again: {raised}");
+    let reset = runtime
+        .block_on(cfn_limits_resource::adaptive::reset(&store, &ns))
+        .unwrap();
+    assert_eq!(reset[0].stamps_lost, 0, "{reset:?}");
+    let after = run_json(
+        "adaptive.py",
+        &["admit", "--table", &table, "--seconds", "0"],
+    );
+    assert_eq!(after["ra"], 100_000, "{after}");
+}

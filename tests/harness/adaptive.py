@@ -4,12 +4,19 @@
                                      cascading, each with a tpm limit on gpt-4; requests from
                                      each level; prints the tokens each request asked for,
                                      counted once, and the namespace id, as JSON
+    adaptive.py setup --table T      the table, namespace "default"; prints its id
+    adaptive.py touch --table T      one request of entity "e" on gpt-4 (creates its bucket)
+    adaptive.py admit --table T --seconds S
+                                     drains e's bucket, then requests without pause for S
+                                     seconds; prints the tokens admitted and e's parameters
+                                     as the client reads them back
 """
 import argparse
 import asyncio
 import json
+import time
 
-from zae_limiter import Limit, RateLimiter, Repository
+from zae_limiter import Limit, RateLimiter, RateLimitExceeded, Repository
 
 from client import endpoint, open_repo, region
 
@@ -37,13 +44,73 @@ async def cascade(table: str) -> dict:
     return {"namespace_id": namespace, "tokens": asked}
 
 
+ENTITY, TOKENS = "e", 100
+
+
+async def setup(table: str) -> dict:
+    raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
+    await raw.create_table()
+    await raw.close()
+    repo = await open_repo(table)
+    namespace = repo.namespace_id
+    await repo.close()
+    return {"namespace_id": namespace}
+
+
+async def touch(table: str) -> dict:
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    async with limiter.acquire(entity_id=ENTITY, resource=RESOURCE, consume={"rps": 1}):
+        pass
+    await repo.close()
+    return {"touched": ENTITY}
+
+
+async def parameters(repo: Repository) -> dict:
+    states = await repo.get_buckets(ENTITY, RESOURCE)
+    rps = next(s for s in states if s.limit_name == "rps")
+    return {"cp": rps.capacity_milli, "ra": rps.refill_amount_milli, "rp": rps.refill_period_ms}
+
+
+async def admit(table: str, seconds: float) -> dict:
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    # Drain what the bucket holds, so that what follows is its refill alone.
+    while True:
+        try:
+            async with limiter.acquire(entity_id=ENTITY, resource=RESOURCE, consume={"rps": TOKENS}):
+                pass
+        except RateLimitExceeded:
+            break
+    admitted = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            async with limiter.acquire(entity_id=ENTITY, resource=RESOURCE, consume={"rps": TOKENS}):
+                admitted += TOKENS
+        except RateLimitExceeded:
+            await asyncio.sleep(0.02)
+    read = await parameters(repo)
+    await repo.close()
+    return {"admitted_tokens": admitted, "seconds": seconds, **read}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("cascade")
-    c.add_argument("--table", required=True)
+    for name in ("cascade", "setup", "touch", "admit"):
+        c = sub.add_parser(name)
+        c.add_argument("--table", required=True)
+        if name == "admit":
+            c.add_argument("--seconds", type=float, required=True)
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(cascade(args.table))))
+    run = {
+        "cascade": lambda: cascade(args.table),
+        "setup": lambda: setup(args.table),
+        "touch": lambda: touch(args.table),
+        "admit": lambda: admit(args.table, args.seconds),
+    }[args.command]
+    print(json.dumps(asyncio.run(run())))
 
 
 if __name__ == "__main__":

@@ -4,10 +4,12 @@
 //! adaptive.
 
 use super::plan::{Action, ChangeLine};
-use super::{ApplyError, Provisioner, store_err};
+use super::{ApplyError, Caller, Provisioner, store_err};
 use zae_table::adaptive::Declaration;
+use zae_table::adaptive::pass;
+use zae_table::adaptive::target::Target;
 use zae_table::keys;
-use zae_table::store::{Store, StoreError};
+use zae_table::store::{Returns, Store, StoreError};
 
 /// The declaration the apply will write, or delete.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +87,71 @@ impl<S: Store> Provisioner<'_, S> {
             Action::Create | Action::Update => {
                 let item = change.declaration.to_item(self.namespace);
                 self.store.put(&item, None).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<S: Store> Provisioner<'_, S> {
+    /// After the fan-outs: every adaptive target's buckets stamped again under
+    /// the live declaration, so that a parameter sync that wrote base does
+    /// not undo the factor, and a level that stopped being adaptive (or a
+    /// resource that lost its estimated capacity) is back at base. A target
+    /// no longer declared is retired. A pass cut short by the deadline is
+    /// handed to the controller: the target's generation rises, and its next
+    /// tick stamps it whole.
+    pub(super) async fn restamp_adaptive(&self, caller: &Caller, errors: &mut Vec<String>) {
+        if let Err(e) = self.restamp(caller).await {
+            errors.push(format!("adaptive restamp: {e}"));
+        }
+    }
+
+    async fn restamp(&self, caller: &Caller) -> Result<(), StoreError> {
+        let targets: Vec<Target> = self
+            .store
+            .query(&Target::query(self.namespace))
+            .await?
+            .iter()
+            .filter_map(Target::from_item)
+            .collect();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let pk = keys::pk_adaptive(self.namespace);
+        let declaration = self
+            .store
+            .get(&pk, keys::SK_ADAPTIVE_DECLARATION, true)
+            .await?
+            .and_then(|item| Declaration::from_item(&item).ok());
+        let declared: Vec<(String, String)> = declaration
+            .as_ref()
+            .map(|d| d.targets().into_iter().map(|(r, l, _)| (r, l)).collect())
+            .unwrap_or_default();
+        for mut target in targets {
+            let kept = declared.contains(&(target.resource.clone(), target.limit.clone()));
+            let under = declaration.as_ref().filter(|_| kept);
+            target.cursor = None;
+            let out_of_time = || super::passed(caller.stop_at);
+            let done = pass::run(self.store, self.namespace, under, &target, out_of_time).await?;
+            let read = target.generation;
+            if done.finished && done.lost == 0 && !kept {
+                let (pk, sk, condition) = target.delete(self.namespace);
+                match self.store.delete(&pk, &sk, Some(&condition)).await {
+                    Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            } else if !(done.finished && done.lost == 0) {
+                target.generation += 1;
+                match self
+                    .store
+                    .update(&target.write(self.namespace, Some(read)), Returns::Nothing)
+                    .await
+                {
+                    // The controller moved it meanwhile: its own pass follows.
+                    Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(())

@@ -213,6 +213,9 @@ impl<'a, S: Store> Provisioner<'a, S> {
         self.repair_disabled(&declared, &run, caller, &mut errors)
             .await;
         let (finished, stopped) = self.fan_out(&run, &written, caller, &mut errors).await;
+        if !plan.changes.is_empty() || plan.adaptive.is_some() {
+            self.restamp_adaptive(caller, &mut errors).await;
+        }
         let pending = self.release(&run, &plan, finished).await;
         self.record_state(manifest, &intent, caller).await?;
         Ok(Report {

@@ -13,6 +13,7 @@ use super::stamp::{Stamp, stamp};
 use super::target::Target;
 use crate::bucket::{field, limit_attr};
 use crate::keys::{self, BucketKey, Index, SK_STATE};
+use crate::level::{DEFAULT_RESOURCE, Level};
 use crate::resolve::Resolver;
 use crate::store::{Query, Returns, Store, StoreError};
 use crate::value::{Attr, Item};
@@ -48,6 +49,7 @@ pub async fn run<S: Store>(
         consistent: false,
     };
     let resolver = Resolver::new(store, namespace);
+    let configured = entities_with_config(store, namespace, &target.resource).await?;
     let mut pass = Pass::default();
     let mut start = target.cursor.clone();
     loop {
@@ -57,6 +59,7 @@ pub async fn run<S: Store>(
         }
         let page = store.query_page(&query, start.as_ref()).await?;
         for bucket in &page.items {
+            seed_unconfigured(&resolver, &configured, bucket);
             match stamp_bucket(store, &resolver, declaration, target, bucket).await? {
                 Some(true) => pass.stamped += 1,
                 Some(false) => pass.lost += 1,
@@ -69,6 +72,58 @@ pub async fn run<S: Store>(
                 pass.finished = true;
                 return Ok(pass);
             }
+        }
+    }
+}
+
+/// The entities with a config of their own for `resource` and for
+/// `_default_`, from the entity-config index (GSI3): every other bucket is
+/// decided by the resource or system level, read once, instead of two reads
+/// per entity. The index is eventually consistent: a config written moments
+/// ago may be missed, and its buckets then stamped from the level below only
+/// if they carry that level's capacity, until the next pass.
+async fn entities_with_config<S: Store>(
+    store: &S,
+    namespace: &str,
+    resource: &str,
+) -> Result<[std::collections::HashSet<String>; 2], StoreError> {
+    let mut sets: [std::collections::HashSet<String>; 2] = Default::default();
+    for (set, r) in sets.iter_mut().zip([resource, DEFAULT_RESOURCE]) {
+        let query = Query {
+            index: &Index::GSI3,
+            pk: keys::gsi3_pk_entity_config(namespace, r),
+            sk_prefix: String::new(),
+            consistent: false,
+        };
+        for item in store.query(&query).await? {
+            if let Some(entity) = item.get(Index::GSI3.sk).and_then(Attr::as_s) {
+                set.insert(entity.to_owned());
+            }
+        }
+    }
+    Ok(sets)
+}
+
+/// Records that a bucket's entity has no config of its own, where it has none.
+fn seed_unconfigured<S: Store>(
+    resolver: &Resolver<'_, S>,
+    [own, default]: &[std::collections::HashSet<String>; 2],
+    bucket: &Item,
+) {
+    let Some(key) = bucket
+        .get(Index::TABLE.pk)
+        .and_then(Attr::as_s)
+        .and_then(|pk| BucketKey::parse(pk).ok())
+    else {
+        return;
+    };
+    for (set, resource) in [(own, key.resource.as_str()), (default, DEFAULT_RESOURCE)] {
+        if !set.contains(&key.entity) {
+            let level = Level::Entity {
+                entity: key.entity.clone(),
+                resource: resource.to_owned(),
+            };
+            resolver.seed(&level, None);
         }
     }
 }

@@ -248,16 +248,24 @@ impl Store for DynamoStore {
         start: Option<&Item>,
     ) -> Result<QueryPage, StoreError> {
         let index = query.index;
-        let out = self
+        let mut request = self
             .client
             .query()
             .table_name(&self.table)
             .set_index_name(index.name.map(str::to_owned))
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
             .expression_attribute_names("#pk", index.pk)
-            .expression_attribute_names("#sk", index.sk)
-            .expression_attribute_values(":pk", AttributeValue::S(query.pk.clone()))
-            .expression_attribute_values(":prefix", AttributeValue::S(query.sk_prefix.clone()))
+            .expression_attribute_values(":pk", AttributeValue::S(query.pk.clone()));
+        // DynamoDB refuses `begins_with` with an empty prefix: the whole
+        // partition is the partition key alone.
+        request = if query.sk_prefix.is_empty() {
+            request.key_condition_expression("#pk = :pk")
+        } else {
+            request
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#sk", index.sk)
+                .expression_attribute_values(":prefix", AttributeValue::S(query.sk_prefix.clone()))
+        };
+        let out = request
             .consistent_read(query.consistent && index.name.is_none())
             .set_exclusive_start_key(start.map(item_to_sdk))
             .send()

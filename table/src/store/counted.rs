@@ -28,6 +28,13 @@ impl<S> Counted<S> {
     pub fn counts(&self) -> BTreeMap<&'static str, u64> {
         self.counts.lock().map(|c| c.clone()).unwrap_or_default()
     }
+
+    /// Forgets what was counted so far.
+    pub fn reset(&self) {
+        if let Ok(mut counts) = self.counts.lock() {
+            counts.clear();
+        }
+    }
 }
 
 impl<S: Store> Store for Counted<S> {

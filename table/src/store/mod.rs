@@ -138,6 +138,7 @@ impl Condition {
 pub struct Query {
     pub index: &'static Index,
     pub pk: String,
+    /// Empty: the whole partition.
     pub sk_prefix: String,
     pub consistent: bool,
 }
