@@ -11,9 +11,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 "$ROOT/scripts/setup-venv.sh"
-cargo build --quiet --release -p zae-aggregator -p cfn-limits-resource --example bench_plan --bin aggregator --bin zae-limits
+cargo build --quiet --release -p zae-aggregator -p cfn-limits-resource --example bench_plan --example bench_control --bin aggregator --bin zae-limits
 echo "== parse + aggregate (one core)"
 taskset -c 0 "$ROOT/target/release/examples/bench_plan"
+echo "== adaptive controller: DynamoDB calls per tick"
+"$ROOT/target/release/examples/bench_control"
 . "$ROOT/scripts/moto.sh"
 py="$ROOT/.venv/bin/python"
 work="$(mktemp -d)"

@@ -7,56 +7,13 @@
 
 use std::collections::BTreeMap;
 use zae_aggregator::control::Controller;
+use zae_table::adaptive::canary;
 use zae_table::adaptive::usage::{self, MINUTE_MS};
-use zae_table::adaptive::{AdaptiveLevel, Declaration, Factor, canary};
-use zae_table::config::{LevelConfig, LimitConfig, build_item};
 use zae_table::store::{Counted, Returns, Store};
-use zae_table::{Attr, Item, Level, keys};
-use zae_test_support::memory::MemoryStore;
+use zae_test_support::adaptive::table;
 
 const NS: &str = "ns";
 const T0: i64 = 1_796_032_800_000;
-
-fn table(buckets: usize) -> MemoryStore {
-    let store = MemoryStore::new();
-    let limit = LimitConfig {
-        name: "tpm".into(),
-        capacity: 10_000,
-        refill_amount: 1_000,
-        refill_period: 60,
-        sched: None,
-        rsched: None,
-        reset_after_seconds: None,
-        soft: false,
-    };
-    let config = LevelConfig {
-        limits: vec![limit],
-        ..LevelConfig::default()
-    };
-    store.insert(build_item(NS, &Level::System, &config));
-    let declaration = Declaration {
-        capacity: BTreeMap::from([("r".into(), BTreeMap::from([("tpm".into(), 100_000)]))]),
-        levels: vec![AdaptiveLevel {
-            level: Level::System,
-            limit: "tpm".into(),
-            max_scale: None,
-            max_factor: Factor::from_ppm(10_000_000),
-        }],
-    };
-    store.insert(declaration.to_item(NS));
-    for i in 0..buckets {
-        let entity = format!("e{i}");
-        store.insert(Item::from([
-            ("PK".into(), Attr::s(format!("{NS}/BUCKET#{entity}#r#0"))),
-            ("SK".into(), Attr::s("#STATE")),
-            ("GSI2PK".into(), Attr::s(keys::pk_resource(NS, "r"))),
-            ("GSI2SK".into(), Attr::s(format!("BUCKET#{entity}#0"))),
-            ("b_tpm_cp".into(), Attr::n(10_000_000)),
-            ("b_tpm_ra".into(), Attr::n(1_000_000)),
-        ]));
-    }
-    store
-}
 
 /// Minute `m`'s usage written and its tick's canaries sensed, then tick `m`.
 async fn tick<S: Store>(store: &S, m: i64, tokens: i64) -> bool {
@@ -92,7 +49,7 @@ async fn main() {
     println!("| buckets | tick without a change | tick with a change |");
     println!("|---|---|---|");
     for buckets in [1usize, 100, 10_000] {
-        let store = table(buckets);
+        let store = table(NS, buckets);
         for m in 0..10 {
             tick(&store, m, 20_000).await;
         }

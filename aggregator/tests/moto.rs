@@ -910,6 +910,11 @@ resources:
 /// the cascade test); the canaries go through moto's stream and the poller,
 /// between two calls of the same tick (what the Lambda's wait does).
 /// - the factor comes within 10% of 5 within three ticks that evaluate;
+/// - with every adaptive item in the table, the client's config reads and
+///   list APIs (`get_resource_defaults`, `get_system_defaults`, `get_limits`,
+///   `list_resources_with_defaults`, `list_resources_with_entity_configs`,
+///   `list_entities_with_custom_limits`, `get_resource_capacity`) return what
+///   they return without them, and its `acquire` goes on working;
 /// - the client's bucket, drained, then admits at least 4x its base over
 ///   30 s of real time; its refill amount is at most the burst and at least
 ///   the base;
@@ -924,8 +929,11 @@ fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
     let setup = run_json("adaptive.py", &["setup", "--table", &table]);
     let ns = setup["namespace_id"].as_str().unwrap().to_owned();
     let (runtime, store) = store(&table);
-    apply(&runtime, &store, &ns, ADAPTIVE);
+    // The same config items either way: only the adaptive items differ.
+    apply(&runtime, &store, &ns, NOT_ADAPTIVE);
     run_json("adaptive.py", &["touch", "--table", &table]);
+    let plain = run_json("adaptive.py", &["view", "--table", &table]);
+    apply(&runtime, &store, &ns, ADAPTIVE);
     let dir = tempdir::Dir::new(&table);
     let checkpoint = dir.file("checkpoint.json");
     // A day ahead of moto's clock: the client's own traffic lands in other minutes.
@@ -959,6 +967,15 @@ fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
     }
     let factor = *evaluated.last().unwrap();
     assert!((factor - 5.0).abs() <= 0.5, "{evaluated:?}");
+    // Declaration, targets, tick, canaries, sensed marks and usage minutes
+    // are all there now; the client's config reads and list APIs see none.
+    let adaptive = run_json("adaptive.py", &["view", "--table", &table]);
+    assert_eq!(adaptive, plain);
+    assert_eq!(
+        plain["capacity_entities"],
+        serde_json::json!(["e"]),
+        "{plain}"
+    );
     let admit = run_json(
         "adaptive.py",
         &["admit", "--table", &table, "--seconds", "30"],

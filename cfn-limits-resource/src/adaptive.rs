@@ -74,16 +74,7 @@ mod tests {
     #[tokio::test]
     async fn a_reset_returns_every_stamped_bucket_to_base_with_vu_and_the_target_to_one() {
         let store = MemoryStore::new();
-        let limit = LimitConfig {
-            name: "tpm".into(),
-            capacity: 10_000,
-            refill_amount: 1_000,
-            refill_period: 60,
-            sched: None,
-            rsched: None,
-            reset_after_seconds: None,
-            soft: false,
-        };
+        let limit = LimitConfig::drip("tpm", 10_000, 1_000, 60);
         let config = LevelConfig {
             limits: vec![limit],
             ..LevelConfig::default()

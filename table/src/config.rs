@@ -50,6 +50,20 @@ pub struct LimitConfig {
 }
 
 impl LimitConfig {
+    /// A plain drip: no schedules, no reset, hard.
+    pub fn drip(name: &str, capacity: i64, refill_amount: i64, refill_period: i64) -> LimitConfig {
+        LimitConfig {
+            name: name.to_owned(),
+            capacity,
+            refill_amount,
+            refill_period,
+            sched: None,
+            rsched: None,
+            reset_after_seconds: None,
+            soft: false,
+        }
+    }
+
     fn prefix(&self) -> &'static str {
         if self.reset_after_seconds.is_some() {
             "w_"

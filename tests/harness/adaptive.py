@@ -6,6 +6,7 @@
                                      counted once, and the namespace id, as JSON
     adaptive.py setup --table T      the table, namespace "default"; prints its id
     adaptive.py touch --table T      one request of entity "e" on gpt-4 (creates its bucket)
+    adaptive.py view --table T       what the client's config reads and list APIs return, as JSON
     adaptive.py admit --table T --seconds S
                                      drains e's bucket, then requests without pause for S
                                      seconds; prints the tokens admitted and e's parameters
@@ -95,10 +96,34 @@ async def admit(table: str, seconds: float) -> dict:
     return {"admitted_tokens": admitted, "seconds": seconds, **read}
 
 
+def limits(found) -> list:
+    return sorted([l.name, l.capacity, l.refill_amount, l.refill_period_seconds] for l in found)
+
+
+async def view(table: str) -> dict:
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    system, on_unavailable = await limiter.get_system_defaults()
+    entities, _ = await limiter.list_entities_with_custom_limits(RESOURCE)
+    capacity = await limiter.get_resource_capacity(RESOURCE, "rps")
+    out = {
+        "resource_defaults": limits(await limiter.get_resource_defaults(RESOURCE)),
+        "resources_with_defaults": sorted(await limiter.list_resources_with_defaults()),
+        "resources_with_entity_configs": sorted(await limiter.list_resources_with_entity_configs()),
+        "system_defaults": limits(system),
+        "on_unavailable": str(on_unavailable),
+        "entity_limits": limits(await limiter.get_limits(ENTITY, RESOURCE)),
+        "entities_with_custom_limits": sorted(entities),
+        "capacity_entities": sorted(e.entity_id for e in capacity.entities),
+    }
+    await repo.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("cascade", "setup", "touch", "admit"):
+    for name in ("cascade", "setup", "touch", "admit", "view"):
         c = sub.add_parser(name)
         c.add_argument("--table", required=True)
         if name == "admit":
@@ -109,6 +134,7 @@ def main() -> None:
         "setup": lambda: setup(args.table),
         "touch": lambda: touch(args.table),
         "admit": lambda: admit(args.table, args.seconds),
+        "view": lambda: view(args.table),
     }[args.command]
     print(json.dumps(asyncio.run(run())))
 

@@ -3,6 +3,7 @@
 //! moto server per test run, unique table names) and the EMF validator. A
 //! dev-dependency only; nothing shipped links it.
 
+pub mod adaptive;
 pub mod emf;
 pub mod faults;
 pub mod harness;

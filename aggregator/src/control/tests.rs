@@ -6,64 +6,22 @@ use super::*;
 use std::collections::BTreeMap;
 use zae_table::adaptive::target::Target;
 use zae_table::adaptive::usage::{self, MINUTE_MS};
-use zae_table::adaptive::{AdaptiveLevel, Declaration, Factor, canary};
-use zae_table::config::{LevelConfig, LimitConfig, build_item};
+use zae_table::adaptive::{Declaration, canary};
 use zae_table::store::{Counted, Returns};
-use zae_table::{Attr, Item, Level};
+use zae_table::{Attr, Item};
 use zae_test_support::memory::MemoryStore;
 
 const NS: &str = "ns";
 /// A minute start.
 const T0: i64 = 1_796_032_800_000;
-/// Tokens per minute the resource is sized for; base 1,000/min, burst 10,000.
-const CAPACITY: i64 = 100_000;
-
-fn tpm(capacity: i64, refill: i64) -> LimitConfig {
-    LimitConfig {
-        name: "tpm".into(),
-        capacity,
-        refill_amount: refill,
-        refill_period: 60,
-        sched: None,
-        rsched: None,
-        reset_after_seconds: None,
-        soft: false,
-    }
-}
+use zae_test_support::adaptive::CAPACITY_TPM as CAPACITY;
 
 fn table(buckets: usize) -> MemoryStore {
-    let store = MemoryStore::new();
-    let config = LevelConfig {
-        limits: vec![tpm(10_000, 1_000)],
-        ..LevelConfig::default()
-    };
-    store.insert(build_item(NS, &Level::System, &config));
-    let declaration = Declaration {
-        capacity: BTreeMap::from([("r".into(), BTreeMap::from([("tpm".into(), CAPACITY)]))]),
-        levels: vec![AdaptiveLevel {
-            level: Level::System,
-            limit: "tpm".into(),
-            max_scale: None,
-            max_factor: Factor::from_ppm(10_000_000),
-        }],
-    };
-    store.insert(declaration.to_item(NS));
-    for i in 0..buckets {
-        store.insert(bucket(&format!("e{i}"), 10_000_000, 1_000_000));
-    }
-    store
+    zae_test_support::adaptive::table(NS, buckets)
 }
 
 fn bucket(entity: &str, cp: i64, ra: i64) -> Item {
-    Item::from([
-        ("PK".into(), Attr::s(format!("{NS}/BUCKET#{entity}#r#0"))),
-        ("SK".into(), Attr::s("#STATE")),
-        ("GSI2PK".into(), Attr::s(keys::pk_resource(NS, "r"))),
-        ("GSI2SK".into(), Attr::s(format!("BUCKET#{entity}#0"))),
-        ("b_tpm_cp".into(), Attr::n(cp)),
-        ("b_tpm_ra".into(), Attr::n(ra)),
-        ("b_tpm_tk".into(), Attr::n(0)),
-    ])
+    zae_test_support::adaptive::bucket(NS, entity, cp, ra)
 }
 
 fn ra(store: &MemoryStore, entity: &str) -> i64 {

@@ -124,27 +124,20 @@ impl MetricEvent {
         &'a self,
         table: &'a str,
     ) -> (Vec<(&'static str, &'a str)>, Vec<&'static [&'static str]>) {
+        let per_limit = |resource: &'a String, limit: &'a String| {
+            vec![
+                ("Table", table),
+                ("Resource", resource.as_str()),
+                ("Limit", limit.as_str()),
+            ]
+        };
         match self {
             MetricEvent::Transition {
                 resource, limit, ..
-            } => (
-                vec![
-                    ("Table", table),
-                    ("Resource", resource.as_str()),
-                    ("Limit", limit.as_str()),
-                ],
-                TRANSITION_DIMENSIONS.to_vec(),
-            ),
+            } => (per_limit(resource, limit), TRANSITION_DIMENSIONS.to_vec()),
             MetricEvent::Adaptive {
                 resource, limit, ..
-            } => (
-                vec![
-                    ("Table", table),
-                    ("Resource", resource.as_str()),
-                    ("Limit", limit.as_str()),
-                ],
-                ADAPTIVE_DIMENSIONS.to_vec(),
-            ),
+            } => (per_limit(resource, limit), ADAPTIVE_DIMENSIONS.to_vec()),
             MetricEvent::RecordsSkipped { .. }
             | MetricEvent::UsageSkipped { .. }
             | MetricEvent::RefillsDropped { .. }

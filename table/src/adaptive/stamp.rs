@@ -83,16 +83,7 @@ mod tests {
     use super::*;
 
     fn base() -> LimitConfig {
-        LimitConfig {
-            name: "tpm".into(),
-            capacity: 10_000,
-            refill_amount: 1_000,
-            refill_period: 60,
-            sched: None,
-            rsched: None,
-            reset_after_seconds: None,
-            soft: false,
-        }
+        LimitConfig::drip("tpm", 10_000, 1_000, 60)
     }
 
     fn bucket(cp: i64, ra: i64) -> Item {

@@ -1,0 +1,51 @@
+//! A namespace with one adaptive target, for the controller's tests and its
+//! benchmark: a system `tpm` of 1,000 a minute with a burst of 10,000 (at
+//! most 10x), opted in; resource `r` sized for 100,000 tokens a minute; and
+//! buckets of `r` as the client creates them at base.
+
+use crate::memory::MemoryStore;
+use std::collections::BTreeMap;
+use zae_table::adaptive::{AdaptiveLevel, Declaration, Factor};
+use zae_table::config::{LevelConfig, LimitConfig, build_item};
+use zae_table::{Attr, Item, Level, keys};
+
+pub const CAPACITY_TPM: i64 = 100_000;
+
+pub fn table(namespace: &str, buckets: usize) -> MemoryStore {
+    let store = MemoryStore::new();
+    let config = LevelConfig {
+        limits: vec![LimitConfig::drip("tpm", 10_000, 1_000, 60)],
+        ..LevelConfig::default()
+    };
+    store.insert(build_item(namespace, &Level::System, &config));
+    let declaration = Declaration {
+        capacity: BTreeMap::from([("r".into(), BTreeMap::from([("tpm".into(), CAPACITY_TPM)]))]),
+        levels: vec![AdaptiveLevel {
+            level: Level::System,
+            limit: "tpm".into(),
+            max_scale: None,
+            max_factor: Factor::from_ppm(10_000_000),
+        }],
+    };
+    store.insert(declaration.to_item(namespace));
+    for i in 0..buckets {
+        store.insert(bucket(namespace, &format!("e{i}"), 10_000_000, 1_000_000));
+    }
+    store
+}
+
+/// A bucket of `r` with the client's GSI2 keys and `tpm`'s `cp` and `ra`.
+pub fn bucket(namespace: &str, entity: &str, cp: i64, ra: i64) -> Item {
+    Item::from([
+        (
+            "PK".into(),
+            Attr::s(format!("{namespace}/BUCKET#{entity}#r#0")),
+        ),
+        ("SK".into(), Attr::s("#STATE")),
+        ("GSI2PK".into(), Attr::s(keys::pk_resource(namespace, "r"))),
+        ("GSI2SK".into(), Attr::s(format!("BUCKET#{entity}#0"))),
+        ("b_tpm_cp".into(), Attr::n(cp)),
+        ("b_tpm_ra".into(), Attr::n(ra)),
+        ("b_tpm_tk".into(), Attr::n(0)),
+    ])
+}
