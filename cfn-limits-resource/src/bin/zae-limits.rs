@@ -109,6 +109,26 @@ enum AdaptiveCommand {
         #[arg(long)]
         namespace_id: Option<String>,
     },
+    /// Show, per resource and limit, the recent minutes' use, the estimated
+    /// capacity, the utilization, the factor and its age, the controller's
+    /// last tick, and per opted-in level base x factor = effective.
+    Utilization {
+        /// The zae-limiter table (the stack name).
+        #[arg(long, short = 't')]
+        table: String,
+        /// The namespace name; `default` unless given.
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        /// The namespace id, instead of looking the name up.
+        #[arg(long)]
+        namespace_id: Option<String>,
+        /// Only this resource.
+        #[arg(long)]
+        resource: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn read_manifest(file: &PathBuf) -> Result<Manifest, String> {
@@ -145,11 +165,40 @@ async fn resolve_namespace(
 }
 
 async fn run_adaptive(command: AdaptiveCommand) -> Result<bool, String> {
-    let AdaptiveCommand::Reset {
-        table,
-        namespace,
-        namespace_id,
-    } = command;
+    let (table, namespace, namespace_id) = match command {
+        AdaptiveCommand::Utilization {
+            table,
+            namespace,
+            namespace_id,
+            resource,
+            json,
+        } => {
+            let store = open(&table).await;
+            let id = resolve_namespace(&store, &namespace, namespace_id.as_ref(), &table).await?;
+            let now = chrono::Utc::now().timestamp_millis();
+            let status =
+                cfn_limits_resource::adaptive::status(&store, &id, resource.as_deref(), now)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&status).map_err(|e| e.to_string())?
+                );
+            } else {
+                println!(
+                    "{}",
+                    cfn_limits_resource::adaptive::render_status(&status, now)
+                );
+            }
+            return Ok(true);
+        }
+        AdaptiveCommand::Reset {
+            table,
+            namespace,
+            namespace_id,
+        } => (table, namespace, namespace_id),
+    };
     let store = open(&table).await;
     let id = resolve_namespace(&store, &namespace, namespace_id.as_ref(), &table).await?;
     let reset = cfn_limits_resource::adaptive::reset(&store, &id)
