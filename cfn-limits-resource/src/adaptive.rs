@@ -261,30 +261,12 @@ pub fn render_status(status: &Status, now_ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zae_table::adaptive::AdaptiveLevel;
-    use zae_table::config::{LevelConfig, LimitConfig, build_item};
-    use zae_table::{Attr, Item, Level};
-    use zae_test_support::memory::MemoryStore;
+    use zae_table::Attr;
 
     #[tokio::test]
     async fn a_reset_returns_every_stamped_bucket_to_base_with_vu_and_the_target_to_one() {
-        let store = MemoryStore::new();
-        let limit = LimitConfig::drip("tpm", 10_000, 1_000, 60);
-        let config = LevelConfig {
-            limits: vec![limit],
-            ..LevelConfig::default()
-        };
-        store.insert(build_item("ns", &Level::System, &config));
-        let declaration = Declaration {
-            capacity: [("r".into(), [("tpm".into(), 100_000)].into())].into(),
-            levels: vec![AdaptiveLevel {
-                level: Level::System,
-                limit: "tpm".into(),
-                max_scale: None,
-                max_factor: Factor::from_ppm(10_000_000),
-            }],
-        };
-        store.insert(declaration.to_item("ns"));
+        // A system tpm of 1,000/min, burst 10,000, opted in; `r` sized for 100,000/min.
+        let store = zae_test_support::adaptive::table("ns", 0);
         let mut target = Target::base("r", "tpm");
         target.factor = Factor::from_ppm(5_000_000);
         target.generation = 4;
@@ -294,14 +276,9 @@ mod tests {
             .await
             .unwrap();
         for entity in ["a", "b"] {
-            store.insert(Item::from([
-                ("PK".into(), Attr::s(format!("ns/BUCKET#{entity}#r#0"))),
-                ("SK".into(), Attr::s("#STATE")),
-                ("GSI2PK".into(), Attr::s(keys::pk_resource("ns", "r"))),
-                ("GSI2SK".into(), Attr::s(format!("BUCKET#{entity}#0"))),
-                ("b_tpm_cp".into(), Attr::n(10_000_000)),
-                ("b_tpm_ra".into(), Attr::n(5_000_000)),
-            ]));
+            store.insert(zae_test_support::adaptive::bucket(
+                "ns", entity, 10_000_000, 5_000_000,
+            ));
         }
         let done = reset(&store, "ns").await.unwrap();
         assert_eq!(done[0].buckets_stamped, 2);
@@ -322,22 +299,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_status_shows_use_utilization_factor_and_each_levels_effective_rate() {
-        let store = MemoryStore::new();
-        let config = LevelConfig {
-            limits: vec![LimitConfig::drip("tpm", 10_000, 1_000, 60)],
-            ..LevelConfig::default()
-        };
-        store.insert(build_item("ns", &Level::System, &config));
-        let declaration = Declaration {
-            capacity: [("r".into(), [("tpm".into(), 100_000)].into())].into(),
-            levels: vec![AdaptiveLevel {
-                level: Level::System,
-                limit: "tpm".into(),
-                max_scale: None,
-                max_factor: Factor::from_ppm(10_000_000),
-            }],
-        };
-        store.insert(declaration.to_item("ns"));
+        // A system tpm of 1,000/min, burst 10,000, opted in; `r` sized for 100,000/min.
+        let store = zae_test_support::adaptive::table("ns", 0);
         let mut target = Target::base("r", "tpm");
         target.factor = Factor::from_ppm(5_000_000);
         target.set_at_ms = 1_000;

@@ -92,6 +92,20 @@ enum Command {
     },
 }
 
+/// A table's namespace, by name or id.
+#[derive(Args)]
+struct Namespace {
+    /// The zae-limiter table (the stack name).
+    #[arg(long, short = 't')]
+    table: String,
+    /// The namespace name; `default` unless given.
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// The namespace id, instead of looking the name up.
+    #[arg(long)]
+    namespace_id: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum AdaptiveCommand {
     /// Return every stamped bucket of the namespace to base and every target
@@ -99,29 +113,15 @@ enum AdaptiveCommand {
     /// tick while the manifest declares them adaptive: disable it first
     /// (`AdaptiveLimits=disabled`) or remove `adaptive` from the manifest.
     Reset {
-        /// The zae-limiter table (the stack name).
-        #[arg(long, short = 't')]
-        table: String,
-        /// The namespace name; `default` unless given.
-        #[arg(long, default_value = "default")]
-        namespace: String,
-        /// The namespace id, instead of looking the name up.
-        #[arg(long)]
-        namespace_id: Option<String>,
+        #[command(flatten)]
+        at: Namespace,
     },
     /// Show, per resource and limit, the recent minutes' use, the estimated
     /// capacity, the utilization, the factor and its age, the controller's
     /// last tick, and per opted-in level base x factor = effective.
     Utilization {
-        /// The zae-limiter table (the stack name).
-        #[arg(long, short = 't')]
-        table: String,
-        /// The namespace name; `default` unless given.
-        #[arg(long, default_value = "default")]
-        namespace: String,
-        /// The namespace id, instead of looking the name up.
-        #[arg(long)]
-        namespace_id: Option<String>,
+        #[command(flatten)]
+        at: Namespace,
         /// Only this resource.
         #[arg(long)]
         resource: Option<String>,
@@ -165,42 +165,29 @@ async fn resolve_namespace(
 }
 
 async fn run_adaptive(command: AdaptiveCommand) -> Result<bool, String> {
-    let (table, namespace, namespace_id) = match command {
-        AdaptiveCommand::Utilization {
-            table,
-            namespace,
-            namespace_id,
-            resource,
-            json,
-        } => {
-            let store = open(&table).await;
-            let id = resolve_namespace(&store, &namespace, namespace_id.as_ref(), &table).await?;
-            let now = chrono::Utc::now().timestamp_millis();
-            let status =
-                cfn_limits_resource::adaptive::status(&store, &id, resource.as_deref(), now)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&status).map_err(|e| e.to_string())?
-                );
-            } else {
-                println!(
-                    "{}",
-                    cfn_limits_resource::adaptive::render_status(&status, now)
-                );
-            }
-            return Ok(true);
-        }
-        AdaptiveCommand::Reset {
-            table,
-            namespace,
-            namespace_id,
-        } => (table, namespace, namespace_id),
+    let at = match &command {
+        AdaptiveCommand::Reset { at } | AdaptiveCommand::Utilization { at, .. } => at,
     };
-    let store = open(&table).await;
-    let id = resolve_namespace(&store, &namespace, namespace_id.as_ref(), &table).await?;
+    let store = open(&at.table).await;
+    let id = resolve_namespace(&store, &at.namespace, at.namespace_id.as_ref(), &at.table).await?;
+    if let AdaptiveCommand::Utilization { resource, json, .. } = &command {
+        let now = chrono::Utc::now().timestamp_millis();
+        let status = cfn_limits_resource::adaptive::status(&store, &id, resource.as_deref(), now)
+            .await
+            .map_err(|e| e.to_string())?;
+        if *json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&status).map_err(|e| e.to_string())?
+            );
+        } else {
+            println!(
+                "{}",
+                cfn_limits_resource::adaptive::render_status(&status, now)
+            );
+        }
+        return Ok(true);
+    }
     let reset = cfn_limits_resource::adaptive::reset(&store, &id)
         .await
         .map_err(|e| e.to_string())?;
