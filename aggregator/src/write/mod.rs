@@ -67,6 +67,10 @@ pub struct BatchStats {
     pub usage_writes: usize,
     pub canaries_sensed: usize,
     pub cascade_lookups_failed: usize,
+    /// Adaptive stamps the aggregator repaired on buckets it saw (or put
+    /// back to base, the controller stopped), and repairs that failed.
+    pub stamps_repaired: usize,
+    pub repairs_failed: usize,
 }
 
 #[derive(Debug, Default)]
@@ -93,6 +97,7 @@ pub struct Aggregator<S> {
     clock: Clock,
     archive: Option<std::sync::Arc<dyn archive::Archive>>,
     declarations: utilization::DeclarationCache,
+    repair: utilization::RepairCache,
 }
 
 enum Job<'p> {
@@ -123,6 +128,7 @@ impl<S: Store> Aggregator<S> {
             clock: system_clock,
             archive: None,
             declarations: Default::default(),
+            repair: Default::default(),
         }
     }
 
@@ -218,6 +224,9 @@ impl<S: Store> Aggregator<S> {
         }
         drop(done);
         Box::pin(self.sense(&plan, deadline, &mut outcome)).await;
+        let (repaired, failed) = Box::pin(self.repair(records, &plan, (self.clock)())).await;
+        outcome.stats.stamps_repaired = repaired;
+        outcome.stats.repairs_failed = failed;
         // Stream order, whatever order the writes finished in.
         audit_metrics.sort_by_key(|m| match m {
             MetricEvent::Transition { transition_ms, .. } => *transition_ms,

@@ -232,5 +232,9 @@ impl<S: Store> Aggregator<S> {
     }
 }
 
+pub mod repair;
+
+pub use repair::RepairCache;
+
 #[cfg(test)]
 mod tests;

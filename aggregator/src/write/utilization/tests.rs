@@ -307,3 +307,80 @@ async fn a_usage_write_that_fails_redelivers_from_its_first_record_before_any_ca
         outcome.errors
     );
 }
+
+/// The clock of the repair tests: a minute after the controller's last tick.
+fn ten_past() -> i64 {
+    MINUTE_S * 1000 + 60_000
+}
+
+/// A namespace where the controller set `tpm` on `r` to 5x and ticked at
+/// `ticked_at`, with `e`'s bucket (`cp`, `ra`) in the table and on the stream.
+async fn adaptive_table(ticked_at: i64, cp: i64, ra: i64) -> (MemoryStore, Vec<String>) {
+    use zae_table::adaptive::Factor;
+    use zae_table::adaptive::target::{Target, Tick};
+    let store = zae_test_support::adaptive::table("ns", 0);
+    let mut target = Target::base("r", "tpm");
+    target.factor = Factor::from_ppm(5_000_000);
+    target.generation = 1;
+    target.stamped = 1;
+    store
+        .update(&target.write("ns", None), Returns::Nothing)
+        .await
+        .unwrap();
+    let mut tick = Tick::default();
+    tick.ticked(ticked_at, true);
+    store
+        .update(&tick.write("ns"), Returns::Nothing)
+        .await
+        .unwrap();
+    store.insert(zae_test_support::adaptive::bucket("ns", "e", cp, ra));
+    let image = json!({
+        "PK": {"S": "ns/BUCKET#e#r#0"}, "SK": {"S": "#STATE"},
+        "b_tpm_cp": {"N": cp.to_string()}, "b_tpm_ra": {"N": ra.to_string()},
+        "b_tpm_tk": {"N": "0"}, "b_tpm_tc": {"N": "1000"},
+    });
+    let mut old = image.clone();
+    old["b_tpm_tc"] = json!({"N": "0"});
+    let record = json!({"eventName": "MODIFY", "dynamodb": {
+        "ApproximateCreationDateTime": MINUTE_S + 1,
+        "Keys": {"PK": {"S": "ns/BUCKET#e#r#0"}, "SK": {"S": "#STATE"}},
+        "SequenceNumber": "1000", "NewImage": image, "OldImage": old}});
+    (store, vec![record.to_string()])
+}
+
+fn tpm_ra(store: &MemoryStore) -> Attr {
+    store.item("ns/BUCKET#e#r#0", "#STATE").unwrap()["b_tpm_ra"].clone()
+}
+
+#[tokio::test]
+async fn a_bucket_seen_at_base_is_stamped_with_its_targets_factor() {
+    let (store, records) = adaptive_table(ten_past() - 60_000, 10_000_000, 1_000_000).await;
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
+    assert_eq!(tpm_ra(agg.store()), Attr::n(5_000_000));
+    // Its own record shows the stamp in place: nothing more.
+    let again = agg.process(&records, "p", MINUTE_S, None).await;
+    assert_eq!(again.stats.stamps_repaired, 0);
+}
+
+#[tokio::test]
+async fn with_the_controller_stopped_five_minutes_a_bucket_seen_goes_back_to_base() {
+    let stopped = ten_past() - repair::STOPPED_AFTER_MS - 1;
+    let (store, records) = adaptive_table(stopped, 10_000_000, 5_000_000).await;
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
+    assert_eq!(tpm_ra(agg.store()), Attr::n(1_000_000));
+    let bucket = agg.store().item("ns/BUCKET#e#r#0", "#STATE").unwrap();
+    assert_eq!(bucket["vu"], Attr::n(0));
+}
+
+#[tokio::test]
+async fn a_bucket_on_other_parameters_is_not_repaired() {
+    let (store, records) = adaptive_table(ten_past() - 60_000, 7_000_000, 700_000).await;
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 0);
+    assert_eq!(tpm_ra(agg.store()), Attr::n(700_000));
+}
