@@ -21,19 +21,11 @@ pub struct Reset {
 /// Every target of `namespace` to base: its factor to one (a new generation,
 /// its estimator forgotten), then a whole pass over its buckets.
 pub async fn reset<S: Store>(store: &S, namespace: &str) -> Result<Vec<Reset>, StoreError> {
-    let item = store
-        .get(
-            &keys::pk_adaptive(namespace),
-            keys::SK_ADAPTIVE_DECLARATION,
-            true,
-        )
-        .await?;
-    let declaration = item.and_then(|i| Declaration::from_item(&i).ok());
+    let declaration = Declaration::read(store, namespace, true)
+        .await?
+        .and_then(Result::ok);
     let mut done = Vec::new();
-    for item in store.query(&Target::query(namespace)).await? {
-        let Some(mut target) = Target::from_item(&item) else {
-            continue;
-        };
+    for mut target in Target::read_all(store, namespace).await? {
         let read = target.generation;
         target.previous = target.factor;
         target.factor = Factor::ONE;
@@ -115,18 +107,12 @@ pub async fn status<S: Store>(
     use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
     use zae_table::resolve::Resolver;
     let pk = keys::pk_adaptive(namespace);
-    let declaration = store
-        .get(&pk, keys::SK_ADAPTIVE_DECLARATION, true)
+    let declaration = Declaration::read(store, namespace, true)
         .await?
-        .and_then(|item| Declaration::from_item(&item).ok())
+        .and_then(Result::ok)
         .unwrap_or_default();
-    let tick = Tick::from_item(store.get(&pk, keys::SK_ADAPTIVE_TICK, true).await?.as_ref());
-    let targets: Vec<Target> = store
-        .query(&Target::query(namespace))
-        .await?
-        .iter()
-        .filter_map(Target::from_item)
-        .collect();
+    let tick = Tick::read(store, namespace, true).await?;
+    let targets = Target::read_all(store, namespace).await?;
     let mut minutes: Vec<Minute> = Vec::new();
     let last = minute_of(now_ms);
     for m in 0..SHOWN_MINUTES {
@@ -267,14 +253,7 @@ mod tests {
     async fn a_reset_returns_every_stamped_bucket_to_base_with_vu_and_the_target_to_one() {
         // A system tpm of 1,000/min, burst 10,000, opted in; `r` sized for 100,000/min.
         let store = zae_test_support::adaptive::table("ns", 0);
-        let mut target = Target::base("r", "tpm");
-        target.factor = Factor::from_ppm(5_000_000);
-        target.generation = 4;
-        target.stamped = 4;
-        store
-            .update(&target.write("ns", None), Returns::Nothing)
-            .await
-            .unwrap();
+        zae_test_support::adaptive::five_times(&store, "ns", 4).await;
         for entity in ["a", "b"] {
             store.insert(zae_test_support::adaptive::bucket(
                 "ns", entity, 10_000_000, 5_000_000,
@@ -301,13 +280,7 @@ mod tests {
     async fn the_status_shows_use_utilization_factor_and_each_levels_effective_rate() {
         // A system tpm of 1,000/min, burst 10,000, opted in; `r` sized for 100,000/min.
         let store = zae_test_support::adaptive::table("ns", 0);
-        let mut target = Target::base("r", "tpm");
-        target.factor = Factor::from_ppm(5_000_000);
-        target.set_at_ms = 1_000;
-        store
-            .update(&target.write("ns", None), Returns::Nothing)
-            .await
-            .unwrap();
+        zae_test_support::adaptive::five_times(&store, "ns", 0).await;
         let now = 1_796_032_805_000;
         let minute = zae_table::adaptive::usage::minute_of(now) - 60_000;
         let used = [("tpm".to_owned(), 20_000_000)].into();

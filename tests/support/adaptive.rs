@@ -49,3 +49,19 @@ pub fn bucket(namespace: &str, entity: &str, cp: i64, ra: i64) -> Item {
         ("b_tpm_tk".into(), Attr::n(0)),
     ])
 }
+
+/// `tpm` on `r` at 5x, its pass finished at `generation`, written as the
+/// controller writes it (set at 1 s after the epoch).
+pub async fn five_times(store: &MemoryStore, namespace: &str, generation: i64) {
+    use zae_table::adaptive::target::Target;
+    use zae_table::store::{Returns, Store};
+    let mut target = Target::base("r", "tpm");
+    target.factor = Factor::from_ppm(5_000_000);
+    target.generation = generation;
+    target.stamped = generation;
+    target.set_at_ms = 1_000;
+    store
+        .update(&target.write(namespace, None), Returns::Nothing)
+        .await
+        .expect("the in-memory table takes a first target");
+}

@@ -53,14 +53,12 @@ impl<S: Store> Controller<'_, S> {
     ) -> Result<Option<NamespaceTick>, StoreError> {
         let pk = keys::pk_adaptive(namespace);
         let declaration = self.declaration(namespace).await?;
-        let mut stored: BTreeMap<(String, String), Target> = self
-            .store
-            .query(&Target::query(namespace))
-            .await?
-            .iter()
-            .filter_map(Target::from_item)
-            .map(|t| ((t.resource.clone(), t.limit.clone()), t))
-            .collect();
+        let mut stored: BTreeMap<(String, String), Target> =
+            Target::read_all(self.store, namespace)
+                .await?
+                .into_iter()
+                .map(|t| ((t.resource.clone(), t.limit.clone()), t))
+                .collect();
         let Some(declaration) = declaration else {
             if stored.is_empty() {
                 return Ok(None);
@@ -74,12 +72,7 @@ impl<S: Store> Controller<'_, S> {
             }
             return Ok(Some(report));
         };
-        let mut tick = Tick::from_item(
-            self.store
-                .get(&pk, keys::SK_ADAPTIVE_TICK, true)
-                .await?
-                .as_ref(),
-        );
+        let mut tick = Tick::read(self.store, namespace, true).await?;
         let sensed = self.store.get(&pk, keys::SK_ADAPTIVE_SENSED, true).await?;
         let sensed_through = canary::sensed_through(sensed.as_ref());
         let blind = tick.blind(now_ms, sensed_through);
@@ -146,11 +139,7 @@ impl<S: Store> Controller<'_, S> {
             ..TargetTick::default()
         };
         if pass.finished && pass.lost == 0 {
-            let (pk, sk, condition) = target.delete(namespace);
-            match self.store.delete(&pk, &sk, Some(&condition)).await {
-                Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            target.remove(self.store, namespace).await?;
         } else {
             let mut kept = target;
             kept.cursor = if pass.finished { None } else { pass.cursor };
@@ -184,17 +173,12 @@ impl<S: Store> Controller<'_, S> {
     }
 
     async fn declaration(&self, namespace: &str) -> Result<Option<Declaration>, StoreError> {
-        let pk = keys::pk_adaptive(namespace);
-        let item = self
-            .store
-            .get(&pk, keys::SK_ADAPTIVE_DECLARATION, true)
-            .await?;
-        Ok(item.and_then(|item| match Declaration::from_item(&item) {
-            Ok(d) => Some(d),
-            Err(e) => {
+        let read = Declaration::read(self.store, namespace, true).await?;
+        Ok(read.and_then(|d| {
+            d.map_err(|e| {
                 tracing::error!(namespace, error = %e, "adaptive declaration unreadable: not controlled");
-                None
-            }
+            })
+            .ok()
         }))
     }
 
@@ -252,11 +236,7 @@ impl<S: Store> Controller<'_, S> {
                     },
                     max.as_f64(),
                 );
-                if std::env::var_os("ZAE_CONTROLLER_TRACE").is_some() {
-                    eprintln!(
-                        "{minute} u={utilization} f={factor} mixed={mixed} -> {d:?} {estimator:?}"
-                    );
-                }
+                tracing::debug!(minute, utilization, factor, mixed, decision = ?d, "minute evaluated");
                 if let Decision::Move(_) = d {
                     decision = d;
                 }

@@ -54,14 +54,11 @@ impl<S: Store> Provisioner<'_, S> {
         wanted: Declaration,
         full: bool,
     ) -> Result<Option<AdaptiveChange>, ApplyError> {
-        let pk = keys::pk_adaptive(self.namespace);
-        let live = self
-            .store
-            .get(&pk, keys::SK_ADAPTIVE_DECLARATION, true)
+        let live = Declaration::read(self.store, self.namespace, true)
             .await
             .map_err(store_err("reading the adaptive declaration"))?;
         // An unreadable live item is rewritten.
-        let live_decoded = live.as_ref().map(|item| Declaration::from_item(item).ok());
+        let live_decoded = live.map(Result::ok);
         let action = match (&live_decoded, wanted.is_empty()) {
             (None, true) => return Ok(None),
             (None, false) => Action::Create,
@@ -108,22 +105,13 @@ impl<S: Store> Provisioner<'_, S> {
     }
 
     async fn restamp(&self, caller: &Caller) -> Result<(), StoreError> {
-        let targets: Vec<Target> = self
-            .store
-            .query(&Target::query(self.namespace))
-            .await?
-            .iter()
-            .filter_map(Target::from_item)
-            .collect();
+        let targets = Target::read_all(self.store, self.namespace).await?;
         if targets.is_empty() {
             return Ok(());
         }
-        let pk = keys::pk_adaptive(self.namespace);
-        let declaration = self
-            .store
-            .get(&pk, keys::SK_ADAPTIVE_DECLARATION, true)
+        let declaration = Declaration::read(self.store, self.namespace, true)
             .await?
-            .and_then(|item| Declaration::from_item(&item).ok());
+            .and_then(Result::ok);
         let declared: Vec<(String, String)> = declaration
             .as_ref()
             .map(|d| d.targets().into_iter().map(|(r, l, _)| (r, l)).collect())
@@ -136,11 +124,7 @@ impl<S: Store> Provisioner<'_, S> {
             let done = pass::run(self.store, self.namespace, under, &target, out_of_time).await?;
             let read = target.generation;
             if done.finished && done.lost == 0 && !kept {
-                let (pk, sk, condition) = target.delete(self.namespace);
-                match self.store.delete(&pk, &sk, Some(&condition)).await {
-                    Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
-                    Err(e) => return Err(e),
-                }
+                target.remove(self.store, self.namespace).await?;
             } else if !(done.finished && done.lost == 0) {
                 target.generation += 1;
                 match self

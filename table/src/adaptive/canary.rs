@@ -6,7 +6,7 @@
 //! each canary lands in the shard of its own key: a minute counts as complete
 //! only when every canary written after it has come through.
 
-use crate::keys::{self, SK_STATE};
+use crate::keys::{self, Index, SK_STATE};
 use crate::store::{Update, UpdateBuilder};
 use crate::value::{Attr, Item};
 
@@ -21,8 +21,8 @@ const TTL_S: i64 = 86_400;
 /// The canary `index` of a tick at `now_ms`.
 pub fn item(namespace: &str, index: u32, now_ms: i64) -> Item {
     [
-        ("PK", Attr::s(keys::pk_canary(namespace, index))),
-        ("SK", Attr::s(SK_STATE)),
+        (Index::TABLE.pk, Attr::s(keys::pk_canary(namespace, index))),
+        (Index::TABLE.sk, Attr::s(SK_STATE)),
         (WRITTEN_AT, Attr::n(now_ms)),
         (TTL, Attr::n(now_ms / 1000 + TTL_S)),
     ]

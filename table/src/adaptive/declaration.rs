@@ -9,6 +9,7 @@
 use super::law::Factor;
 use crate::keys::{self, Index};
 use crate::level::Level;
+use crate::store::{Store, StoreError};
 use crate::value::{Attr, Item};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -120,6 +121,20 @@ impl Declaration {
     /// The opt-in of the level that decides a bucket's limits, if it opted in.
     pub fn opt_in(&self, level: &Level, limit: &str) -> Option<&AdaptiveLevel> {
         self.levels.iter().find(|l| l.governs(level, limit))
+    }
+
+    /// The namespace's declaration: `None` without one, `Some(Err)` when it
+    /// cannot be read back.
+    pub async fn read<S: Store>(
+        store: &S,
+        namespace: &str,
+        consistent: bool,
+    ) -> Result<Option<Result<Declaration, DeclarationError>>, StoreError> {
+        let pk = keys::pk_adaptive(namespace);
+        let item = store
+            .get(&pk, keys::SK_ADAPTIVE_DECLARATION, consistent)
+            .await?;
+        Ok(item.map(|item| Declaration::from_item(&item)))
     }
 
     pub fn to_item(&self, namespace: &str) -> Item {

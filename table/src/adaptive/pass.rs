@@ -110,11 +110,7 @@ fn seed_unconfigured<S: Store>(
     [own, default]: &[std::collections::HashSet<String>; 2],
     bucket: &Item,
 ) {
-    let Some(key) = bucket
-        .get(Index::TABLE.pk)
-        .and_then(Attr::as_s)
-        .and_then(|pk| BucketKey::parse(pk).ok())
-    else {
+    let Some(key) = keys::pk_of(bucket).and_then(|pk| BucketKey::parse(pk).ok()) else {
         return;
     };
     for (set, resource) in [(own, key.resource.as_str()), (default, DEFAULT_RESOURCE)] {
@@ -138,11 +134,7 @@ async fn stamp_bucket<S: Store>(
     bucket: &Item,
 ) -> Result<Option<bool>, StoreError> {
     let limit = target.limit.as_str();
-    let Some(key) = bucket
-        .get(Index::TABLE.pk)
-        .and_then(Attr::as_s)
-        .and_then(|pk| BucketKey::parse(pk).ok())
-    else {
+    let Some(key) = keys::pk_of(bucket).and_then(|pk| BucketKey::parse(pk).ok()) else {
         return Ok(None);
     };
     if !bucket.contains_key(&limit_attr(limit, field::CAPACITY)) {

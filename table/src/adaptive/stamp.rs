@@ -12,6 +12,7 @@
 use super::law::{Factor, stamped_refill};
 use crate::bucket::{VALID_UNTIL, field, limit_attr};
 use crate::config::LimitConfig;
+use crate::keys;
 use crate::milli::MILLI;
 use crate::store::{ITEM_EXISTS, Update, UpdateBuilder};
 use crate::value::{Attr, Item};
@@ -55,10 +56,7 @@ pub fn stamp(
     if wanted == ra {
         return Stamp::Current;
     }
-    let (Some(pk), Some(sk)) = (
-        bucket.get("PK").and_then(Attr::as_s),
-        bucket.get("SK").and_then(Attr::as_s),
-    ) else {
+    let (Some(pk), Some(sk)) = (keys::pk_of(bucket), keys::sk_of(bucket)) else {
         return Stamp::Unmanaged;
     };
     let lowers = wanted < ra;

@@ -9,7 +9,7 @@
 
 use super::law::Factor;
 use crate::keys::{self, Index};
-use crate::store::{Condition, Query, Update, UpdateBuilder};
+use crate::store::{Condition, Query, Store, StoreError, Update, UpdateBuilder};
 use crate::value::{Attr, Item};
 
 pub const RESOURCE: &str = "resource";
@@ -79,15 +79,25 @@ impl Target {
         }
     }
 
-    /// Deletes the target, if it is still the generation read.
-    pub fn delete(&self, namespace: &str) -> (String, String, Condition) {
+    /// Every target of a namespace.
+    pub async fn read_all<S: Store>(store: &S, namespace: &str) -> Result<Vec<Target>, StoreError> {
+        let items = store.query(&Target::query(namespace)).await?;
+        Ok(items.iter().filter_map(Target::from_item).collect())
+    }
+
+    /// Deletes the target if it is still the generation read; one that has
+    /// moved since is left to whoever moved it.
+    pub async fn remove<S: Store>(&self, store: &S, namespace: &str) -> Result<(), StoreError> {
         let (pk, sk) = Target::key(namespace, &self.resource, &self.limit);
         let condition = Condition {
             expression: "#g = :g".to_owned(),
             names: [("#g".to_owned(), GENERATION.to_owned())].into(),
             values: [(":g".to_owned(), Attr::n(self.generation))].into(),
         };
-        (pk, sk, condition)
+        match store.delete(&pk, &sk, Some(&condition)).await {
+            Ok(_) | Err(StoreError::ConditionFailed { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn key(namespace: &str, resource: &str, limit: &str) -> (String, String) {
@@ -192,6 +202,17 @@ pub const CANARY_SPACING_MS: i64 = 30_000;
 pub const BLIND_AFTER_MS: i64 = 120_000;
 
 impl Tick {
+    /// The namespace's tick record; a default one when there is none.
+    pub async fn read<S: Store>(
+        store: &S,
+        namespace: &str,
+        consistent: bool,
+    ) -> Result<Tick, StoreError> {
+        let pk = keys::pk_adaptive(namespace);
+        let item = store.get(&pk, keys::SK_ADAPTIVE_TICK, consistent).await?;
+        Ok(Tick::from_item(item.as_ref()))
+    }
+
     pub fn from_item(item: Option<&Item>) -> Tick {
         let Some(item) = item else {
             return Tick::default();

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use zae_table::adaptive::{Declaration, canary, usage};
 use zae_table::bucket::{CASCADE, PARENT_ID};
-use zae_table::keys::{self, BucketKey, SK_STATE};
+use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::store::{Returns, Store, StoreError};
 use zae_table::{Attr, SequenceNumber};
 
@@ -201,18 +201,17 @@ impl<S: Store> Aggregator<S> {
         namespace: &str,
         deadline: Option<Instant>,
     ) -> Result<Option<Arc<Declaration>>, StoreError> {
-        if let Some((read_at, d)) = self.lock_declarations().get(namespace)
+        if let Some((read_at, d)) = lock(&self.declarations).get(namespace)
             && read_at.elapsed() < DECLARATION_TTL
         {
             return Ok(d.clone());
         }
-        let pk = keys::pk_adaptive(namespace);
-        let item = self
+        let read = self
             .retrying(deadline, || {
-                self.store.get(&pk, keys::SK_ADAPTIVE_DECLARATION, false)
+                Declaration::read(&self.store, namespace, false)
             })
             .await?;
-        let declaration = match item.map(|i| Declaration::from_item(&i)).transpose() {
+        let declaration = match read.transpose() {
             Ok(d) => d.map(Arc::new),
             Err(e) => {
                 // Unreadable: sensing nothing for it is what an absent one does.
@@ -220,16 +219,17 @@ impl<S: Store> Aggregator<S> {
                 None
             }
         };
-        self.lock_declarations()
+        lock(&self.declarations)
             .insert(namespace.to_owned(), (Instant::now(), declaration.clone()));
         Ok(declaration)
     }
+}
 
-    fn lock_declarations(&self) -> std::sync::MutexGuard<'_, Declarations> {
-        self.declarations
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
+/// A cache's lock; a panic elsewhere poisons nothing worth keeping apart.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub mod repair;

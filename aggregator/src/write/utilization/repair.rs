@@ -7,16 +7,17 @@
 //! A repair's own record shows the stamp in place and writes nothing.
 
 use super::super::Aggregator;
+use super::lock;
 use crate::plan::BatchPlan;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zae_table::adaptive::Factor;
 use zae_table::adaptive::stamp::{Stamp, stamp};
 use zae_table::adaptive::target::{Target, Tick};
 use zae_table::bucket::{field, split_bucket_attr};
 use zae_table::config::LevelConfig;
-use zae_table::keys::{self, BucketKey, Index, SK_STATE, config_key};
+use zae_table::keys::{BucketKey, Index, SK_STATE, config_key};
 use zae_table::store::{Returns, Store, StoreError};
 use zae_table::{Attr, Item, Level, StreamRecord};
 
@@ -120,12 +121,10 @@ impl<S: Store> Aggregator<S> {
         {
             return Ok((targets, ticked));
         }
-        let items = self.store.query(&Target::query(namespace)).await?;
-        let targets: Arc<Vec<Target>> =
-            Arc::new(items.iter().filter_map(Target::from_item).collect());
-        let pk = keys::pk_adaptive(namespace);
-        let tick = self.store.get(&pk, keys::SK_ADAPTIVE_TICK, false).await?;
-        let ticked = Tick::from_item(tick.as_ref()).ticked_at_ms;
+        let targets = Arc::new(Target::read_all(&self.store, namespace).await?);
+        let ticked = Tick::read(&self.store, namespace, false)
+            .await?
+            .ticked_at_ms;
         lock(&self.repair.targets).insert(
             namespace.to_owned(),
             (Instant::now(), Arc::clone(&targets), ticked),
@@ -169,10 +168,6 @@ impl<S: Store> Aggregator<S> {
         levels.insert(key, (Instant::now(), config.clone()));
         Ok(config)
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The keys and every limit's `cp` and `ra` of a record's new image, as an item.

@@ -6,6 +6,7 @@ use crate::write::{RetryPolicy, Settings};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use zae_table::adaptive::{Declaration, canary, usage};
+use zae_table::keys;
 use zae_table::{Item, Window};
 use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
@@ -316,17 +317,9 @@ fn ten_past() -> i64 {
 /// A namespace where the controller set `tpm` on `r` to 5x and ticked at
 /// `ticked_at`, with `e`'s bucket (`cp`, `ra`) in the table and on the stream.
 async fn adaptive_table(ticked_at: i64, cp: i64, ra: i64) -> (MemoryStore, Vec<String>) {
-    use zae_table::adaptive::Factor;
-    use zae_table::adaptive::target::{Target, Tick};
+    use zae_table::adaptive::target::Tick;
     let store = zae_test_support::adaptive::table("ns", 0);
-    let mut target = Target::base("r", "tpm");
-    target.factor = Factor::from_ppm(5_000_000);
-    target.generation = 1;
-    target.stamped = 1;
-    store
-        .update(&target.write("ns", None), Returns::Nothing)
-        .await
-        .unwrap();
+    zae_test_support::adaptive::five_times(&store, "ns", 1).await;
     let mut tick = Tick::default();
     tick.ticked(ticked_at, true);
     store
