@@ -841,6 +841,19 @@ fn the_sensor_counts_each_request_of_a_three_level_cascade_once() {
     assert_eq!(sensed, 532_000, "{minutes:?}\n{}", polled.summary);
 }
 
+/// One controller tick at `now_ms` as the Lambda's runs (it writes its
+/// canaries and waits for them), split in two calls with the poller between:
+/// the report of its (first) target, or of the call that retired it.
+fn sensed_tick(table: &str, checkpoint: &Path, now_ms: i64) -> Value {
+    let first = control(table, now_ms);
+    poll(table, checkpoint, moto(), &[], &[]);
+    let second = control(table, now_ms);
+    match second[0]["targets"][0].clone() {
+        Value::Null => first[0]["targets"][0].clone(),
+        target => target,
+    }
+}
+
 /// `aggregator control --once --now MS` on `table`: the tick's report.
 fn control(table: &str, now_ms: i64) -> Value {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
@@ -941,17 +954,7 @@ fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
         runtime
             .block_on(store.update(&usage::add(&ns, "gpt-4", minute, &used), Returns::Nothing))
             .unwrap();
-        // What a Lambda tick does by waiting for its own canaries: write
-        // them, let the poller sense them, then evaluate what they completed.
-        let now = t0 + m * MINUTE_MS + 5_000;
-        let first = control(&table, now);
-        poll(&table, &checkpoint, moto(), &[], &[]);
-        let second = control(&table, now);
-        // A retired target is reported by the call that retired it.
-        match second[0]["targets"][0].clone() {
-            Value::Null => first[0]["targets"][0].clone(),
-            target => target,
-        }
+        sensed_tick(&table, &checkpoint, t0 + m * MINUTE_MS + 5_000)
     };
     let mut evaluated = Vec::new();
     let mut m = 0;
@@ -1010,4 +1013,134 @@ fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
         &["admit", "--table", &table, "--seconds", "0"],
     );
     assert_eq!(after["ra"], 100_000, "{after}");
+}
+
+/// Scenarios 2 and 3 against moto with the real client and the real poller,
+/// the controller's clock set near moto's (`gpt-4` as above: at most 10x):
+/// - an idle resource whose canaries come through scales up, to within 10%
+///   of its maximum in three ticks that evaluate;
+/// - the built function, invoked with the schedule's event (the system
+///   clock, and a wait for its own canaries while the poller runs beside
+///   it), evaluates in that one invocation the minute that just ended;
+/// - 150% of the estimated capacity, taken by an entity with limits of its
+///   own (not governed by the adaptive level), is sensed, and the tick after
+///   its minute brings the factor to 1 and the governed bucket to base;
+/// - a stalled stream (the poller stopped) goes blind two ticks after the
+///   last canary that came through, never loosening meanwhile: factor 1,
+///   bucket at base; once the stream is read again the controller sees.
+#[test]
+fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
+    use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
+    use zae_table::keys;
+    use zae_table::store::Store;
+    let table = unique_table("adaptive-cut");
+    let setup = run_json("adaptive.py", &["setup", "--table", &table]);
+    let ns = setup["namespace_id"].as_str().unwrap().to_owned();
+    let (runtime, store) = store(&table);
+    apply(&runtime, &store, &ns, ADAPTIVE);
+    run_json("adaptive.py", &["touch", "--table", &table]);
+    let dir = tempdir::Dir::new(&table);
+    let checkpoint = dir.file("checkpoint.json");
+    let ra = || run_json("adaptive.py", &["params", "--table", &table])["ra"].clone();
+    let factor = |t: &Value| t["factor"].as_f64().unwrap();
+    let now = || chrono::Utc::now().timestamp_millis();
+
+    // Idle: ticks over the six minutes just gone, with nothing used in them
+    // but e's one request (the first two prime the new target).
+    let r0 = minute_of(now());
+    let evaluated: Vec<f64> = (1..=6)
+        .rev()
+        .map(|k| sensed_tick(&table, &checkpoint, r0 - k * MINUTE_MS + 5_000))
+        .filter(|t| !t["minutes"].as_array().unwrap().is_empty())
+        .map(|t| factor(&t))
+        .collect();
+    assert_eq!(evaluated.len(), 3, "{evaluated:?}");
+    assert!(evaluated[2] >= 9.0, "{evaluated:?}");
+    let raised = ra().as_i64().unwrap();
+    assert!((900_000..=1_000_000).contains(&raised), "{raised}");
+
+    // The Lambda's way: the built function under a local Lambda endpoint,
+    // invoked by the schedule's event; it waits for its canaries while the
+    // poller (the stream's side) runs beside it.
+    let lambda = Lambda::start(
+        "aggregator",
+        env!("CARGO_BIN_EXE_aggregator"),
+        &[("TABLE_NAME", &table)],
+        &dir.file("lambda.log"),
+    );
+    let scheduled = serde_json::json!({
+        "version": "0", "id": "tick", "source": "aws.events",
+        "detail-type": "Scheduled Event", "detail": {},
+        "time": "2026-12-01T00:00:00Z", "region": "us-east-1", "resources": []
+    });
+    let started = now();
+    let invoked = std::thread::spawn(move || lambda.invoke("aggregator", &scheduled));
+    while !invoked.is_finished() {
+        poll(&table, &checkpoint, moto(), &[], &[]);
+    }
+    let waited = invoked.join().unwrap()["ticks"].clone();
+    let ended = now();
+    assert!(
+        waited[0]["sensed_through"].as_i64().unwrap() >= started,
+        "{waited}"
+    );
+    let minutes = &waited[0]["targets"][0]["minutes"];
+    assert!(
+        minutes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m[0] == r0 - MINUTE_MS),
+        "the minute before the call is evaluated in the call: {waited}"
+    );
+
+    // The surge, from an entity the adaptive level does not govern.
+    let surge = run_json(
+        "adaptive.py",
+        &["surge", "--table", &table, "--tokens", "45000"],
+    );
+    assert_eq!(surge["one_minute"], true, "{surge}");
+    let m = surge["minute_ms"].as_i64().unwrap();
+    poll(&table, &checkpoint, moto(), &[], &[]);
+    let pk = keys::pk_adaptive(&ns);
+    let item = runtime
+        .block_on(store.get(&pk, &keys::sk_adaptive_usage(m, "gpt-4"), true))
+        .unwrap()
+        .expect("the surge's minute is sensed");
+    let sensed = Minute::from_item(&item).unwrap().used["rps"];
+    assert!(sensed >= 45_000_000, "{sensed} millitokens");
+    // The first tick after its minute (and a canary spacing after the last).
+    let mut at = (m + MINUTE_MS + 5_000).max(ended + 31_000);
+    let cut = sensed_tick(&table, &checkpoint, at);
+    let surged = cut["minutes"].as_array().unwrap();
+    assert!(
+        surged
+            .iter()
+            .any(|u| u[0] == m && u[1].as_f64().unwrap() >= 1.5),
+        "{cut}"
+    );
+    assert_eq!(factor(&cut), 1.0, "{cut}");
+    assert_eq!(ra(), 100_000);
+
+    // Idle again, raised again; then the poller stops.
+    let mut up = 1.0;
+    for _ in 0..8 {
+        at += MINUTE_MS;
+        up = factor(&sensed_tick(&table, &checkpoint, at));
+        if up > 2.0 {
+            break;
+        }
+    }
+    assert!(up > 2.0, "raised again: {up}");
+    let stalled: Vec<Value> = (1..=3)
+        .map(|k| control(&table, at + k * MINUTE_MS)[0].clone())
+        .collect();
+    let blind: Vec<bool> = stalled.iter().map(|t| t["blind"] == true).collect();
+    assert_eq!(blind, [false, false, true], "{stalled:?}");
+    let factors: Vec<f64> = stalled.iter().map(|t| factor(&t["targets"][0])).collect();
+    assert_eq!(factors, [up, up, 1.0], "{stalled:?}");
+    assert_eq!(ra(), 100_000);
+    poll(&table, &checkpoint, moto(), &[], &[]);
+    let seen = control(&table, at + 3 * MINUTE_MS + 1_000);
+    assert_eq!(seen[0]["blind"], false, "{seen}");
 }

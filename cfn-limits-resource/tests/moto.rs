@@ -4,10 +4,10 @@
 //! driven by the unmodified Python CLI through a local Lambda endpoint.
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::mpsc;
 use std::time::Duration;
 use zae_test_support::harness::*;
@@ -928,83 +928,8 @@ fn response_receiver() -> (String, mpsc::Receiver<Value>) {
     (url, rx)
 }
 
-/// Reads one HTTP/1.1 message: its head, then `Content-Length` bytes.
-fn read_http(stream: &mut TcpStream) -> (String, Vec<u8>) {
-    let mut reader = BufReader::new(stream);
-    let mut head = String::new();
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-        head.push_str(&line);
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    (head, body)
-}
-
-/// The built Lambda under the local Lambda endpoint, as `name`.
-struct Lambda {
-    url: String,
-    child: Child,
-}
-
-impl Drop for Lambda {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn lambda(name: &str) -> Lambda {
-    let mut cmd = Command::new(python());
-    cmd.arg(harness("lambda_shim.py"))
-        .args([
-            "--function-name",
-            name,
-            "--command",
-            LAMBDA,
-            "--timeout",
-            "120",
-        ])
-        .args(["--parent-pid", &std::process::id().to_string()])
-        .args(["--log", scratch(&format!("{name}.log")).to_str().unwrap()])
-        .stdout(Stdio::piped());
-    aws_env(&mut cmd, moto());
-    let mut child = cmd.spawn().expect("start the Lambda shim");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("http://"), "the shim printed {line:?}");
-    Lambda {
-        url: line.trim().to_owned(),
-        child,
-    }
-}
-
-impl Lambda {
-    fn invoke(&self, name: &str, payload: &Value) -> Value {
-        let address = self.url.trim_start_matches("http://");
-        let mut stream = TcpStream::connect(address).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(180)))
-            .unwrap();
-        let body = payload.to_string();
-        write!(
-            stream,
-            "POST /2015-03-31/functions/{name}/invocations HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let (_, body) = read_http(&mut stream);
-        serde_json::from_slice(&body).unwrap_or(Value::Null)
-    }
+    Lambda::start(name, LAMBDA, &[], &scratch(&format!("{name}.log")))
 }
 
 fn cfn_event(
@@ -1304,29 +1229,26 @@ fn a_failed_create_and_its_rollback_leave_the_namespace_alone() {
     );
 }
 
+/// `zae-limiter limits COMMAND --name TABLE --file MANIFEST`, the unchanged
+/// Python CLI, with DynamoDB on moto and Lambda on the shim.
+fn python_cli(table: &str, lambda: &Lambda, command: &str, manifest: &std::path::Path) -> Output {
+    let mut cmd = Command::new(python().parent().unwrap().join("zae-limiter"));
+    cmd.args(["limits", command, "--name", table, "--file"])
+        .arg(manifest);
+    aws_env(&mut cmd, moto());
+    cmd.env_remove("AWS_ENDPOINT_URL")
+        .env("AWS_ENDPOINT_URL_DYNAMODB", moto())
+        .env("AWS_ENDPOINT_URL_LAMBDA", &lambda.url);
+    cmd.output().expect("run zae-limiter")
+}
+
 #[test]
 fn the_python_cli_plans_and_applies_through_the_lambda() {
     let table = setup("limits-pycli");
     let function = format!("{table}-limits-provisioner");
     let lambda = lambda(&function);
     let manifest = write_manifest("pycli.yaml", TENANT);
-    let cli = |command: &str| -> Output {
-        let mut cmd = Command::new(python().parent().unwrap().join("zae-limiter"));
-        cmd.args([
-            "limits",
-            command,
-            "--name",
-            &table,
-            "--file",
-            manifest.to_str().unwrap(),
-        ]);
-        aws_env(&mut cmd, moto());
-        // One endpoint per service: DynamoDB on moto, Lambda on the shim.
-        cmd.env_remove("AWS_ENDPOINT_URL")
-            .env("AWS_ENDPOINT_URL_DYNAMODB", moto())
-            .env("AWS_ENDPOINT_URL_LAMBDA", &lambda.url);
-        cmd.output().expect("run zae-limiter")
-    };
+    let cli = |command: &str| python_cli(&table, &lambda, command, &manifest);
     let plan = ok(&cli("plan"));
     assert!(plan.starts_with("Plan: 5 change(s)"), "{plan}");
     assert!(plan.contains("+ create entity: key-b/_default_"), "{plan}");
@@ -1356,4 +1278,96 @@ fn the_python_cli_plans_and_applies_through_the_lambda() {
             .unwrap()
             .ends_with(&format!(":function:{function}"))
     );
+}
+
+const PLAIN: &str = "namespace: default
+resources:
+  gpt-4:
+    limits:
+      rpm: {capacity: 100, refill_amount: 10}
+";
+
+const ADAPTIVE: &str = "namespace: default
+resources:
+  gpt-4:
+    estimated_capacity: {rpm: 600}
+    limits:
+      rpm: {capacity: 100, refill_amount: 10, adaptive: utilization}
+";
+
+/// The unchanged Python CLI on a namespace with every adaptive item in the
+/// table (the declaration, a target at 5x, the tick record, canaries, their
+/// sensed marks and a usage minute): `plan`, `diff` and `apply` print what
+/// they print on the same config without them, the declaration shows as one
+/// `adaptive` change, and the client reads the same levels.
+#[test]
+fn the_python_cli_plans_and_applies_an_adaptive_namespace_as_any_other() {
+    use zae_table::adaptive::target::{Target, Tick};
+    use zae_table::adaptive::{Factor, canary, usage};
+    use zae_table::store::{Returns, Store};
+    let table = setup("limits-pycli-adaptive");
+    let function = format!("{table}-limits-provisioner");
+    let lambda = lambda(&function);
+    let plain = write_manifest("plain.yaml", PLAIN);
+    let adaptive = write_manifest("adaptive.yaml", ADAPTIVE);
+    let cli =
+        |command: &str, manifest: &PathBuf| ok(&python_cli(&table, &lambda, command, manifest));
+
+    let applied = cli("apply", &plain);
+    assert!(applied.contains("Applied: 1 created"), "{applied}");
+    let levels = read_levels(&table, "default", &["resource:gpt-4"])["levels"].clone();
+    let (plan, diff) = (cli("plan", &plain), cli("diff", &plain));
+    assert!(plan.contains("No changes."), "{plan}");
+    assert!(diff.contains("No drift detected."), "{diff}");
+
+    let planned = cli("plan", &adaptive);
+    assert!(planned.starts_with("Plan: 1 change(s)"), "{planned}");
+    assert!(
+        planned.contains("+ create adaptive: gpt-4 rpm ~600/min"),
+        "{planned}"
+    );
+    assert!(cli("apply", &adaptive).contains("Applied: 1 created"));
+
+    // What the controller and the sensor add to the namespace.
+    let ns = client(&["register", "--table", &table, "--namespace", "default"])["namespace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let store = store(&table);
+    let mut target = Target::base("gpt-4", "rpm");
+    target.factor = Factor::from_ppm(5_000_000);
+    target.generation = 1;
+    target.stamped = 1;
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut tick = Tick::default();
+    tick.ticked(now, true);
+    let used = std::collections::BTreeMap::from([("rpm".to_owned(), 120_000)]);
+    let minute = usage::minute_of(now) - usage::MINUTE_MS;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let writes = [
+            target.write(&ns, None),
+            tick.write(&ns),
+            usage::add(&ns, "gpt-4", minute, &used),
+            canary::sense(&ns, 0, now),
+        ];
+        for update in &writes {
+            store.update(update, Returns::Nothing).await.unwrap();
+        }
+        for k in 0..canary::CANARIES {
+            store.put(&canary::item(&ns, k, now), None).await.unwrap();
+        }
+    });
+
+    assert_eq!(cli("plan", &adaptive), plan);
+    assert_eq!(cli("diff", &adaptive), diff);
+    let again = cli("apply", &adaptive);
+    assert!(again.contains("No changes."), "{again}");
+    assert_eq!(
+        read_levels(&table, "default", &["resource:gpt-4"])["levels"],
+        levels
+    );
+    let dropped = cli("plan", &plain);
+    assert!(dropped.starts_with("Plan: 1 change(s)"), "{dropped}");
+    assert!(dropped.contains("- delete adaptive"), "{dropped}");
 }

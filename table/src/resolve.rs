@@ -101,13 +101,37 @@ impl<'a, S: Store> Resolver<'a, S> {
         } else {
             from.to_vec()
         };
-        for level in walk {
-            if let Some(config) = self.level(&level).await?
-                && !config.limits.is_empty()
-            {
-                return Ok(Some((level, config)));
-            }
-        }
-        Ok(None)
+        first_with_limits(self, walk).await
     }
+}
+
+/// Where config levels are read from: a [`Resolver`] for one fan-out or
+/// tick, or a cache that lives longer (the aggregator's repair).
+pub trait LevelSource {
+    fn level(
+        &self,
+        level: &Level,
+    ) -> impl std::future::Future<Output = Result<Option<LevelConfig>, StoreError>> + Send;
+}
+
+impl<S: Store> LevelSource for Resolver<'_, S> {
+    async fn level(&self, level: &Level) -> Result<Option<LevelConfig>, StoreError> {
+        Resolver::level(self, level).await
+    }
+}
+
+/// The first level of `walk` with any limit, as the client resolves a
+/// bucket's limits, and its config.
+pub async fn first_with_limits(
+    source: &impl LevelSource,
+    walk: Vec<Level>,
+) -> Result<Option<(Level, LevelConfig)>, StoreError> {
+    for level in walk {
+        if let Some(config) = source.level(&level).await?
+            && !config.limits.is_empty()
+        {
+            return Ok(Some((level, config)));
+        }
+    }
+    Ok(None)
 }

@@ -7,6 +7,11 @@
     adaptive.py setup --table T      the table, namespace "default"; prints its id
     adaptive.py touch --table T      one request of entity "e" on gpt-4 (creates its bucket)
     adaptive.py view --table T       what the client's config reads and list APIs return, as JSON
+    adaptive.py params --table T     e's parameters as the client reads them back, nothing drawn
+    adaptive.py surge --table T --tokens N
+                                     entity "other", with limits of its own on gpt-4 (so not
+                                     governed by an adaptive level), takes N tokens within one
+                                     minute; prints the tokens taken and that minute
     adaptive.py admit --table T --seconds S
                                      drains e's bucket, then requests without pause for S
                                      seconds; prints the tokens admitted and e's parameters
@@ -96,6 +101,37 @@ async def admit(table: str, seconds: float) -> dict:
     return {"admitted_tokens": admitted, "seconds": seconds, **read}
 
 
+async def params(table: str) -> dict:
+    repo = await open_repo(table)
+    read = await parameters(repo)
+    await repo.close()
+    return read
+
+
+OTHER, SURGE_CHUNK = "other", 5_000
+
+
+async def surge(table: str, tokens: int) -> dict:
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    await limiter.set_limits(OTHER, [Limit.per_second("rps", 1_000_000)], resource=RESOURCE)
+    # All of it in one minute of the stream's clock: a few requests take well
+    # under a second, so start afresh if the minute is about to end.
+    left = 60 - time.time() % 60
+    if left < 10:
+        await asyncio.sleep(left + 0.5)
+    started = time.time()
+    taken = 0
+    while taken < tokens:
+        chunk = min(SURGE_CHUNK, tokens - taken)
+        async with limiter.acquire(entity_id=OTHER, resource=RESOURCE, consume={"rps": chunk}):
+            taken += chunk
+    ended = time.time()
+    await repo.close()
+    minute = int(started // 60) * 60_000
+    return {"tokens": taken, "minute_ms": minute, "one_minute": int(ended // 60) * 60_000 == minute}
+
+
 def limits(found) -> list:
     return sorted([l.name, l.capacity, l.refill_amount, l.refill_period_seconds] for l in found)
 
@@ -123,11 +159,13 @@ async def view(table: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("cascade", "setup", "touch", "admit", "view"):
+    for name in ("cascade", "setup", "touch", "admit", "view", "params", "surge"):
         c = sub.add_parser(name)
         c.add_argument("--table", required=True)
         if name == "admit":
             c.add_argument("--seconds", type=float, required=True)
+        if name == "surge":
+            c.add_argument("--tokens", type=int, required=True)
     args = parser.parse_args()
     run = {
         "cascade": lambda: cascade(args.table),
@@ -135,6 +173,8 @@ def main() -> None:
         "touch": lambda: touch(args.table),
         "admit": lambda: admit(args.table, args.seconds),
         "view": lambda: view(args.table),
+        "params": lambda: params(args.table),
+        "surge": lambda: surge(args.table, args.tokens),
     }[args.command]
     print(json.dumps(asyncio.run(run())))
 

@@ -109,3 +109,87 @@ pub fn unique_table(name: &str) -> String {
         N.fetch_add(1, Ordering::SeqCst)
     )
 }
+
+/// A built Lambda binary under the local Lambda endpoint
+/// (`tests/harness/lambda_shim.py`) as function `name`, with moto's endpoint
+/// and credentials and `env` in its environment; killed when dropped.
+pub struct Lambda {
+    pub url: String,
+    child: Child,
+}
+
+impl Drop for Lambda {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Lambda {
+    pub fn start(name: &str, command: &str, env: &[(&str, &str)], log: &Path) -> Lambda {
+        let mut cmd = Command::new(python());
+        cmd.arg(harness("lambda_shim.py"))
+            .args(["--function-name", name, "--command", command])
+            .args(["--timeout", "120"])
+            .args(["--parent-pid", &std::process::id().to_string()])
+            .arg("--log")
+            .arg(log)
+            .stdout(Stdio::piped());
+        for (k, v) in env {
+            cmd.args(["--env", &format!("{k}={v}")]);
+        }
+        aws_env(&mut cmd, moto());
+        let mut child = cmd.spawn().expect("start the Lambda shim");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("piped")),
+            &mut line,
+        )
+        .expect("read the shim's address");
+        assert!(line.starts_with("http://"), "the shim printed {line:?}");
+        Lambda {
+            url: line.trim().to_owned(),
+            child,
+        }
+    }
+
+    /// A synchronous invoke of function `name`: its answer.
+    pub fn invoke(&self, name: &str, payload: &Value) -> Value {
+        use std::io::Write;
+        let address = self.url.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(address).expect("connect to the shim");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(180)))
+            .expect("a read timeout");
+        let body = payload.to_string();
+        write!(
+            stream,
+            "POST /2015-03-31/functions/{name}/invocations HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("send the invoke");
+        let (_, body) = read_http(&mut stream);
+        serde_json::from_slice(&body).unwrap_or(Value::Null)
+    }
+}
+
+/// Reads one HTTP/1.1 message: its head, then `Content-Length` bytes.
+pub fn read_http(stream: &mut TcpStream) -> (String, Vec<u8>) {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(stream);
+    let mut head = String::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        head.push_str(&line);
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).expect("the message's body");
+    (head, body)
+}

@@ -18,6 +18,7 @@ use zae_table::adaptive::target::{Target, Tick};
 use zae_table::bucket::{field, split_bucket_attr};
 use zae_table::config::LevelConfig;
 use zae_table::keys::{BucketKey, Index, SK_STATE, config_key};
+use zae_table::resolve::{LevelSource, first_with_limits};
 use zae_table::store::{Returns, Store, StoreError};
 use zae_table::{Attr, Item, Level, StreamRecord};
 
@@ -133,35 +134,39 @@ impl<S: Store> Aggregator<S> {
     }
 
     /// The level that decides the bucket's limits and its config, in the
-    /// client's order (the first level with limits), from cached reads.
+    /// client's order, from cached reads.
     async fn governing(&self, key: &BucketKey) -> Result<Option<(Level, LevelConfig)>, StoreError> {
-        for level in Level::resolution(&key.entity, &key.resource, true) {
-            if let Some(config) = self.level(&key.namespace, &level).await?
-                && !config.limits.is_empty()
-            {
-                return Ok(Some((level, config)));
-            }
-        }
-        Ok(None)
+        let cached = CachedLevels {
+            aggregator: self,
+            namespace: &key.namespace,
+        };
+        first_with_limits(&cached, Level::resolution(&key.entity, &key.resource, true)).await
     }
+}
 
-    async fn level(
-        &self,
-        namespace: &str,
-        level: &Level,
-    ) -> Result<Option<LevelConfig>, StoreError> {
-        let key = config_key(namespace, level);
-        if let Some((at, config)) = lock(&self.repair.levels).get(&key).cloned()
+/// A namespace's config levels through the repair's cache (at most a
+/// minute old, kept across batches).
+struct CachedLevels<'a, S> {
+    aggregator: &'a Aggregator<S>,
+    namespace: &'a str,
+}
+
+impl<S: Store> LevelSource for CachedLevels<'_, S> {
+    async fn level(&self, level: &Level) -> Result<Option<LevelConfig>, StoreError> {
+        let key = config_key(self.namespace, level);
+        let cache = &self.aggregator.repair.levels;
+        if let Some((at, config)) = lock(cache).get(&key).cloned()
             && at.elapsed() < CACHE_TTL
         {
             return Ok(config);
         }
         let config = self
+            .aggregator
             .store
             .get(&key.0, &key.1, false)
             .await?
             .map(|item| LevelConfig::decode(&item));
-        let mut levels = lock(&self.repair.levels);
+        let mut levels = lock(cache);
         if levels.len() >= LEVELS_KEPT {
             levels.clear();
         }
