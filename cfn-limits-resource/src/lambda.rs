@@ -308,6 +308,7 @@ async fn answer_malformed<R: Responder>(
     if let Some(url) = url {
         let envelope = Envelope {
             kind: "Unknown",
+            resource_type: text("ResourceType"),
             request_id: text("RequestId"),
             response_url: url,
             stack_id: text("StackId"),

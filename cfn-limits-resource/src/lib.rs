@@ -18,4 +18,5 @@ pub mod continuation;
 pub mod invoke;
 pub mod lambda;
 pub mod manifest;
+pub mod registry;
 pub mod report;

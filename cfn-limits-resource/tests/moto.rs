@@ -1371,3 +1371,156 @@ fn the_python_cli_plans_and_applies_an_adaptive_namespace_as_any_other() {
     assert!(dropped.starts_with("Plan: 1 change(s)"), "{dropped}");
     assert!(dropped.contains("- delete adaptive"), "{dropped}");
 }
+
+// ---- A table nobody has opened: the stack's initialisation and --create-namespace ----
+
+const SOFT: &str = "namespace: default
+resources:
+  gpt-4:
+    limits:
+      tpm: {capacity: 500, refill_period: 86400, soft: true}
+";
+
+/// A table from the template's `Table` resource alone: no version record,
+/// no namespace.
+fn schema_only_table(name: &str) -> String {
+    let table = unique_table(name);
+    let made = run_json("stack_table.py", &["create", "--table", &table]);
+    assert_eq!(made["items"], 0, "{made}");
+    table
+}
+
+fn version_record(table: &str) -> Value {
+    run_json("stack_table.py", &["version", "--table", table])
+}
+
+/// `zae-limits apply` on a table no client has opened: refused, naming the
+/// way out, with nothing written; with `--create-namespace` the table is
+/// initialised (version record stamped for these Lambdas, so the soft limit
+/// passes the version gate), the namespace registered, and the client reads
+/// the soft limit back.
+#[test]
+fn zae_limits_creates_the_namespace_of_a_table_nobody_opened_only_when_asked() {
+    let table = schema_only_table("schema-cli");
+    let manifest = write_manifest("soft.yaml", SOFT);
+    let file = manifest.to_str().unwrap();
+    let refused = zae_limits(&["apply", "-f", file, "-t", &table]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("namespace 'default' is not registered")
+            && stderr.contains("--create-namespace"),
+        "{stderr}"
+    );
+    assert!(items(&table).is_empty());
+    let applied = zae_limits(&["apply", "-f", file, "-t", &table, "--create-namespace"]);
+    let out = ok(&applied);
+    assert!(out.contains("Applied: 1 created"), "{out}");
+    let stderr = String::from_utf8_lossy(&applied.stderr);
+    assert!(
+        stderr.contains("registered namespace 'default'"),
+        "{stderr}"
+    );
+    assert_eq!(version_record(&table)["lambda_version"], "0.17.0+rust");
+    let read = read_levels(&table, "default", &["resource:gpt-4"]);
+    assert_eq!(
+        read["levels"]["resource:gpt-4"]["limits"],
+        json!([limit("tpm", 500, 500, 86_400, true)])
+    );
+    // Once registered, asking again changes nothing.
+    let again = zae_limits(&["apply", "-f", file, "-t", &table, "--create-namespace"]);
+    assert!(ok(&again).contains("Applied: 0 created"));
+    assert!(!String::from_utf8_lossy(&again.stderr).contains("registered"));
+}
+
+fn table_event(kind: &str, url: &str, request: &str, table: &str, physical: Option<&str>) -> Value {
+    let mut event = cfn_event(
+        kind,
+        url,
+        request,
+        physical,
+        json!({
+            "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:limits",
+            "TableName": table,
+            "Namespaces": ["default", "tenant-a"]
+        }),
+    );
+    event["ResourceType"] = json!("Custom::ZaeLimiterTable");
+    event["LogicalResourceId"] = json!("TableInit");
+    event
+}
+
+/// The stack's `Custom::ZaeLimiterTable`, through the built Lambda, on a
+/// table from the schema alone: it stamps the version record and registers
+/// the namespaces; a tenant stack's soft limit then applies and reads back
+/// through the client, while one naming an unregistered namespace fails
+/// with the way out; the unchanged client opens the table with its default
+/// `auto_update=True` and makes no Lambda or CloudFormation call (its calls
+/// are recorded), and its own version gate takes a soft limit; the
+/// resource's Delete puts the stamp back to the Python Lambdas' 0.17.0 and
+/// keeps the namespaces.
+#[test]
+fn the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_updating_lambdas() {
+    let table = schema_only_table("schema-stack");
+    let function = format!("{table}-limits-provisioner");
+    let lambda = lambda(&function);
+    let (url, rx) = response_receiver();
+    lambda.invoke(&function, &table_event("Create", &url, "t1", &table, None));
+    let created = answered(&rx);
+    assert_eq!(created["Status"], "SUCCESS", "{created}");
+    assert_eq!(created["PhysicalResourceId"], format!("{table}/table"));
+    let ids = created["Data"]["NamespaceIds"].clone();
+    assert_eq!(version_record(&table)["lambda_version"], "0.17.0+rust");
+
+    let mut stray = tenant_properties(&table, "true");
+    stray["Namespace"] = json!("tenant-b");
+    lambda.invoke(&function, &cfn_event("Create", &url, "t2", None, stray));
+    let refused = answered(&rx);
+    assert_eq!(refused["Status"], "FAILED", "{refused}");
+    let reason = refused["Reason"].as_str().unwrap();
+    assert!(
+        reason.contains("'tenant-b' is not registered") && reason.contains("Namespaces"),
+        "{reason}"
+    );
+    let tenant = tenant_properties(&table, "true");
+    lambda.invoke(&function, &cfn_event("Create", &url, "t3", None, tenant));
+    assert_eq!(answered(&rx)["Status"], "SUCCESS");
+    let read = read_levels(&table, "default", &["resource:gpt-4"]);
+    assert_eq!(read["namespace_id"], ids["default"]);
+    assert_eq!(
+        read["levels"]["resource:gpt-4"]["limits"],
+        json!([
+            limit("rpm", 50, 50, 60, false),
+            limit("tpm", 100, 100, 86_400, true)
+        ])
+    );
+
+    let opened = run_json("stack_table.py", &["open", "--table", &table]);
+    let calls: Vec<&str> = opened["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.starts_with("lambda:") || c.starts_with("cloudformation:")),
+        "{calls:?}"
+    );
+    assert_eq!(opened["namespace_id"], ids["default"]);
+    assert_eq!(opened["limits"][0]["soft"], true, "{opened}");
+
+    let delete = table_event(
+        "Delete",
+        &url,
+        "t4",
+        &table,
+        Some(&format!("{table}/table")),
+    );
+    lambda.invoke(&function, &delete);
+    assert_eq!(answered(&rx)["Status"], "SUCCESS");
+    assert_eq!(version_record(&table)["lambda_version"], "0.17.0");
+    let kept = client(&["register", "--table", &table, "--namespace", "tenant-a"]);
+    assert_eq!(kept["namespace_id"], ids["tenant-a"]);
+}

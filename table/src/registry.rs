@@ -5,7 +5,7 @@
 //! (`#ENTITY_CONFIG_RESOURCES`), changed together with the config items.
 
 use crate::keys::{self, SK_ENTITY_CONFIG_RESOURCES, SK_RESOURCES};
-use crate::store::Update;
+use crate::store::{Condition, TxWrite, Update};
 use crate::value::{Attr, Item};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -93,4 +93,104 @@ pub fn drop_empty_entity_count(namespace: &str, resource: &str) -> Update {
         names: BTreeMap::from([("#resource".to_owned(), resource.to_owned())]),
         values: BTreeMap::from([(":zero".to_owned(), Attr::n(0))]),
     }
+}
+
+/// The schema version the 0.17.0 client writes on a table it initialises
+/// (its majors must match the client's).
+pub const SCHEMA_VERSION: &str = "0.10.0";
+/// What `client_min_version` starts at: any client may open the table.
+const ANY_CLIENT: &str = "0.0.0";
+const NAMESPACE_NAME: &str = "namespace_name";
+const SK_NAMESPACE_ID_PREFIX: &str = "#NSID#";
+
+/// A timestamp as the client writes `created_at` and `updated_at`.
+pub fn now_text(now_ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(now_ms)
+        .unwrap_or_default()
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Stamps the version record with the version of the table's Lambdas,
+/// creating it as the client would when it is missing (schema version,
+/// `client_min_version` and index keys kept when present).
+pub fn stamp_version(lambda_version: &str, by: &str, now_ms: i64) -> Update {
+    let mut update = crate::store::UpdateBuilder::new();
+    update
+        .set(LAMBDA_VERSION, Attr::s(lambda_version))
+        .set("updated_at", Attr::s(now_text(now_ms)))
+        .set("updated_by", Attr::s(by))
+        .set_if_absent("schema_version", Attr::s(SCHEMA_VERSION))
+        .set_if_absent(CLIENT_MIN_VERSION, Attr::s(ANY_CLIENT))
+        .set_if_absent("GSI4PK", Attr::s(keys::RESERVED_NAMESPACE))
+        .set_if_absent("GSI4SK", Attr::s(keys::pk_registry()));
+    update.build(&keys::pk_registry(), keys::SK_VERSION, None)
+}
+
+/// Puts `lambda_version` back to `to` only while it still reads `from`
+/// (nobody has stamped it since).
+pub fn restore_version(from: &str, to: &str, by: &str, now_ms: i64) -> Update {
+    let mut update = crate::store::UpdateBuilder::new();
+    update
+        .set(LAMBDA_VERSION, Attr::s(to))
+        .set("updated_at", Attr::s(now_text(now_ms)))
+        .set("updated_by", Attr::s(by));
+    let name = update.name(LAMBDA_VERSION);
+    let value = update.value(Attr::s(from));
+    update.build(
+        &keys::pk_registry(),
+        keys::SK_VERSION,
+        Some(format!("{name} = {value}")),
+    )
+}
+
+/// A new namespace id as the client makes them: eight random bytes in
+/// URL-safe base64 (11 characters), never starting with `-`.
+pub fn new_namespace_id() -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    loop {
+        let bits = fastrand::u64(..);
+        // 64 bits in 11 sextets: the last carries the low 4 bits, shifted up.
+        let id: String = (0..11)
+            .map(|i| {
+                let sextet = if i < 10 {
+                    (bits >> (58 - 6 * i)) & 0x3f
+                } else {
+                    (bits & 0xf) << 2
+                };
+                ALPHABET[sextet as usize] as char
+            })
+            .collect();
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
+}
+
+/// The two registry entries of a namespace (name to id, id to name), each
+/// written only where nothing is: one transaction, as the client registers.
+pub fn register_namespace(name: &str, id: &str, now_ms: i64) -> Vec<TxWrite> {
+    let entry = |sk: String| {
+        let item = Item::from([
+            (
+                keys::Index::TABLE.pk.to_owned(),
+                Attr::s(keys::pk_registry()),
+            ),
+            (keys::Index::TABLE.sk.to_owned(), Attr::s(sk)),
+            (NAMESPACE_ID.to_owned(), Attr::s(id)),
+            (NAMESPACE_NAME.to_owned(), Attr::s(name)),
+            ("status".to_owned(), Attr::s("active")),
+            ("created_at".to_owned(), Attr::s(now_text(now_ms))),
+            ("GSI4PK".to_owned(), Attr::s(keys::RESERVED_NAMESPACE)),
+            ("GSI4SK".to_owned(), Attr::s(keys::pk_registry())),
+        ]);
+        TxWrite::Put {
+            item,
+            condition: Some(Condition::plain("attribute_not_exists(PK)")),
+        }
+    };
+    vec![
+        entry(keys::sk_namespace(name)),
+        entry(format!("{SK_NAMESPACE_ID_PREFIX}{id}")),
+    ]
 }

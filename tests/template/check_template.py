@@ -22,7 +22,7 @@ from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LAMBDA_VERSION = "0.17.0"
+LAMBDA_VERSION = "0.17.0+rust"
 
 TABLE_ARN = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${ExistingTableName}"
 ALLOWED_RESOURCES = [

@@ -69,6 +69,11 @@ enum Command {
         /// record their place, and the next apply goes on from there.
         #[arg(long, value_name = "SECONDS")]
         max_seconds: Option<u64>,
+        /// Register the manifest's namespace if the table does not have it,
+        /// and initialise a table no client or stack has opened (its version
+        /// record, stamped for this project's Lambdas).
+        #[arg(long)]
+        create_namespace: bool,
     },
     /// Report where the table differs from the manifest.
     Diff {
@@ -158,10 +163,41 @@ async fn resolve_namespace(
         .map_err(|e| e.to_string())?
         .ok_or_else(|| {
             format!(
-                "namespace '{name}' is not registered in table '{table}'; register it with the \
-                 zae-limiter client first, or pass --namespace-id"
+                "namespace '{name}' is not registered in table '{table}'; register it with \
+                 `zae-limits apply --create-namespace`, or pass --namespace-id"
             )
         })
+}
+
+/// `--create-namespace`: registers the namespace, first stamping the
+/// version record of a table nobody has initialised.
+async fn create_namespace(store: &Counted<DynamoStore>, name: &str) -> Result<(), String> {
+    use cfn_limits_resource::registry;
+    let now = chrono::Utc::now().timestamp_millis();
+    let by = "zae-limits-cli";
+    let names = [name.to_owned()];
+    let registered = if registry::initialised(store)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        vec![
+            registry::register(store, name, now)
+                .await
+                .map_err(|e| e.to_string())?,
+        ]
+    } else {
+        eprintln!(
+            "initialising the table: version record stamped {}",
+            registry::LAMBDA_VERSION_STAMP
+        );
+        registry::initialise(store, &names, by, now)
+            .await
+            .map_err(|e| e.to_string())?
+    };
+    for r in registered.iter().filter(|r| r.created) {
+        eprintln!("registered namespace '{}' (id {})", r.name, r.id);
+    }
+    Ok(())
 }
 
 async fn run_adaptive(command: AdaptiveCommand) -> Result<bool, String> {
@@ -220,6 +256,16 @@ async fn run(command: Command) -> Result<bool, String> {
         }
     };
     let store = open(&target.table).await;
+    if matches!(
+        command,
+        Command::Apply {
+            create_namespace: true,
+            ..
+        }
+    ) && target.namespace_id.is_none()
+    {
+        create_namespace(&store, &manifest.namespace).await?;
+    }
     let namespace = resolve_namespace(
         &store,
         &manifest.namespace,

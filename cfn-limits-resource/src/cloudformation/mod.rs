@@ -7,6 +7,7 @@
 //! namespace this very resource manages.
 
 mod responder;
+pub mod table;
 
 pub use responder::{HttpResponder, Responder, answer};
 
@@ -38,8 +39,16 @@ pub enum CfnError {
     Invalid(#[from] Invalid),
     #[error("{0}")]
     Apply(#[from] ApplyError),
-    #[error("namespace '{name}' not found in table '{table}' (register it with the client first)")]
+    #[error(
+        "namespace '{name}' is not registered in table '{table}': add it to the `Namespaces` \
+         parameter of the stack that deployed the table, or run `zae-limits apply \
+         --create-namespace` once"
+    )]
     UnknownNamespace { name: String, table: String },
+    #[error("{0}")]
+    Registry(#[from] crate::registry::RegistryError),
+    #[error("restoring the version record: {0}")]
+    Unstamp(#[source] StoreError),
     #[error("looking up namespace '{name}': {source}")]
     Lookup {
         name: String,
@@ -66,6 +75,8 @@ pub enum CfnError {
 #[derive(Debug, Clone)]
 pub struct Envelope {
     pub kind: &'static str,
+    /// `Custom::ZaeLimiterLimits`, or the stack's own `Custom::ZaeLimiterTable`.
+    pub resource_type: String,
     pub request_id: String,
     pub response_url: String,
     pub stack_id: String,
@@ -82,6 +93,7 @@ impl Envelope {
         Some(match request {
             CloudFormationCustomResourceRequest::Create(r) => Envelope {
                 kind: "Create",
+                resource_type: r.resource_type,
                 request_id: r.request_id,
                 response_url: r.response_url,
                 stack_id: r.stack_id,
@@ -92,6 +104,7 @@ impl Envelope {
             },
             CloudFormationCustomResourceRequest::Update(r) => Envelope {
                 kind: "Update",
+                resource_type: r.resource_type,
                 request_id: r.request_id,
                 response_url: r.response_url,
                 stack_id: r.stack_id,
@@ -102,6 +115,7 @@ impl Envelope {
             },
             CloudFormationCustomResourceRequest::Delete(r) => Envelope {
                 kind: "Delete",
+                resource_type: r.resource_type,
                 request_id: r.request_id,
                 response_url: r.response_url,
                 stack_id: r.stack_id,
@@ -273,6 +287,10 @@ pub async fn handle(
     table: &str,
     caller: &Caller,
 ) -> Result<Outcome, CfnError> {
+    if envelope.resource_type == table::RESOURCE_TYPE {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        return table::handle(store, envelope, table, now_ms).await;
+    }
     let marker = envelope
         .physical_resource_id
         .as_deref()
@@ -396,7 +414,7 @@ const PROPERTIES: [&str; 9] = [
 /// Top-level properties this resource does not know, that the request
 /// introduces (an Update's old properties already carried the others, so a
 /// stack can always roll back).
-fn unknown_properties(envelope: &Envelope) -> Vec<Problem> {
+fn unknown_properties(envelope: &Envelope, allowed: &[&str]) -> Vec<Problem> {
     let keys = |tree: &Tree| -> Vec<String> {
         match tree {
             Tree::Mapping(map) => map
@@ -409,14 +427,14 @@ fn unknown_properties(envelope: &Envelope) -> Vec<Problem> {
     let old = keys(&envelope.old_properties);
     keys(&envelope.properties)
         .into_iter()
-        .filter(|key| !PROPERTIES.contains(&key.as_str()) && !old.contains(key))
+        .filter(|key| !allowed.contains(&key.as_str()) && !old.contains(key))
         .map(|key| {
             Problem::new(
                 &Path::root(),
                 format!(
                     "unknown property '{key}'; allowed: {} (a misspelt section would \
                      otherwise be read as empty, and its levels deleted)",
-                    PROPERTIES.join(", ")
+                    allowed.join(", ")
                 ),
             )
         })
@@ -425,7 +443,7 @@ fn unknown_properties(envelope: &Envelope) -> Vec<Problem> {
 
 /// The manifest the request's properties declare, validated.
 fn declared_manifest(envelope: &Envelope, namespace: &str) -> Result<Manifest, CfnError> {
-    let unknown = unknown_properties(envelope);
+    let unknown = unknown_properties(envelope, &PROPERTIES);
     if !unknown.is_empty() {
         return Err(CfnError::Invalid(Invalid {
             problems: unknown,

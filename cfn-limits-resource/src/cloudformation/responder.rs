@@ -96,6 +96,7 @@ mod tests {
     async fn answering_stops_when_the_budget_is_spent() {
         let envelope = Envelope {
             kind: "Create",
+            resource_type: "Custom::ZaeLimiterLimits".into(),
             request_id: "r".into(),
             response_url: "https://bucket.example/r?X-Amz-Signature=secret".into(),
             stack_id: "s".into(),

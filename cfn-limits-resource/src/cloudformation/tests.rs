@@ -3,6 +3,7 @@ use super::*;
 fn envelope(kind: &'static str, physical: Option<&str>) -> Envelope {
     Envelope {
         kind,
+        resource_type: "Custom::ZaeLimiterLimits".into(),
         request_id: "req-1".into(),
         response_url: "http://127.0.0.1:9/response".into(),
         stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/1".into(),
@@ -119,4 +120,70 @@ fn a_body_is_returned_even_when_the_requests_own_fields_exceed_the_limit() {
     let parsed: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(parsed["Status"], "FAILED");
     assert_eq!(parsed["Reason"], "", "every cuttable byte was cut");
+}
+
+fn table_init(kind: &'static str, physical: Option<&str>, properties: &str) -> Envelope {
+    Envelope {
+        resource_type: table::RESOURCE_TYPE.into(),
+        logical_resource_id: "TableInit".into(),
+        properties: serde_norway::from_str(properties).unwrap(),
+        ..envelope(kind, physical)
+    }
+}
+
+#[tokio::test]
+async fn the_table_resource_takes_namespaces_as_a_list_or_a_string_and_refuses_the_rest() {
+    use zae_test_support::memory::MemoryStore;
+    let store = MemoryStore::new();
+    let list = table_init("Create", None, "{TableName: t, Namespaces: [default, a]}");
+    let outcome = table::handle(&store, &list, "t", 1_000).await.unwrap();
+    assert_eq!(outcome.physical_id, "t/table");
+    assert!(
+        outcome
+            .reason
+            .contains("2 namespace(s) registered (default, a)")
+    );
+    let text = table_init("Update", Some("t/table"), "{Namespaces: ' a , b ,'}");
+    let outcome = table::handle(&store, &text, "t", 2_000).await.unwrap();
+    assert!(
+        outcome.reason.contains("1 namespace(s) registered (b)"),
+        "{}",
+        outcome.reason
+    );
+    assert_eq!(outcome.data["NamespaceIds"].as_object().unwrap().len(), 2);
+    for (properties, says) in [
+        ("{Namespaces: 3}", "Namespaces: must be a list"),
+        ("{Namespaces: ''}", "names no namespace"),
+        ("{Namespaces: [_]}", "reserved"),
+        ("{Namespace: default}", "unknown property 'Namespace'"),
+    ] {
+        let err = table::handle(&store, &table_init("Create", None, properties), "t", 3_000)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(says), "{properties}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn the_table_resource_deletes_nothing_and_only_unstamps_its_own_table() {
+    use zae_test_support::memory::MemoryStore;
+    let store = MemoryStore::new();
+    let create = table_init("Create", None, "{Namespaces: [default]}");
+    table::handle(&store, &create, "t", 1_000).await.unwrap();
+    let before = store.items().len();
+    let foreign = table_init("Delete", Some("failed-create/r"), "{}");
+    let outcome = table::handle(&store, &foreign, "t", 2_000).await.unwrap();
+    assert!(
+        outcome.reason.contains("never initialised"),
+        "{}",
+        outcome.reason
+    );
+    let own = table_init("Delete", Some("t/table"), "{}");
+    let outcome = table::handle(&store, &own, "t", 3_000).await.unwrap();
+    assert!(
+        outcome.success && outcome.reason.contains("back to"),
+        "{}",
+        outcome.reason
+    );
+    assert_eq!(store.items().len(), before, "the namespaces stay");
 }

@@ -1,0 +1,228 @@
+//! Making a table usable: the version record stamped for these Lambdas and
+//! namespaces registered, as the client's own `Repository.open` would do
+//! (layouts in `zae_table::registry`). The stack does it through
+//! `Custom::ZaeLimiterTable`, `zae-limits apply --create-namespace` for one
+//! namespace; nothing else registers a namespace (a typo must not make one).
+
+use crate::apply::gate::PROTOCOL_VERSION;
+use crate::apply::state::namespace_id;
+use serde::Serialize;
+use zae_table::keys;
+use zae_table::registry;
+use zae_table::store::{Returns, Store, StoreError};
+
+/// The version these Lambdas stamp: the protocol level they implement, with a
+/// local label. Its release (0.17.0) passes the 0.17.0 client's feature gates
+/// and asks it for no Lambda update; being other than exactly `0.17.0`, it
+/// also makes `zae-limiter upgrade` leave the stack alone (docs/deploy.md).
+pub const LAMBDA_VERSION_STAMP: &str = "0.17.0+rust";
+/// Registration attempts with a fresh id when an id is taken.
+const ATTEMPTS: usize = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("namespace name {0:?} is refused: {1}")]
+    BadName(String, &'static str),
+    #[error("registering namespace '{name}': {source}")]
+    Store {
+        name: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error("stamping the version record: {0}")]
+    Stamp(#[source] StoreError),
+    #[error("registering namespace '{0}': every new id was taken ({ATTEMPTS} attempts)")]
+    IdsTaken(String),
+}
+
+/// A namespace and its id, and whether this call registered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Registered {
+    pub name: String,
+    pub id: String,
+    pub created: bool,
+}
+
+/// Stamps the version record (creating it when missing), then registers
+/// each namespace that is not registered yet.
+pub async fn initialise(
+    store: &impl Store,
+    namespaces: &[String],
+    by: &str,
+    now_ms: i64,
+) -> Result<Vec<Registered>, RegistryError> {
+    let stamp = registry::stamp_version(LAMBDA_VERSION_STAMP, by, now_ms);
+    store
+        .update(&stamp, Returns::Nothing)
+        .await
+        .map_err(RegistryError::Stamp)?;
+    let mut registered = Vec::new();
+    for name in namespaces {
+        registered.push(register(store, name, now_ms).await?);
+    }
+    Ok(registered)
+}
+
+/// Whether the table has a version record at all (a client or a stack
+/// initialised it).
+pub async fn initialised(store: &impl Store) -> Result<bool, StoreError> {
+    let record = store
+        .get(&keys::pk_registry(), keys::SK_VERSION, true)
+        .await?;
+    Ok(record.is_some())
+}
+
+/// Registers `name` unless it is registered; idempotent, and safe against a
+/// client registering the same name at the same moment.
+pub async fn register(
+    store: &impl Store,
+    name: &str,
+    now_ms: i64,
+) -> Result<Registered, RegistryError> {
+    check_name(name)?;
+    let store_err = |source| RegistryError::Store {
+        name: name.to_owned(),
+        source,
+    };
+    let existing = |id: String| Registered {
+        name: name.to_owned(),
+        id,
+        created: false,
+    };
+    if let Some(id) = namespace_id(store, name).await.map_err(store_err)? {
+        return Ok(existing(id));
+    }
+    for _ in 0..ATTEMPTS {
+        let id = registry::new_namespace_id();
+        match store
+            .transact(&registry::register_namespace(name, &id, now_ms))
+            .await
+        {
+            Ok(()) => {
+                return Ok(Registered {
+                    name: name.to_owned(),
+                    id,
+                    created: true,
+                });
+            }
+            // The name's entry is the first write: registered meanwhile.
+            Err(StoreError::ConditionFailed { .. }) => {
+                if let Some(id) = namespace_id(store, name).await.map_err(store_err)? {
+                    return Ok(existing(id));
+                }
+            }
+            // The id's entry: that id is taken; try another.
+            Err(StoreError::Cancelled { .. }) => {}
+            Err(e) => return Err(store_err(e)),
+        }
+    }
+    Err(RegistryError::IdsTaken(name.to_owned()))
+}
+
+/// Puts `lambda_version` back to the protocol level the Python Lambdas
+/// stamp, if it still carries this project's stamp; `false` when someone
+/// stamped it since (or there is no record).
+pub async fn unstamp(store: &impl Store, by: &str, now_ms: i64) -> Result<bool, StoreError> {
+    let update = registry::restore_version(LAMBDA_VERSION_STAMP, PROTOCOL_VERSION, by, now_ms);
+    match store.update(&update, Returns::Nothing).await {
+        Ok(_) => Ok(true),
+        Err(StoreError::ConditionFailed { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The client refuses only these.
+fn check_name(name: &str) -> Result<(), RegistryError> {
+    let refuse = |why| Err(RegistryError::BadName(name.to_owned(), why));
+    if name.is_empty() {
+        return refuse("it is empty");
+    }
+    if name == keys::RESERVED_NAMESPACE {
+        return refuse("it is reserved for the table's own records");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zae_table::Attr;
+    use zae_table::registry::LAMBDA_VERSION;
+    use zae_table::store::UpdateBuilder;
+    use zae_test_support::memory::MemoryStore;
+
+    #[tokio::test]
+    async fn a_fresh_table_is_stamped_and_registered_once() {
+        let store = MemoryStore::new();
+        assert!(!initialised(&store).await.unwrap());
+        let names = vec!["default".to_owned(), "tenant-a".to_owned()];
+        let first = initialise(&store, &names, "test", 1_000).await.unwrap();
+        assert!(first.iter().all(|r| r.created), "{first:?}");
+        assert!(initialised(&store).await.unwrap());
+        let again = initialise(&store, &names, "test", 2_000).await.unwrap();
+        assert!(again.iter().all(|r| !r.created), "{again:?}");
+        assert_eq!(
+            first.iter().map(|r| &r.id).collect::<Vec<_>>(),
+            again.iter().map(|r| &r.id).collect::<Vec<_>>()
+        );
+        let record = store
+            .get(&keys::pk_registry(), keys::SK_VERSION, true)
+            .await
+            .unwrap()
+            .unwrap();
+        let text = |k: &str| record[k].as_s().unwrap().to_owned();
+        assert_eq!(text(LAMBDA_VERSION), LAMBDA_VERSION_STAMP);
+        assert_eq!(text("schema_version"), registry::SCHEMA_VERSION);
+        assert_eq!(text(registry::CLIENT_MIN_VERSION), "0.0.0");
+        for r in &first {
+            let reverse = store
+                .get(&keys::pk_registry(), &format!("#NSID#{}", r.id), true)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(reverse["namespace_name"].as_s(), Some(r.name.as_str()));
+            assert_eq!(r.id.len(), 11);
+            assert!(!r.id.starts_with('-'));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stamp_keeps_the_client_minimum_and_unstamping_restores_only_its_own() {
+        let store = MemoryStore::new();
+        initialise(&store, &[], "test", 1_000).await.unwrap();
+        // A gate raised the minimum, then a Python deploy stamped its Lambdas.
+        let mut raise = UpdateBuilder::new();
+        raise.set(registry::CLIENT_MIN_VERSION, Attr::s("0.17.0"));
+        let raise = raise.build(&keys::pk_registry(), keys::SK_VERSION, None);
+        store.update(&raise, Returns::Nothing).await.unwrap();
+        let python = registry::stamp_version(PROTOCOL_VERSION, "cli:0.17.0", 1_500);
+        store.update(&python, Returns::Nothing).await.unwrap();
+        assert!(
+            !unstamp(&store, "test", 2_000).await.unwrap(),
+            "not ours now"
+        );
+        initialise(&store, &[], "test", 3_000).await.unwrap();
+        let read = || async {
+            store
+                .get(&keys::pk_registry(), keys::SK_VERSION, true)
+                .await
+                .unwrap()
+                .unwrap()
+        };
+        let record = read().await;
+        assert_eq!(record[LAMBDA_VERSION].as_s(), Some(LAMBDA_VERSION_STAMP));
+        assert_eq!(record[registry::CLIENT_MIN_VERSION].as_s(), Some("0.17.0"));
+        assert!(unstamp(&store, "test", 4_000).await.unwrap());
+        assert_eq!(read().await[LAMBDA_VERSION].as_s(), Some(PROTOCOL_VERSION));
+    }
+
+    #[tokio::test]
+    async fn reserved_and_empty_names_are_refused_and_nothing_is_written() {
+        let store = MemoryStore::new();
+        for name in ["", "_"] {
+            let err = register(&store, name, 1).await.unwrap_err();
+            assert!(matches!(err, RegistryError::BadName(..)), "{err}");
+        }
+        assert!(store.items().is_empty());
+    }
+}
