@@ -11,6 +11,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 "$ROOT/scripts/setup-venv.sh"
 export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 "$ROOT/.venv/bin/python" "$ROOT/tests/template/check_template.py"
+"$ROOT/.venv/bin/python" "$ROOT/tests/template/check_migration.py"
 . "$ROOT/scripts/moto.sh"
 cargo test --workspace --all-targets "$@"
 # cargo-lambda and Zig come from the venv.

@@ -313,19 +313,21 @@ fn level_props(level: &LevelDecl) -> Tree {
 }
 
 /// A tenant stack holding one `Custom::ZaeLimiterLimits` resource whose
-/// ServiceToken imports `<stack>-ProvisionerArn`.
+/// ServiceToken and table import `<stack>-ProvisionerArn` and
+/// `<stack>-TableName` (both stacks export them; an attached stack's table is
+/// not named after it).
 pub fn cfn_template(manifest: &Manifest, stack: &str, full: bool) -> String {
-    let mut props = Mapping::new();
-    props.insert(
-        key("ServiceToken"),
+    let import = |export: &str| {
         Tree::Mapping(Mapping::from_iter([(
             key("Fn::ImportValue"),
-            key(&format!("{stack}-ProvisionerArn")),
-        )])),
-    );
+            key(&format!("{stack}-{export}")),
+        )]))
+    };
+    let mut props = Mapping::new();
+    props.insert(key("ServiceToken"), import("ProvisionerArn"));
     // Long enough for a large first apply, far below CloudFormation's one-hour default.
     props.insert(key("ServiceTimeout"), Tree::Number(900.into()));
-    props.insert(key("TableName"), key(stack));
+    props.insert(key("TableName"), import("TableName"));
     props.insert(key("Namespace"), key(&manifest.namespace));
     if full {
         props.insert(key("FullApply"), Tree::Bool(true));
