@@ -15,6 +15,7 @@ use zae_aggregator::settings::{self, Environment};
 use zae_aggregator::write::archive::s3::S3Archive;
 use zae_aggregator::{lambda, write::Aggregator};
 use zae_runtime::aws::Timeouts;
+use zae_runtime::cli::Table;
 use zae_runtime::telemetry;
 use zae_table::SequenceNumber;
 use zae_table::sdk::DynamoStore;
@@ -33,11 +34,12 @@ enum Command {
     /// Read a table's stream (endpoint and credentials from the AWS environment)
     /// and feed the handler as the Lambda event source mapping would.
     Poll {
-        #[arg(long)]
-        table: String,
+        #[command(flatten)]
+        at: Table,
         /// Exit 0 once caught up with the stream.
         #[arg(long)]
         until_idle: bool,
+        /// Records per handler call, as the event source mapping's BatchSize.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=10_000))]
         batch_size: u16,
         /// Position file; a new one replays the stream from its start.
@@ -61,8 +63,8 @@ enum Command {
     /// Run the adaptive-limit controller against a table: one tick per
     /// minute, as the scheduled event runs it in Lambda.
     Control {
-        #[arg(long)]
-        table: String,
+        #[command(flatten)]
+        at: Table,
         /// One tick, then exit: evaluates each newly complete minute once.
         #[arg(long)]
         once: bool,
@@ -89,10 +91,19 @@ type Store = DynamoStore;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.is_none() && std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_none() {
+        // Not under Lambda: the runtime would only fail to reach its API.
+        eprintln!(
+            "aggregator: no subcommand, and no Lambda runtime (AWS_LAMBDA_RUNTIME_API is unset)\n"
+        );
+        let _ = <Cli as clap::CommandFactory>::command().write_long_help(&mut std::io::stderr());
+        return ExitCode::from(64);
+    }
     telemetry::init();
-    let table_arg = cli.command.as_ref().map(|command| match command {
-        Command::Poll { table, .. } | Command::Control { table, .. } => table.clone(),
+    let at = cli.command.as_ref().map(|command| match command {
+        Command::Poll { at, .. } | Command::Control { at, .. } => at.clone(),
     });
+    let table_arg = at.as_ref().map(|at| at.table_name().to_owned());
     let environment = match settings::from_env(table_arg) {
         Ok(e) => e,
         Err(e) => {
@@ -104,7 +115,10 @@ async fn main() -> ExitCode {
     for warning in &environment.warnings {
         tracing::warn!("{warning}");
     }
-    let sdk = zae_runtime::aws::sdk_config(Timeouts::default()).await;
+    let sdk = match &at {
+        Some(at) => at.sdk_config(Timeouts::default()).await,
+        None => zae_runtime::aws::sdk_config(Timeouts::default()).await,
+    };
     // The aggregator retries table writes itself, with its own classification and deadline.
     let dynamodb = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&sdk)

@@ -866,7 +866,10 @@ fn control(table: &str, now_ms: i64) -> Value {
         &now_ms.to_string(),
     ]);
     aws_env(&mut cmd, moto());
-    let out = cmd.output().expect("run the aggregator");
+    control_report_of(cmd.output().expect("run the aggregator"))
+}
+
+fn control_report_of(out: std::process::Output) -> Value {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "aggregator control failed:\n{stderr}");
     stderr
@@ -1143,4 +1146,20 @@ fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
     poll(&table, &checkpoint, moto(), &[], &[]);
     let seen = control(&table, at + 3 * MINUTE_MS + 1_000);
     assert_eq!(seen[0]["blind"], false, "{seen}");
+}
+
+/// `--name` (the stack, whose table has its name), `--endpoint-url` and
+/// `--region` in place of the AWS environment's.
+#[test]
+fn the_table_and_the_endpoint_come_from_the_flags() {
+    let table = unique_table("flags");
+    run_json("adaptive.py", &["setup", "--table", &table]);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
+    cmd.args(["control", "-n", &table, "--endpoint-url", moto()])
+        .args(["--region", "us-east-1", "--once", "--now", "60000"]);
+    aws_env(&mut cmd, "http://127.0.0.1:1");
+    cmd.env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION");
+    let report = control_report_of(cmd.output().expect("run the aggregator"));
+    assert_eq!(report, serde_json::json!([]));
 }

@@ -13,6 +13,7 @@
 
 pub mod adaptive;
 pub mod apply;
+pub mod cli;
 pub mod cloudformation;
 pub mod continuation;
 pub mod invoke;
@@ -20,3 +21,4 @@ pub mod lambda;
 pub mod manifest;
 pub mod registry;
 pub mod report;
+pub mod suggest;

@@ -1524,3 +1524,174 @@ fn the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_upda
     let kept = client(&["register", "--table", &table, "--namespace", "tenant-a"]);
     assert_eq!(kept["namespace_id"], ids["tenant-a"]);
 }
+
+// ---- The command line: flags, exit codes, errors ----
+
+fn code(output: &Output) -> Option<i32> {
+    output.status.code()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+const CASCADING: &str = "namespace: default
+resources:
+  gpt-4:
+    cascade: true
+    limits:
+      rpm: {capacity: 3}
+";
+
+/// Every exit code `zae-limits` documents but 1 (an apply with failed
+/// writes: `cli::tests` injects that fault at the store seam), with the
+/// flags that lead to them: `-n` as the stack (the table has its name),
+/// `--endpoint-url` and `--region` instead of the environment's, `--json`
+/// errors on stdout, "did you mean" for manifest fields and namespaces,
+/// `--exit-code` on plan and diff, the Python CLI's cascade warning and the
+/// apply's progress on stderr, and `init`.
+#[test]
+fn zae_limits_exit_codes_flags_and_errors() {
+    let table = setup("limits-cli");
+    let good = write_manifest("cli-good.yaml", CASCADING);
+    let good = good.to_str().unwrap();
+    // 64: a bad command line, with clap's suggestion.
+    let typo = zae_limits(&["plna", "-f", good, "-n", &table]);
+    assert_eq!(code(&typo), Some(64));
+    assert!(
+        stderr(&typo).contains("similar subcommand exists: 'plan'"),
+        "{}",
+        stderr(&typo)
+    );
+    assert_eq!(code(&zae_limits(&["plan", "-f", good])), Some(64));
+    assert_eq!(
+        code(&zae_limits(&["plan", "-f", good, "-n", "a", "-t", "b"])),
+        Some(64)
+    );
+    // 3: an invalid manifest, every problem at its path, as JSON too.
+    let bad = write_manifest(
+        "cli-bad.yaml",
+        "namespace: default\nresources:\n  gpt-4:\n    limits:\n      rpm: {capacty: 3}\n",
+    );
+    let bad = bad.to_str().unwrap();
+    let invalid = zae_limits(&["plan", "-f", bad, "-n", &table]);
+    assert_eq!(code(&invalid), Some(3));
+    assert!(
+        stderr(&invalid).contains("capacty (did you mean capacity?)"),
+        "{}",
+        stderr(&invalid)
+    );
+    let json: Value =
+        serde_json::from_slice(&zae_limits(&["plan", "-f", bad, "-n", &table, "--json"]).stdout)
+            .unwrap();
+    assert_eq!(json["error"]["exit_code"], 3, "{json}");
+    assert_eq!(json["error"]["kind"], "invalid_input");
+    assert_eq!(
+        json["error"]["problems"][0]["path"], "resources.gpt-4.limits.rpm",
+        "{json}"
+    );
+    // 4: a table that is not there.
+    let missing = zae_limits(&["plan", "-f", good, "-t", "no-such-table", "--json"]);
+    assert_eq!(code(&missing), Some(4));
+    let json: Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert!(
+        json["error"]["hint"].as_str().unwrap().contains("--region"),
+        "{json}"
+    );
+    // 5: a namespace nobody registered, with the name probably meant.
+    let other = write_manifest(
+        "cli-ns.yaml",
+        &CASCADING.replace("namespace: default", "namespace: defualt"),
+    );
+    let refused = zae_limits(&["plan", "-f", other.to_str().unwrap(), "-n", &table]);
+    assert_eq!(code(&refused), Some(5));
+    assert!(
+        stderr(&refused).contains("Did you mean 'default'?"),
+        "{}",
+        stderr(&refused)
+    );
+    // 2 and 0: --exit-code on plan and diff, before and after the apply.
+    assert_eq!(
+        code(&zae_limits(&["plan", "-f", good, "-n", &table])),
+        Some(0)
+    );
+    assert_eq!(
+        code(&zae_limits(&[
+            "plan",
+            "-f",
+            good,
+            "-n",
+            &table,
+            "--exit-code"
+        ])),
+        Some(2)
+    );
+    assert_eq!(
+        code(&zae_limits(&[
+            "diff",
+            "-f",
+            good,
+            "-n",
+            &table,
+            "--exit-code"
+        ])),
+        Some(2)
+    );
+    // The endpoint and region from the flags alone.
+    let mut cmd = Command::new(ZAE_LIMITS);
+    cmd.args([
+        "apply",
+        "-f",
+        good,
+        "-n",
+        &table,
+        "--endpoint-url",
+        moto(),
+        "--region",
+        "us-east-1",
+    ]);
+    aws_env(&mut cmd, moto());
+    cmd.env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION");
+    let applied = cmd.output().unwrap();
+    assert!(ok(&applied).contains("Applied: 1 created"));
+    let said = stderr(&applied);
+    assert!(
+        said.contains("warning: resources.gpt-4 sets cascade: true"),
+        "{said}"
+    );
+    assert!(said.contains("config: writing 1 level(s)"), "{said}");
+    assert_eq!(
+        code(&zae_limits(&[
+            "plan",
+            "-f",
+            good,
+            "-n",
+            &table,
+            "--exit-code"
+        ])),
+        Some(0)
+    );
+    assert_eq!(
+        code(&zae_limits(&[
+            "diff",
+            "-f",
+            good,
+            "-n",
+            &table,
+            "--exit-code"
+        ])),
+        Some(0)
+    );
+    let quiet = zae_limits(&["apply", "-f", good, "-n", &table, "--no-progress"]);
+    assert!(!stderr(&quiet).contains("config:"), "{}", stderr(&quiet));
+    // init: idempotent, JSON on request.
+    let init = ok(&zae_limits(&[
+        "init", "-n", &table, "-N", "default", "-N", "tenant-a", "--json",
+    ]));
+    let init: Value = serde_json::from_str(&init).unwrap();
+    assert_eq!(init["lambda_version"], "0.17.0+rust");
+    assert_eq!(init["namespaces"][0]["created"], false, "{init}");
+    assert_eq!(init["namespaces"][1]["created"], true, "{init}");
+}

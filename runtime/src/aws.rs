@@ -39,10 +39,25 @@ impl Timeouts {
 
 /// The SDK configuration from the environment, with `timeouts` on every request.
 pub async fn sdk_config(timeouts: Timeouts) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .timeout_config(timeouts.config())
-        .load()
-        .await
+    sdk_config_at(timeouts, None, None).await
+}
+
+/// The same, with the region and the endpoint given (a CLI's `--region`
+/// and `--endpoint-url`) in place of the environment's.
+pub async fn sdk_config_at(
+    timeouts: Timeouts,
+    region: Option<String>,
+    endpoint_url: Option<String>,
+) -> SdkConfig {
+    let mut loader =
+        aws_config::defaults(BehaviorVersion::latest()).timeout_config(timeouts.config());
+    if let Some(region) = region {
+        loader = loader.region(aws_config::Region::new(region));
+    }
+    if let Some(url) = endpoint_url {
+        loader = loader.endpoint_url(url);
+    }
+    loader.load().await
 }
 
 #[cfg(test)]

@@ -72,6 +72,10 @@ fn store_err(context: impl Into<String>) -> impl FnOnce(StoreError) -> ApplyErro
     move |source| ApplyError::Store { context, source }
 }
 
+/// The target of an apply's phase events, which `zae-limits` shows as
+/// progress (and the Lambda logs at INFO).
+pub const PROGRESS: &str = "zae_limits::progress";
+
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -197,6 +201,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
         gate::check(self.store, &decls).await?;
         let intent = self.record_intent(manifest, &plan.state, caller).await?;
         let mut run = self.claim(&plan, caller).await?;
+        tracing::info!(target: PROGRESS, phase = "config", "writing {} level(s)", plan.changes.len());
         let mut written = self
             .write_config(&plan, &declared, caller, &mut run)
             .await?;
@@ -214,6 +219,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
             .await;
         let (finished, stopped) = self.fan_out(&run, &written, caller, &mut errors).await;
         if !plan.changes.is_empty() || plan.adaptive.is_some() {
+            tracing::info!(target: PROGRESS, phase = "adaptive", "stamping adaptive buckets under the declaration");
             self.restamp_adaptive(caller, &mut errors).await;
         }
         let pending = self.release(&run, &plan, finished).await;
@@ -386,7 +392,14 @@ impl<'a, S: Store> Provisioner<'a, S> {
         };
         let mut finished = Vec::new();
         let mut stopped = 0;
-        for fan_out in order {
+        let total = order.len() as u64;
+        if total > 0 {
+            tracing::info!(target: PROGRESS, phase = "fan-out", "{total} level(s) to their buckets");
+        }
+        for (done, fan_out) in (1u64..).zip(order) {
+            if done > 1 {
+                tracing::info!(target: PROGRESS, phase = "fan-out", done = done - 1, total);
+            }
             let carried = run.cursors.get(&fan_out);
             let previous = written.previous.get(&fan_out.level);
             let directive = Directive {
@@ -433,6 +446,9 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 }
                 Err(err) => errors.push(fan_out_error(&fan_out, &err)),
             }
+        }
+        if total > 0 {
+            tracing::info!(target: PROGRESS, phase = "fan-out", done = total, total);
         }
         match &swept {
             Some(first) => {

@@ -429,10 +429,13 @@ fn unknown_properties(envelope: &Envelope, allowed: &[&str]) -> Vec<Problem> {
         .into_iter()
         .filter(|key| !allowed.contains(&key.as_str()) && !old.contains(key))
         .map(|key| {
+            let near = crate::suggest::closest(&key, allowed.iter().copied())
+                .map(|near| format!(" (did you mean '{near}'?)"))
+                .unwrap_or_default();
             Problem::new(
                 &Path::root(),
                 format!(
-                    "unknown property '{key}'; allowed: {} (a misspelt section would \
+                    "unknown property '{key}'{near}; allowed: {} (a misspelt section would \
                      otherwise be read as empty, and its levels deleted)",
                     allowed.join(", ")
                 ),

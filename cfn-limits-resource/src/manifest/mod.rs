@@ -82,6 +82,34 @@ impl Manifest {
         }
     }
 
+    /// What the Python CLI warns of too: a resource that cascades while no
+    /// entity of the manifest has limits of its own for it (nor an
+    /// entity-wide `_default_`), so parents are limited by the per-user
+    /// resource defaults.
+    pub fn cascade_warnings(&self) -> Vec<String> {
+        let covered: Vec<&str> = self
+            .entities
+            .iter()
+            .flat_map(|(_, resources)| resources.iter().map(|(r, _)| r.as_str()))
+            .collect();
+        if covered.contains(&zae_table::level::DEFAULT_RESOURCE) {
+            return Vec::new();
+        }
+        self.resources
+            .iter()
+            .filter(|(name, level)| {
+                level.cascade == Some(true) && !covered.contains(&name.as_str())
+            })
+            .map(|(name, _)| {
+                format!(
+                    "resources.{name} sets cascade: true, but no entity in this manifest has \
+                     limits of its own for '{name}', so parents are limited by the per-user \
+                     resource defaults"
+                )
+            })
+            .collect()
+    }
+
     pub fn from_yaml(text: &str) -> Result<Manifest, Invalid> {
         let tree: Tree = serde_norway::from_str(text).map_err(|err| Invalid {
             problems: vec![Problem::new(

@@ -77,11 +77,20 @@ pub fn reject_unknown(
         .collect();
     unknown.sort();
     if !unknown.is_empty() {
+        let named: Vec<String> = unknown
+            .iter()
+            .map(
+                |k| match crate::suggest::closest(k, allowed.iter().copied()) {
+                    Some(near) => format!("{k} (did you mean {near}?)"),
+                    None => (*k).to_owned(),
+                },
+            )
+            .collect();
         problems.push(Problem::new(
             path,
             format!(
                 "unknown field(s) {}; allowed: {}",
-                unknown.join(", "),
+                named.join(", "),
                 allowed.join(", ")
             ),
         ));
