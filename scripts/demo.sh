@@ -6,7 +6,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-"$ROOT/scripts/setup-venv.sh"
+"$ROOT/scripts/setup-venv.sh" demo
 cargo build --quiet --release -p zae-aggregator -p cfn-limits-resource --bin aggregator --bin zae-limits
 . "$ROOT/scripts/moto.sh"
 py="$ROOT/.venv/bin/python"

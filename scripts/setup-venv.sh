@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# Creates .venv with the pinned Python side of the tests and the demo
-# (zae-limiter 0.17.0, moto server), unless it is already up to date.
+# Creates .venv with the pinned Python side, unless it is already up to date:
+#   setup-venv.sh        everything the tests use (tests/requirements.txt)
+#   setup-venv.sh demo   only what the demo needs (tests/requirements-demo.txt:
+#                        the client and moto; no cfn-lint, no cargo-lambda or Zig)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/.venv"
 stamp="$venv/.requirements.sha"
-want="$(sha256sum "$root/tests/requirements.txt" | cut -d' ' -f1)"
-if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+full="$(cat "$root/tests/requirements.txt" "$root/tests/requirements-demo.txt" | sha256sum | cut -d' ' -f1)"
+demo="demo-$(sha256sum "$root/tests/requirements-demo.txt" | cut -d' ' -f1)"
+have="$(cat "$stamp" 2>/dev/null || true)"
+if [ "${1:-all}" = demo ]; then
+  want="$demo"; file="$root/tests/requirements-demo.txt"
+  # A venv with everything has what the demo needs.
+  [ -x "$venv/bin/python" ] && [ "$have" = "$full" ] && exit 0
+else
+  want="$full"; file="$root/tests/requirements.txt"
+fi
+if [ -x "$venv/bin/python" ] && [ "$have" = "$want" ]; then
   exit 0
 fi
 python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check -r "$root/tests/requirements.txt"
+"$venv/bin/pip" install -q --disable-pip-version-check -r "$file"
 echo "$want" > "$stamp"

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use zae_aggregator::metrics::EmfStdout;
-use zae_aggregator::metrics::cloudwatch::{CloudWatchSink, SelectedSink};
+use zae_aggregator::metrics::SelectedSink;
 use zae_aggregator::poll::streams::DynamoStreams;
 use zae_aggregator::poll::{self, PollOptions, Start};
 use zae_aggregator::settings::{self, Environment};
@@ -242,11 +242,22 @@ async fn run_poll(
     };
     let sink = match metrics {
         MetricsTarget::Emf => SelectedSink::Emf(emf(environment)),
-        MetricsTarget::Cloudwatch => SelectedSink::CloudWatch(CloudWatchSink {
-            client: aws_sdk_cloudwatch::Client::new(sdk),
-            namespace: environment.metric_namespace.clone(),
-            table: environment.table_name.clone(),
-        }),
+        #[cfg(feature = "cloudwatch")]
+        MetricsTarget::Cloudwatch => {
+            SelectedSink::CloudWatch(zae_aggregator::metrics::cloudwatch::CloudWatchSink {
+                client: aws_sdk_cloudwatch::Client::new(sdk),
+                namespace: environment.metric_namespace.clone(),
+                table: environment.table_name.clone(),
+            })
+        }
+        #[cfg(not(feature = "cloudwatch"))]
+        MetricsTarget::Cloudwatch => {
+            eprintln!(
+                "aggregator poll: --metrics cloudwatch needs the cloudwatch feature \
+                 (cargo install --path aggregator --features cloudwatch)"
+            );
+            return ExitCode::from(64);
+        }
     };
     let options = PollOptions {
         until_idle,

@@ -1695,3 +1695,53 @@ fn zae_limits_exit_codes_flags_and_errors() {
     assert_eq!(init["namespaces"][0]["created"], false, "{init}");
     assert_eq!(init["namespaces"][1]["created"], true, "{init}");
 }
+
+/// `cfn-template`'s output read by PyYAML, a YAML 1.1 reader as
+/// CloudFormation is: names such as `on`, `yes`, `off` and `y` stay strings
+/// (a YAML 1.2 writer leaves them plain, and YAML 1.1 reads them as booleans).
+#[test]
+fn the_printed_tenant_stack_reads_the_same_in_yaml_1_1() {
+    use std::io::Write as _;
+    let manifest = write_manifest(
+        "yaml11.yaml",
+        "namespace: y\nresources:\n  'on':\n    limits: {rpm: {capacity: 3}}\n\
+         entities:\n  'yes': {resources: {'off': {limits: {rpm: {capacity: 1}}}}}\n",
+    );
+    let text = ok(&zae_limits(&[
+        "cfn-template",
+        "-f",
+        manifest.to_str().unwrap(),
+        "-n",
+        "rate-limits",
+    ]));
+    let mut reader = Command::new(python())
+        .args([
+            "-c",
+            "import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    reader
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let read: Value = serde_json::from_slice(&reader.wait_with_output().unwrap().stdout).unwrap();
+    let props = &read["Resources"]["TenantLimits"]["Properties"];
+    assert_eq!(props["Namespace"], "y", "{text}");
+    assert_eq!(
+        props["Resources"]["on"]["Limits"]["rpm"]["Capacity"], 3,
+        "{text}"
+    );
+    assert_eq!(
+        props["Entities"]["yes"]["Resources"]["off"]["Limits"]["rpm"]["Capacity"], 1,
+        "{text}"
+    );
+    assert_eq!(
+        props["TableName"]["Fn::ImportValue"],
+        "rate-limits-TableName"
+    );
+}

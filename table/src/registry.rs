@@ -103,14 +103,6 @@ const ANY_CLIENT: &str = "0.0.0";
 const NAMESPACE_NAME: &str = "namespace_name";
 const SK_NAMESPACE_ID_PREFIX: &str = "#NSID#";
 
-/// A timestamp as the client writes `created_at` and `updated_at`.
-pub fn now_text(now_ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(now_ms)
-        .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
 /// Stamps the version record with the version of the table's Lambdas,
 /// creating it as the client would when it is missing (schema version,
 /// `client_min_version` and index keys kept when present).
@@ -118,7 +110,7 @@ pub fn stamp_version(lambda_version: &str, by: &str, now_ms: i64) -> Update {
     let mut update = crate::store::UpdateBuilder::new();
     update
         .set(LAMBDA_VERSION, Attr::s(lambda_version))
-        .set("updated_at", Attr::s(now_text(now_ms)))
+        .set("updated_at", Attr::s(crate::audit::timestamp(now_ms)))
         .set("updated_by", Attr::s(by))
         .set_if_absent("schema_version", Attr::s(SCHEMA_VERSION))
         .set_if_absent(CLIENT_MIN_VERSION, Attr::s(ANY_CLIENT))
@@ -133,7 +125,7 @@ pub fn restore_version(from: &str, to: &str, by: &str, now_ms: i64) -> Update {
     let mut update = crate::store::UpdateBuilder::new();
     update
         .set(LAMBDA_VERSION, Attr::s(to))
-        .set("updated_at", Attr::s(now_text(now_ms)))
+        .set("updated_at", Attr::s(crate::audit::timestamp(now_ms)))
         .set("updated_by", Attr::s(by));
     let name = update.name(LAMBDA_VERSION);
     let value = update.value(Attr::s(from));
@@ -180,7 +172,10 @@ pub fn register_namespace(name: &str, id: &str, now_ms: i64) -> Vec<TxWrite> {
             (NAMESPACE_ID.to_owned(), Attr::s(id)),
             (NAMESPACE_NAME.to_owned(), Attr::s(name)),
             ("status".to_owned(), Attr::s("active")),
-            ("created_at".to_owned(), Attr::s(now_text(now_ms))),
+            (
+                "created_at".to_owned(),
+                Attr::s(crate::audit::timestamp(now_ms)),
+            ),
             ("GSI4PK".to_owned(), Attr::s(keys::RESERVED_NAMESPACE)),
             ("GSI4SK".to_owned(), Attr::s(keys::pk_registry())),
         ]);

@@ -53,6 +53,20 @@ ALLOWED_ACTIONS = {
 }
 
 
+# The client policies (AWS::IAM::ManagedPolicy, for the application's roles,
+# as the 0.17.0 stack offered them): what each may grant, on the table and its
+# indexes only.
+CLIENT_READS = {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
+CLIENT_POLICIES = {
+    "AcquireOnlyPolicy": CLIENT_READS | {"dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+    "FullAccessPolicy": CLIENT_READS | {"dynamodb:Scan", "dynamodb:DescribeTable", "dynamodb:PutItem",
+                                        "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+                                        "dynamodb:ConditionCheckItem"},
+    "ReadOnlyPolicy": CLIENT_READS | {"dynamodb:Scan", "dynamodb:DescribeTable"},
+}
+WRITES = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+
+
 class StubPolicyLoader:
     """SAM asks IAM for managed policy ARNs; offline there are none to give."""
 
@@ -110,10 +124,65 @@ def conditional(items: list) -> list:
     return out
 
 
+def client_policy_problems(cfn: dict) -> list[str]:
+    """Each client policy grants its own set, on the table and its indexes
+    only; the acquire policy writes bucket items only."""
+    problems = []
+    table = ALLOWED_RESOURCES[:2] + ALLOWED_RESOURCES[3:5]
+    for name, allowed in CLIENT_POLICIES.items():
+        resource = cfn["Resources"].get(name)
+        if not resource or resource["Type"] != "AWS::IAM::ManagedPolicy":
+            problems.append(f"{name}: no such managed policy")
+            continue
+        granted = set()
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            granted |= set(actions)
+            for target in resources_of(statement["Resource"]):
+                if target not in table:
+                    problems.append(f"{name}: resource {json.dumps(target)} is not the table or its indexes")
+            leading = statement.get("Condition", {}).get("ForAllValues:StringLike", {}).get("dynamodb:LeadingKeys")
+            if name == "AcquireOnlyPolicy" and WRITES & set(actions) and leading != ["*/BUCKET#*"]:
+                problems.append(f"{name}: writes not limited to bucket items")
+        if granted != allowed:
+            problems.append(f"{name}: grants {sorted(granted)}, not {sorted(allowed)}")
+    return problems
+
+
+def dashboard_problems(cfn: dict) -> list[str]:
+    """The dashboard's body, its variables filled in, is JSON; every metric it
+    shows from the aggregator's namespace is one the aggregator emits."""
+    body, variables = cfn["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    text = re.sub(r"\$\{[^}]+\}", "X", body)
+    try:
+        widgets = json.loads(text)["widgets"]
+    except (ValueError, KeyError) as e:
+        return [f"the dashboard body is not JSON with widgets: {e}"]
+    emitted = set()
+    for path in ("aggregator/src/metrics/mod.rs", "aggregator/src/plan/overdraw.rs"):
+        with open(os.path.join(ROOT, path)) as f:
+            emitted |= set(re.findall(r'"([A-Z][A-Za-z]+)"', f.read()))
+    shown = set(re.findall(r'MetricName=\\"([A-Za-z]+)\\"', body))
+    for widget in widgets:
+        for row in widget["properties"]["metrics"]:
+            if isinstance(row[0], str) and row[0] == "X":
+                shown.add(row[1])
+    problems = [f"the dashboard shows {m}, which the aggregator never emits" for m in sorted(shown - emitted)]
+    for wanted in ("SoftLimitOverdrawn", "RecordsProcessed", "RecordsSkipped", "ResourceUtilization",
+                   "AdaptiveFactor", "ControllerTicks"):
+        if wanted not in shown:
+            problems.append(f"the dashboard does not show {wanted}")
+    if "IteratorAge" not in body or '"Errors"' not in body:
+        problems.append("the dashboard shows no iterator age or errors")
+    return problems
+
+
 def policy_problems(cfn: dict) -> list[str]:
     problems = []
     for name, resource in cfn["Resources"].items():
         if resource["Type"] not in ("AWS::IAM::Role", "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            continue
+        if name in CLIENT_POLICIES:
             continue
         props = resource["Properties"]
         if props.get("ManagedPolicyArns"):
@@ -270,6 +339,8 @@ def main() -> None:
         os.unlink(translated)
     problems += lint(os.path.join(ROOT, "examples/tenant-limits.yaml"), "examples/tenant-limits.yaml")
     problems += policy_problems(cfn)
+    problems += client_policy_problems(cfn)
+    problems += dashboard_problems(cfn)
     problems += shape_problems(cfn)
     problems += ttl_problems(template)
 
@@ -278,6 +349,13 @@ def main() -> None:
     role["Statement"][0]["Resource"] = "*"
     if not policy_problems(broadened):
         problems.append("the policy check accepted a statement on every resource")
+    writing = copy.deepcopy(cfn)
+    writing["Resources"]["ReadOnlyPolicy"]["Properties"]["PolicyDocument"]["Statement"][0]["Action"].append("dynamodb:PutItem")
+    unconditioned = copy.deepcopy(cfn)
+    del unconditioned["Resources"]["AcquireOnlyPolicy"]["Properties"]["PolicyDocument"]["Statement"][1]["Condition"]
+    for broken, what in ((writing, "a read-only policy that writes"), (unconditioned, "acquire writes beyond buckets")):
+        if not client_policy_problems(broken):
+            problems.append(f"the client policy check accepted {what}")
 
     for problem in problems:
         print(problem, file=sys.stderr)

@@ -60,21 +60,6 @@ impl MetricSink for CloudWatchSink {
     }
 }
 
-/// EMF or PutMetricData, chosen at start-up.
-pub enum SelectedSink {
-    Emf(crate::metrics::EmfStdout),
-    CloudWatch(CloudWatchSink),
-}
-
-impl MetricSink for SelectedSink {
-    async fn publish(&self, events: &[MetricEvent]) -> Result<(), MetricsError> {
-        match self {
-            SelectedSink::Emf(sink) => sink.publish(events).await,
-            SelectedSink::CloudWatch(sink) => sink.publish(events).await,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     //! moto cannot decode the CloudWatch SDK's RPC-v2 CBOR protocol, so the

@@ -2,6 +2,7 @@
 //! (in Lambda, CloudWatch Logs turns them into metrics at no request cost), or
 //! the same data through PutMetricData for the poller outside Lambda.
 
+#[cfg(feature = "cloudwatch")]
 pub mod cloudwatch;
 
 use crate::plan::TransitionKind;
@@ -11,6 +12,8 @@ use std::io::Write;
 
 pub const DEFAULT_NAMESPACE: &str = "ZaeLimiter";
 pub const RECORDS_SKIPPED: &str = "RecordsSkipped";
+/// Stream records a batch handled (for the dashboard: what goes through).
+pub const RECORDS_PROCESSED: &str = "RecordsProcessed";
 /// Usage left out of the snapshots: a snapshot item DynamoDB rejected, or
 /// the counter of a limit whose name is a snapshot attribute.
 pub const USAGE_SKIPPED: &str = "UsageSkipped";
@@ -56,6 +59,10 @@ pub enum MetricEvent {
         at_ms: i64,
         count: u64,
     },
+    RecordsProcessed {
+        at_ms: i64,
+        count: u64,
+    },
     UsageSkipped {
         at_ms: i64,
         count: u64,
@@ -83,6 +90,7 @@ impl MetricEvent {
         match self {
             MetricEvent::Transition { kind, .. } => kind.metric(),
             MetricEvent::RecordsSkipped { .. } => RECORDS_SKIPPED,
+            MetricEvent::RecordsProcessed { .. } => RECORDS_PROCESSED,
             MetricEvent::UsageSkipped { .. } => USAGE_SKIPPED,
             MetricEvent::RefillsDropped { .. } => REFILLS_DROPPED,
             MetricEvent::ControllerTick { .. } => CONTROLLER_TICKS,
@@ -103,6 +111,7 @@ impl MetricEvent {
             MetricEvent::Transition { .. } | MetricEvent::ControllerTick { .. } => 1.0,
             MetricEvent::Adaptive { value, .. } => *value,
             MetricEvent::RecordsSkipped { count, .. }
+            | MetricEvent::RecordsProcessed { count, .. }
             | MetricEvent::UsageSkipped { count, .. }
             | MetricEvent::RefillsDropped { count, .. } => *count as f64,
         }
@@ -112,6 +121,7 @@ impl MetricEvent {
         match self {
             MetricEvent::Transition { at_ms, .. }
             | MetricEvent::RecordsSkipped { at_ms, .. }
+            | MetricEvent::RecordsProcessed { at_ms, .. }
             | MetricEvent::UsageSkipped { at_ms, .. }
             | MetricEvent::RefillsDropped { at_ms, .. }
             | MetricEvent::ControllerTick { at_ms }
@@ -139,6 +149,7 @@ impl MetricEvent {
                 resource, limit, ..
             } => (per_limit(resource, limit), ADAPTIVE_DIMENSIONS.to_vec()),
             MetricEvent::RecordsSkipped { .. }
+            | MetricEvent::RecordsProcessed { .. }
             | MetricEvent::UsageSkipped { .. }
             | MetricEvent::RefillsDropped { .. }
             | MetricEvent::ControllerTick { .. } => (vec![("Table", table)], vec![&["Table"]]),
@@ -219,3 +230,20 @@ impl MetricSink for EmfStdout {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// EMF or PutMetricData (with the `cloudwatch` feature), chosen at start-up.
+pub enum SelectedSink {
+    Emf(EmfStdout),
+    #[cfg(feature = "cloudwatch")]
+    CloudWatch(cloudwatch::CloudWatchSink),
+}
+
+impl MetricSink for SelectedSink {
+    async fn publish(&self, events: &[MetricEvent]) -> Result<(), MetricsError> {
+        match self {
+            SelectedSink::Emf(sink) => sink.publish(events).await,
+            #[cfg(feature = "cloudwatch")]
+            SelectedSink::CloudWatch(sink) => sink.publish(events).await,
+        }
+    }
+}

@@ -239,6 +239,12 @@ impl<S: Store> Aggregator<S> {
             Box::pin(self.refill_pass(records, &plan, deadline, &mut outcome)).await;
         }
         let at_ms = now_s.saturating_mul(1000);
+        if !records.is_empty() {
+            outcome.metrics.push(MetricEvent::RecordsProcessed {
+                at_ms,
+                count: records.len() as u64,
+            });
+        }
         if !plan.skipped.is_empty() {
             outcome.metrics.push(MetricEvent::RecordsSkipped {
                 at_ms,

@@ -382,7 +382,73 @@ pub fn cfn_template(manifest: &Manifest, stack: &str, full: bool) -> String {
             Tree::Mapping(resource),
         )])),
     );
-    serde_norway::to_string(&Tree::Mapping(template)).unwrap_or_default()
+    cfn_yaml(&Tree::Mapping(template))
+}
+
+/// YAML as CloudFormation reads it, which is YAML 1.1: a string is written
+/// plain only when no YAML 1.1 reader can take it for something else (`yes`,
+/// `on`, `y` are booleans there, and a YAML 1.2 writer leaves them plain),
+/// double-quoted otherwise.
+pub fn cfn_yaml(tree: &Tree) -> String {
+    let mut out = String::new();
+    emit_block(tree, 0, &mut out);
+    out
+}
+
+fn emit_block(tree: &Tree, indent: usize, out: &mut String) {
+    let pad = " ".repeat(indent);
+    match tree {
+        Tree::Mapping(map) => {
+            for (k, v) in map {
+                out.push_str(&format!("{pad}{}:", inline(k).unwrap_or_default()));
+                emit_child(v, indent, out);
+            }
+        }
+        Tree::Sequence(items) => {
+            for item in items {
+                out.push_str(&format!("{pad}-"));
+                emit_child(item, indent, out);
+            }
+        }
+        scalar => out.push_str(&format!("{pad}{}\n", inline(scalar).unwrap_or_default())),
+    }
+}
+
+fn emit_child(value: &Tree, indent: usize, out: &mut String) {
+    match inline(value) {
+        Some(text) => out.push_str(&format!(" {text}\n")),
+        None => {
+            out.push('\n');
+            emit_block(value, indent + 2, out);
+        }
+    }
+}
+
+/// A value that fits on its line: scalars and empty collections.
+fn inline(tree: &Tree) -> Option<String> {
+    Some(match tree {
+        Tree::Null => "null".to_owned(),
+        Tree::Bool(b) => b.to_string(),
+        Tree::Number(n) => n.to_string(),
+        Tree::String(s) if plain_in_yaml_1_1(s) => s.clone(),
+        Tree::String(s) => serde_json::to_string(s).unwrap_or_default(),
+        Tree::Mapping(m) if m.is_empty() => "{}".to_owned(),
+        Tree::Sequence(s) if s.is_empty() => "[]".to_owned(),
+        _ => return None,
+    })
+}
+
+/// Letters first, then letters, digits and `_-./:`, and none of YAML 1.1's
+/// boolean or null words.
+fn plain_in_yaml_1_1(s: &str) -> bool {
+    const WORDS: [&str; 9] = ["y", "n", "yes", "no", "on", "off", "true", "false", "null"];
+    s.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:".contains(c))
+        && !s.ends_with(':')
+        && !WORDS.contains(&s.to_ascii_lowercase().as_str())
 }
 
 #[cfg(test)]
@@ -504,6 +570,30 @@ entities:
         );
         assert_eq!(props["FullApply"], Tree::Bool(true));
         let tree = to_manifest_tree(props, "tenant-alpha").unwrap();
+        assert_eq!(
+            Manifest::parse(&tree, Spelling::CloudFormation).unwrap(),
+            manifest
+        );
+    }
+
+    #[test]
+    fn names_a_yaml_1_1_reader_would_take_for_booleans_are_quoted() {
+        let manifest = Manifest::from_yaml(
+            "namespace: y\nresources:\n  'on':\n    limits: {rpm: {capacity: 3}}\n\
+             entities:\n  'yes': {resources: {'off': {limits: {rpm: {capacity: 1}}}}}\n",
+        )
+        .unwrap();
+        let text = cfn_template(&manifest, "rate-limits", false);
+        for quoted in ["Namespace: \"y\"", "\"on\":", "\"yes\":", "\"off\":"] {
+            assert!(text.contains(quoted), "{quoted} in\n{text}");
+        }
+        assert!(
+            text.contains("ServiceTimeout: 900\n")
+                && text.contains("Type: Custom::ZaeLimiterLimits\n")
+        );
+        let back: Tree = serde_norway::from_str(&text).unwrap();
+        let props = &back["Resources"]["TenantLimits"]["Properties"];
+        let tree = to_manifest_tree(props, "y").unwrap();
         assert_eq!(
             Manifest::parse(&tree, Spelling::CloudFormation).unwrap(),
             manifest
