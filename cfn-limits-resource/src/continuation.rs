@@ -5,9 +5,9 @@
 //! length runs out (then the next apply goes on).
 
 use serde_json::{Value, json};
-use serde_norway::Value as Tree;
 use std::future::Future;
 use std::time::Duration;
+use yaml_serde::Value as Tree;
 
 /// The direct-invoke action of a follow-up. The Python CLI never sends it.
 pub const ACTION: &str = "continue";

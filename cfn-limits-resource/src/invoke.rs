@@ -8,7 +8,7 @@ use crate::apply::state::namespace_id;
 use crate::apply::{ApplyError, Caller, Provisioner, Report};
 use crate::manifest::problem::{Invalid, Spelling};
 use crate::manifest::{Manifest, type_name};
-use serde_norway::Value as Tree;
+use yaml_serde::Value as Tree;
 use zae_table::store::{Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn the_payload_reads_like_the_references() {
-        let payload: Tree = serde_norway::from_str(
+        let payload: Tree = yaml_serde::from_str(
             r#"{"action": "apply", "table_name": "t", "namespace_id": "", "manifest": {"namespace": "a"}, "full": "true"}"#,
         )
         .unwrap();
@@ -128,8 +128,7 @@ mod tests {
         assert!(!request.plan_only);
         assert_eq!(request.namespace_id, None);
         assert!(!request.full, "only a JSON true turns on a full apply");
-        let plan =
-            InvokeRequest::parse(&serde_norway::from_str("{}").unwrap(), Some("env")).unwrap();
+        let plan = InvokeRequest::parse(&yaml_serde::from_str("{}").unwrap(), Some("env")).unwrap();
         assert!(plan.plan_only);
         assert_eq!(plan.table, "env");
         assert!(matches!(
@@ -137,7 +136,7 @@ mod tests {
             Err(InvokeError::NotAnObject("list"))
         ));
         assert!(matches!(
-            InvokeRequest::parse(&serde_norway::from_str("{}").unwrap(), None),
+            InvokeRequest::parse(&yaml_serde::from_str("{}").unwrap(), None),
             Err(InvokeError::NoTable)
         ));
     }

@@ -9,9 +9,9 @@ use crate::cloudformation::{self, Envelope, Outcome, Responder};
 use crate::continuation::{self, Continuation, Continuer};
 use crate::invoke::{self, InvokeError, InvokeRequest};
 use serde_json::{Value, json};
-use serde_norway::Value as Tree;
 use std::sync::Arc;
 use std::time::Duration;
+use yaml_serde::Value as Tree;
 use zae_table::sdk::DynamoStore;
 use zae_table::store::Store;
 
@@ -144,7 +144,7 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
     if !is_cfn {
         return handle_invoke(&deps, &payload, deadline_ms, function_arn).await;
     }
-    let parsed = serde_norway::from_value::<cloudformation::Request>(payload.clone())
+    let parsed = yaml_serde::from_value::<cloudformation::Request>(payload.clone())
         .map_err(|e| e.to_string())
         .and_then(|r| Envelope::from_request(r).ok_or_else(|| "unknown RequestType".to_owned()));
     let envelope = match parsed {

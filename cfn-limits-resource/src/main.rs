@@ -8,8 +8,8 @@
 use cfn_limits_resource::cloudformation::HttpResponder;
 use cfn_limits_resource::lambda::{self, Deps};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use serde_norway::Value as Tree;
 use std::sync::Arc;
+use yaml_serde::Value as Tree;
 use zae_runtime::aws::Timeouts;
 use zae_runtime::telemetry;
 

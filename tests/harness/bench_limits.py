@@ -97,7 +97,7 @@ def ours(table: str, path: str, binary: str) -> dict:
     for _ in range(2):
         start = time.perf_counter()
         out = subprocess.run(
-            [binary, "apply", "-f", path, "-t", table, "--json", "--stats", "--quiet"],
+            [binary, "apply", "-f", path, "-t", table, "--json", "--stats", "--quiet", "--no-progress"],
             capture_output=True,
             text=True,
             check=True,

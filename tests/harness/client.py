@@ -2,6 +2,9 @@
 
     client.py setup --table T                 create the table as the library defines it, TTL on, namespace "default"
     client.py drive --table T [--requests N] [--limits-applied]
+    client.py drive-uniform --table T [--entities E] [--requests N]
+                                              N requests spread evenly over E entities (no
+                                              parents), each its own bucket: many buckets per batch
                                               limits and traffic; prints what was consumed, as JSON;
                                               with --limits-applied the limits come from
                                               examples/limits.yaml, applied beforehand
@@ -188,17 +191,34 @@ async def read(table: str) -> dict:
     return out
 
 
+async def drive_uniform(table: str, entities: int, requests: int) -> dict:
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    await limiter.set_system_defaults([Limit.per_minute("rpm", 100_000), Limit.per_minute("tpm", 10_000_000)])
+    names = [f"user-{i:04d}" for i in range(entities)]
+    for i in range(requests):
+        async with limiter.acquire(
+            entity_id=names[i % entities], resource=RESOURCE, consume={"rpm": 1, "tpm": ACQUIRE_TPM}
+        ):
+            pass
+    await repo.close()
+    return {"entities": entities, "requests": requests}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["setup", "drive", "read"])
+    parser.add_argument("command", choices=["setup", "drive", "drive-uniform", "read"])
     parser.add_argument("--table", required=True)
     parser.add_argument("--requests", type=int, default=24)
+    parser.add_argument("--entities", type=int, default=200)
     parser.add_argument("--limits-applied", action="store_true")
     args = parser.parse_args()
     if args.command == "setup":
         result = asyncio.run(setup(args.table))
     elif args.command == "drive":
         result = asyncio.run(drive(args.table, args.requests, args.limits_applied))
+    elif args.command == "drive-uniform":
+        result = asyncio.run(drive_uniform(args.table, args.entities, args.requests))
     else:
         result = asyncio.run(read(args.table))
     json.dump(result, sys.stdout, default=str)

@@ -19,7 +19,7 @@ use crate::manifest::cloudformation::{coerce_bool, parse_properties};
 use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
 use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest;
 use serde_json::{Value, json};
-use serde_norway::Value as Tree;
+use yaml_serde::Value as Tree;
 use zae_table::store::{Store, StoreError};
 
 /// Marks a reason cut to fit the body.

@@ -102,8 +102,8 @@ mod tests {
             stack_id: "s".into(),
             logical_resource_id: "l".into(),
             physical_resource_id: None,
-            properties: serde_norway::Value::Null,
-            old_properties: serde_norway::Value::Null,
+            properties: yaml_serde::Value::Null,
+            old_properties: yaml_serde::Value::Null,
         };
         let outcome = Outcome::failed(&envelope, "x");
         // Without the budget this waits for ever; the test would stop here.

@@ -10,7 +10,7 @@ use super::{CfnError, Envelope, Outcome, skipped, unknown_properties};
 use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
 use crate::registry::{self, LAMBDA_VERSION_STAMP};
 use serde_json::json;
-use serde_norway::Value as Tree;
+use yaml_serde::Value as Tree;
 use zae_table::store::{Store, StoreError};
 
 pub const RESOURCE_TYPE: &str = "Custom::ZaeLimiterTable";

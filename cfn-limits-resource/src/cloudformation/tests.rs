@@ -72,7 +72,7 @@ fn requests_parse_with_their_properties_in_order() {
         "OldResourceProperties": {"ServiceToken": "x"}
     }"#;
     let tree: Tree = serde_json::from_str(text).unwrap();
-    let request: Request = serde_norway::from_value(tree).unwrap();
+    let request: Request = yaml_serde::from_value(tree).unwrap();
     let envelope = Envelope::from_request(request).unwrap();
     assert_eq!(envelope.kind, "Update");
     assert_eq!(
@@ -93,7 +93,7 @@ fn requests_parse_with_their_properties_in_order() {
 #[test]
 fn the_tenant_stack_example_is_a_valid_manifest() {
     let template: Tree =
-        serde_norway::from_str(include_str!("../../../examples/tenant-limits.yaml")).unwrap();
+        yaml_serde::from_str(include_str!("../../../examples/tenant-limits.yaml")).unwrap();
     let properties = &template["Resources"]["TenantLimits"]["Properties"];
     let manifest = parse_properties(properties, "tenant").unwrap();
     let (resource, level) = &manifest.resources[0];
@@ -126,7 +126,7 @@ fn table_init(kind: &'static str, physical: Option<&str>, properties: &str) -> E
     Envelope {
         resource_type: table::RESOURCE_TYPE.into(),
         logical_resource_id: "TableInit".into(),
-        properties: serde_norway::from_str(properties).unwrap(),
+        properties: yaml_serde::from_str(properties).unwrap(),
         ..envelope(kind, physical)
     }
 }

@@ -7,7 +7,7 @@
 use super::problem::{Invalid, Path, Problem, Spelling, pascal};
 use super::tree::describe;
 use super::{Disabled, LevelDecl, LimitDecl, Manifest};
-use serde_norway::{Mapping, Number, Value as Tree};
+use yaml_serde::{Mapping, Number, Value as Tree};
 use zae_table::schedule::ScheduleEntry;
 
 #[derive(Debug, Clone, Copy)]
@@ -457,7 +457,7 @@ mod tests {
     use crate::manifest::problem::Spelling;
 
     fn props(yaml: &str) -> Tree {
-        serde_norway::from_str(yaml).unwrap()
+        yaml_serde::from_str(yaml).unwrap()
     }
 
     #[test]
@@ -562,7 +562,7 @@ entities:
         )
         .unwrap();
         let text = cfn_template(&manifest, "rate-limits", true);
-        let template: Tree = serde_norway::from_str(&text).unwrap();
+        let template: Tree = yaml_serde::from_str(&text).unwrap();
         let props = &template["Resources"]["TenantLimits"]["Properties"];
         assert_eq!(
             props["ServiceToken"]["Fn::ImportValue"],
@@ -591,7 +591,7 @@ entities:
             text.contains("ServiceTimeout: 900\n")
                 && text.contains("Type: Custom::ZaeLimiterLimits\n")
         );
-        let back: Tree = serde_norway::from_str(&text).unwrap();
+        let back: Tree = yaml_serde::from_str(&text).unwrap();
         let props = &back["Resources"]["TenantLimits"]["Properties"];
         let tree = to_manifest_tree(props, "y").unwrap();
         assert_eq!(
@@ -614,7 +614,7 @@ resources:
         )
         .unwrap();
         let template: Tree =
-            serde_norway::from_str(&cfn_template(&manifest, "rate-limits", false)).unwrap();
+            yaml_serde::from_str(&cfn_template(&manifest, "rate-limits", false)).unwrap();
         let props = &template["Resources"]["TenantLimits"]["Properties"];
         let gpt4 = &props["Resources"]["gpt-4"];
         assert_eq!(
@@ -623,11 +623,11 @@ resources:
         );
         assert_eq!(gpt4["Limits"]["tpm"]["Adaptive"], key("utilization"));
         // As CloudFormation delivers them: every scalar a string.
-        let stringly = serde_norway::to_string(props)
+        let stringly = yaml_serde::to_string(props)
             .unwrap()
             .replace("100000", "'100000'")
             .replace("2.5", "'2.5'");
-        let props: Tree = serde_norway::from_str(&stringly).unwrap();
+        let props: Tree = yaml_serde::from_str(&stringly).unwrap();
         let tree = to_manifest_tree(&props, "tenant-alpha").unwrap();
         assert_eq!(
             Manifest::parse(&tree, Spelling::CloudFormation).unwrap(),

@@ -24,7 +24,7 @@ pub use zae_table::level::{DEFAULT_RESOURCE, Level};
 pub use zae_table::provisioner::ManagedSet;
 
 use problem::{Invalid, Path, Problem, Spelling};
-use serde_norway::Value as Tree;
+use yaml_serde::Value as Tree;
 use zae_table::adaptive::{AdaptiveLevel, Declaration, Factor};
 use zae_table::config::{LevelConfig, LimitConfig};
 use zae_table::schedule::{self as compact, ScheduleEntry};
@@ -111,7 +111,7 @@ impl Manifest {
     }
 
     pub fn from_yaml(text: &str) -> Result<Manifest, Invalid> {
-        let tree: Tree = serde_norway::from_str(text).map_err(|err| Invalid {
+        let tree: Tree = yaml_serde::from_str(text).map_err(|err| Invalid {
             problems: vec![Problem::new(
                 &Path::root(),
                 format!("not valid YAML: {err}"),
@@ -302,6 +302,54 @@ impl LevelDecl {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    /// How the YAML crate reads what a manifest may hold, pinned: a change of
+    /// crate must give the same result on each (docs/dependencies.md).
+    #[test]
+    fn yaml_reading_is_pinned() {
+        let limit = |value: &str| {
+            format!("namespace: default\nresources:\n  gpt-4:\n    limits:\n      rpm: {value}\n")
+        };
+        let capacity =
+            |text: &str| Manifest::from_yaml(text).map(|m| m.resources[0].1.limits[0].1.capacity);
+        // YAML 1.2: yes/no/on/off are strings, so a boolean field refuses them.
+        for word in ["yes", "no", "on", "off", "y"] {
+            let err =
+                Manifest::from_yaml(&limit(&format!("{{capacity: 3, soft: {word}}}"))).unwrap_err();
+            assert!(err.to_string().contains("soft"), "{word}: {err}");
+        }
+        assert_eq!(capacity(&limit("{capacity: 1e3}")).unwrap(), 1000);
+        assert_eq!(
+            capacity(&limit("{capacity: 017}")).ok(),
+            None,
+            "017 is a string"
+        );
+        assert_eq!(
+            capacity(&limit("{capacity: 1_000}")).ok(),
+            None,
+            "1_000 is a string"
+        );
+        for (text, says) in [
+            (limit("{capacity: .inf}"), "capacity"),
+            (limit("{capacity: 18446744073709551616}"), ""),
+            (limit("{capacity: 3, capacity: 4}"), "duplicate"),
+            (limit("{<<: {capacity: 3}}"), "<<"),
+            ("namespace: a\n---\nnamespace: b\n".to_owned(), ""),
+            (
+                "namespace: default\nresources:\n\tgpt-4: {}\n".to_owned(),
+                "",
+            ),
+        ] {
+            let err = Manifest::from_yaml(&text).unwrap_err();
+            assert!(err.to_string().contains(says), "{text}: {err}");
+        }
+        // Anchors and aliases are expanded.
+        let anchored =
+            "namespace: default\nresources:\n  a: &l {limits: {rpm: {capacity: 3}}}\n  b: *l\n";
+        let m = Manifest::from_yaml(anchored).unwrap();
+        assert_eq!(m.resources.len(), 2);
+        assert_eq!(m.resources[0].1, m.resources[1].1);
+    }
     use zae_table::config::build_item;
     use zae_table::{Attr, Item};
 

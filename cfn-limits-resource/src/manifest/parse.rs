@@ -5,7 +5,7 @@ use super::problem::{Path, Problem};
 use super::schedule;
 use super::tree::{describe, get, mapping, reject_unknown, type_name, whole};
 use super::{Adaptive, DEFAULT_RESOURCE, Disabled, LevelDecl, LimitDecl, Manifest};
-use serde_norway::Value as Tree;
+use yaml_serde::Value as Tree;
 use zae_table::adaptive::Factor;
 use zae_table::config::{MAX_PERIOD_SECONDS, MAX_TOKENS};
 use zae_table::names::{self, NameKind};

@@ -274,7 +274,7 @@ fn document(g: &Generated, cfn: bool) -> Value {
 }
 
 fn through_yaml(g: &Generated) -> Result<Manifest, BTreeSet<String>> {
-    let tree: Tree = serde_norway::to_value(document(g, false)).expect("a document");
+    let tree: Tree = yaml_serde::to_value(document(g, false)).expect("a document");
     Manifest::parse(&tree, Spelling::Yaml).map_err(|invalid| {
         invalid
             .problems
@@ -288,7 +288,7 @@ fn through_cloudformation(g: &Generated) -> Result<Manifest, BTreeSet<String>> {
     let paths = |problems: Vec<super::problem::Problem>| -> BTreeSet<String> {
         problems.iter().map(|p| p.path.to_string()).collect()
     };
-    let properties: Tree = serde_norway::to_value(document(g, true)).expect("properties");
+    let properties: Tree = yaml_serde::to_value(document(g, true)).expect("properties");
     parse_properties(&properties, "default").map_err(|invalid| paths(invalid.problems))
 }
 
@@ -336,7 +336,7 @@ proptest! {
         key in "[A-Z][a-z]{0,8}",
         value in prop_oneof![".{0,20}".prop_map(Value::from), any::<i64>().prop_map(Value::from), Just(Value::Null)],
     ) {
-        let properties: Tree = serde_norway::to_value(json!({
+        let properties: Tree = yaml_serde::to_value(json!({
             "System": {"Limits": {"rpm": {key.clone(): value.clone()}}},
             "Resources": {"gpt-4": {key: value}},
         })).unwrap();

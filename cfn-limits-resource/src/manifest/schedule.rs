@@ -3,7 +3,7 @@
 
 use super::problem::{Path, Problem};
 use super::tree::type_name;
-use serde_norway::{Mapping, Value as Tree};
+use yaml_serde::{Mapping, Value as Tree};
 use zae_table::config::{MAX_PERIOD_SECONDS, MAX_TOKENS};
 use zae_table::schedule::{MAX_SCALE, ScheduleEntry, check_cron, fires_every_minute};
 

@@ -2,7 +2,7 @@
 //! instead of failing, for every part of the manifest's validation.
 
 use super::problem::{Path, Problem};
-use serde_norway::Value as Tree;
+use yaml_serde::Value as Tree;
 
 /// A map's entries with string keys; anything else is reported.
 pub fn mapping<'t>(
