@@ -854,6 +854,14 @@ fn sensed_tick(table: &str, checkpoint: &Path, now_ms: i64) -> Value {
     }
 }
 
+/// A table as the client makes it, with namespace `default` registered: its
+/// name and the namespace's id.
+fn client_table(name: &str) -> (String, String) {
+    let table = unique_table(name);
+    let setup = run_json("adaptive.py", &["setup", "--table", &table]);
+    (table, setup["namespace_id"].as_str().unwrap().to_owned())
+}
+
 /// `aggregator control --once --now MS` on `table`: the tick's report.
 fn control(table: &str, now_ms: i64) -> Value {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
@@ -938,9 +946,7 @@ resources:
 fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
     use zae_table::adaptive::usage::{self, MINUTE_MS};
     use zae_table::store::{Returns, Store};
-    let table = unique_table("adaptive");
-    let setup = run_json("adaptive.py", &["setup", "--table", &table]);
-    let ns = setup["namespace_id"].as_str().unwrap().to_owned();
+    let (table, ns) = client_table("adaptive");
     let (runtime, store) = store(&table);
     // The same config items either way: only the adaptive items differ.
     apply(&runtime, &store, &ns, NOT_ADAPTIVE);
@@ -1036,9 +1042,7 @@ fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
     use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
     use zae_table::keys;
     use zae_table::store::Store;
-    let table = unique_table("adaptive-cut");
-    let setup = run_json("adaptive.py", &["setup", "--table", &table]);
-    let ns = setup["namespace_id"].as_str().unwrap().to_owned();
+    let (table, ns) = client_table("adaptive-cut");
     let (runtime, store) = store(&table);
     apply(&runtime, &store, &ns, ADAPTIVE);
     run_json("adaptive.py", &["touch", "--table", &table]);
@@ -1152,8 +1156,7 @@ fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
 /// `--region` in place of the AWS environment's.
 #[test]
 fn the_table_and_the_endpoint_come_from_the_flags() {
-    let table = unique_table("flags");
-    run_json("adaptive.py", &["setup", "--table", &table]);
+    let (table, _) = client_table("flags");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
     cmd.args(["control", "-n", &table, "--endpoint-url", moto()])
         .args(["--region", "us-east-1", "--once", "--now", "60000"]);

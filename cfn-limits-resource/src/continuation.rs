@@ -7,7 +7,6 @@
 use serde_json::{Value, json};
 use std::future::Future;
 use std::time::Duration;
-use yaml_serde::Value as Tree;
 
 /// The direct-invoke action of a follow-up. The Python CLI never sends it.
 pub const ACTION: &str = "continue";
@@ -73,16 +72,14 @@ impl Continuation {
 
     /// `None` when the payload is not a follow-up; an error names what a
     /// follow-up payload lacks.
-    pub fn parse(payload: &Tree) -> Option<Result<Continuation, String>> {
-        let Tree::Mapping(map) = payload else {
-            return None;
-        };
-        if map.get("action").and_then(Tree::as_str) != Some(ACTION) {
+    pub fn parse(payload: &Value) -> Option<Result<Continuation, String>> {
+        let map = payload.as_object()?;
+        if map.get("action").and_then(Value::as_str) != Some(ACTION) {
             return None;
         }
         let text = |key: &str| {
             map.get(key)
-                .and_then(Tree::as_str)
+                .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
                 .ok_or_else(|| format!("a `{ACTION}` payload needs `{key}`"))
@@ -91,7 +88,7 @@ impl Continuation {
             Ok(Continuation {
                 table: text("table_name")?,
                 namespace_id: text("namespace_id")?,
-                generation: map.get("generation").and_then(Tree::as_u64).unwrap_or(1),
+                generation: map.get("generation").and_then(Value::as_u64).unwrap_or(1),
             })
         })())
     }

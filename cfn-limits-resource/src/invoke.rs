@@ -6,8 +6,9 @@
 use crate::apply::gate::GateError;
 use crate::apply::state::namespace_id;
 use crate::apply::{ApplyError, Caller, Provisioner, Report};
-use crate::manifest::problem::{Invalid, Spelling};
-use crate::manifest::{Manifest, type_name};
+use crate::manifest::Manifest;
+use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
+use serde_json::Value;
 use yaml_serde::Value as Tree;
 use zae_table::store::{Store, StoreError};
 
@@ -60,26 +61,48 @@ impl InvokeRequest {
     /// Reads the payload the way the 0.17.0 provisioner does: any action
     /// other than `plan` applies, and only a JSON `true` turns on `full`.
     pub fn parse(
-        payload: &Tree,
+        payload: &Value,
         default_table: Option<&str>,
     ) -> Result<InvokeRequest, InvokeError> {
-        let Tree::Mapping(map) = payload else {
-            return Err(InvokeError::NotAnObject(type_name(payload)));
+        let Some(map) = payload.as_object() else {
+            return Err(InvokeError::NotAnObject(json_type(payload)));
         };
         let text = |key: &str| match map.get(key) {
-            Some(Tree::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
             _ => None,
         };
         let action = text("action").unwrap_or_else(|| "plan".into());
+        // The manifest walker reads the YAML crate's tree; JSON is its subset.
+        let manifest = match map.get("manifest") {
+            None | Some(Value::Null) => Tree::Null,
+            Some(value) => serde_json::from_value(value.clone()).map_err(|e| {
+                InvokeError::Invalid(Invalid {
+                    problems: vec![Problem::new(&Path::root(), format!("manifest: {e}"))],
+                    spelling: Spelling::Yaml,
+                })
+            })?,
+        };
         Ok(InvokeRequest {
             plan_only: action == "plan",
             table: text("table_name")
                 .or(default_table.map(str::to_owned))
                 .ok_or(InvokeError::NoTable)?,
             namespace_id: text("namespace_id"),
-            manifest: map.get("manifest").cloned().unwrap_or(Tree::Null),
-            full: matches!(map.get("full"), Some(Tree::Bool(true))),
+            manifest,
+            full: matches!(map.get("full"), Some(Value::Bool(true))),
         })
+    }
+}
+
+/// What a JSON value is, in the words the Python CLI's users know.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "a mapping",
     }
 }
 
@@ -120,7 +143,7 @@ mod tests {
 
     #[test]
     fn the_payload_reads_like_the_references() {
-        let payload: Tree = yaml_serde::from_str(
+        let payload: Value = serde_json::from_str(
             r#"{"action": "apply", "table_name": "t", "namespace_id": "", "manifest": {"namespace": "a"}, "full": "true"}"#,
         )
         .unwrap();
@@ -128,15 +151,15 @@ mod tests {
         assert!(!request.plan_only);
         assert_eq!(request.namespace_id, None);
         assert!(!request.full, "only a JSON true turns on a full apply");
-        let plan = InvokeRequest::parse(&yaml_serde::from_str("{}").unwrap(), Some("env")).unwrap();
+        let plan = InvokeRequest::parse(&serde_json::json!({}), Some("env")).unwrap();
         assert!(plan.plan_only);
         assert_eq!(plan.table, "env");
         assert!(matches!(
-            InvokeRequest::parse(&Tree::Sequence(vec![]), Some("t")),
+            InvokeRequest::parse(&serde_json::json!([]), Some("t")),
             Err(InvokeError::NotAnObject("list"))
         ));
         assert!(matches!(
-            InvokeRequest::parse(&yaml_serde::from_str("{}").unwrap(), None),
+            InvokeRequest::parse(&serde_json::json!({}), None),
             Err(InvokeError::NoTable)
         ));
     }

@@ -131,7 +131,7 @@ pub async fn guarded<T: Send + 'static>(
 /// stack and returns `Ok`; the invoke path returns the report or an error.
 pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
     deps: Arc<Deps<T, R, C>>,
-    payload: Tree,
+    payload: Value,
     deadline_ms: u64,
     function_arn: String,
 ) -> Result<Value, Failure> {
@@ -140,11 +140,12 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
         let continuation = parsed.map_err(|e| Failure::new("InvalidRequest", e))?;
         return handle_continue(&deps, continuation, deadline_ms, function_arn).await;
     }
-    let is_cfn = matches!(&payload, Tree::Mapping(m) if m.contains_key("RequestType"));
+    let is_cfn = payload.get("RequestType").is_some();
     if !is_cfn {
         return handle_invoke(&deps, &payload, deadline_ms, function_arn).await;
     }
-    let parsed = yaml_serde::from_value::<cloudformation::Request>(payload.clone())
+    // The envelope from JSON; its properties into the manifest walker's tree.
+    let parsed = serde_json::from_value::<cloudformation::Request>(payload.clone())
         .map_err(|e| e.to_string())
         .and_then(|r| Envelope::from_request(r).ok_or_else(|| "unknown RequestType".to_owned()));
     let envelope = match parsed {
@@ -222,7 +223,7 @@ async fn handle_continue<T: Tables, R, C: Continuer>(
 /// The direct invoke of the Python CLI: the report, or an error message.
 async fn handle_invoke<T: Tables, R, C: Continuer>(
     deps: &Deps<T, R, C>,
-    payload: &Tree,
+    payload: &Value,
     deadline_ms: u64,
     function_arn: String,
 ) -> Result<Value, Failure> {
@@ -287,24 +288,20 @@ async fn answer_invoke<T, R, C: Continuer>(
 /// Answers even a request we cannot read, if it says where to.
 async fn answer_malformed<R: Responder>(
     responder: &R,
-    payload: &Tree,
+    payload: &Value,
     err: String,
 ) -> Result<Value, Failure> {
-    let text = |k: &str| match payload {
-        Tree::Mapping(m) => m
+    let text = |k: &str| {
+        payload
             .get(k)
-            .and_then(Tree::as_str)
+            .and_then(Value::as_str)
             .unwrap_or_default()
-            .to_owned(),
-        _ => String::new(),
+            .to_owned()
     };
-    let url = match payload {
-        Tree::Mapping(m) => m
-            .get("ResponseURL")
-            .and_then(Tree::as_str)
-            .map(str::to_owned),
-        _ => None,
-    };
+    let url = payload
+        .get("ResponseURL")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     if let Some(url) = url {
         let envelope = Envelope {
             kind: "Unknown",

@@ -9,7 +9,6 @@ use cfn_limits_resource::cloudformation::HttpResponder;
 use cfn_limits_resource::lambda::{self, Deps};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use std::sync::Arc;
-use yaml_serde::Value as Tree;
 use zae_runtime::aws::Timeouts;
 use zae_runtime::telemetry;
 
@@ -23,7 +22,7 @@ async fn main() -> Result<(), Error> {
         responder: HttpResponder::new()?,
         continuer: aws_sdk_lambda::Client::new(&sdk),
     });
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Tree>| {
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
         let deps = deps.clone();
         async move {
             let context = event.context;

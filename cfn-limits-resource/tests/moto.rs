@@ -928,8 +928,12 @@ fn response_receiver() -> (String, mpsc::Receiver<Value>) {
     (url, rx)
 }
 
-fn lambda(name: &str) -> Lambda {
-    Lambda::start(name, LAMBDA, &[], &scratch(&format!("{name}.log")))
+/// The built provisioner under the local Lambda endpoint, named as the
+/// Python CLI and a table's stack name it: its function name, and the Lambda.
+fn provisioner(table: &str) -> (String, Lambda) {
+    let function = format!("{table}-limits-provisioner");
+    let lambda = Lambda::start(&function, LAMBDA, &[], &scratch(&format!("{function}.log")));
+    (function, lambda)
 }
 
 fn cfn_event(
@@ -978,8 +982,7 @@ fn answered(rx: &mpsc::Receiver<Value>) -> Value {
 #[test]
 fn a_stack_creates_restamps_and_deletes_its_levels() {
     let table = setup("limits-cfn");
-    let function = format!("{table}-limits-provisioner");
-    let lambda = lambda(&function);
+    let (function, lambda) = provisioner(&table);
     let (url, rx) = response_receiver();
 
     lambda.invoke(
@@ -1189,8 +1192,7 @@ fn a_failed_create_and_its_rollback_leave_the_namespace_alone() {
         &table,
     ]));
     let before = items(&table);
-    let function = format!("{table}-limits-provisioner");
-    let lambda = lambda(&function);
+    let (function, lambda) = provisioner(&table);
     let (url, rx) = response_receiver();
 
     let mut bad = tenant_properties(&table, "true");
@@ -1245,8 +1247,7 @@ fn python_cli(table: &str, lambda: &Lambda, command: &str, manifest: &std::path:
 #[test]
 fn the_python_cli_plans_and_applies_through_the_lambda() {
     let table = setup("limits-pycli");
-    let function = format!("{table}-limits-provisioner");
-    let lambda = lambda(&function);
+    let (function, lambda) = provisioner(&table);
     let manifest = write_manifest("pycli.yaml", TENANT);
     let cli = |command: &str| python_cli(&table, &lambda, command, &manifest);
     let plan = ok(&cli("plan"));
@@ -1306,8 +1307,7 @@ fn the_python_cli_plans_and_applies_an_adaptive_namespace_as_any_other() {
     use zae_table::adaptive::{Factor, canary, usage};
     use zae_table::store::{Returns, Store};
     let table = setup("limits-pycli-adaptive");
-    let function = format!("{table}-limits-provisioner");
-    let lambda = lambda(&function);
+    let (_, lambda) = provisioner(&table);
     let plain = write_manifest("plain.yaml", PLAIN);
     let adaptive = write_manifest("adaptive.yaml", ADAPTIVE);
     let cli =
@@ -1462,8 +1462,7 @@ fn table_event(kind: &str, url: &str, request: &str, table: &str, physical: Opti
 #[test]
 fn the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_updating_lambdas() {
     let table = schema_only_table("schema-stack");
-    let function = format!("{table}-limits-provisioner");
-    let lambda = lambda(&function);
+    let (function, lambda) = provisioner(&table);
     let (url, rx) = response_receiver();
     lambda.invoke(&function, &table_event("Create", &url, "t1", &table, None));
     let created = answered(&rx);

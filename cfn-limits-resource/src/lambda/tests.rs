@@ -67,7 +67,7 @@ fn deps<S>(store: S) -> Arc<TestDeps<S>> {
 
 const STACK: &str = "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/1";
 
-fn request(kind: &str, id: &str, physical: Option<&str>, stack: &str, rpm: &str) -> Tree {
+fn request(kind: &str, id: &str, physical: Option<&str>, stack: &str, rpm: &str) -> Value {
     let mut event = json!({
         "RequestType": kind,
         "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:p",
@@ -85,13 +85,13 @@ fn request(kind: &str, id: &str, physical: Option<&str>, stack: &str, rpm: &str)
     if kind == "Update" {
         event["OldResourceProperties"] = event["ResourceProperties"].clone();
     }
-    serde_json::from_value(event).unwrap()
+    event
 }
 
 /// Sends one request and returns the answer CloudFormation received.
 async fn send<T: Tables>(
     deps: &Arc<Deps<T, Recorded, Followed>>,
-    request: Tree,
+    request: Value,
     deadline_ms: u64,
 ) -> Value {
     handle(deps.clone(), request, deadline_ms, "arn:fn".into())
@@ -233,7 +233,7 @@ async fn an_update_reaches_existing_buckets_before_success_is_answered() {
     let deps = deps(store.clone());
     send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
     let mut update = request("Update", "r2", Some(PHYSICAL), STACK, "10");
-    update["ResourceProperties"]["Resources"]["gpt-4"]["Disabled"] = Tree::String("true".into());
+    update["ResourceProperties"]["Resources"]["gpt-4"]["Disabled"] = json!("true");
     let answer = send(&deps, update, MINUTE).await;
     assert_eq!(answer["Status"], "SUCCESS", "{answer}");
     assert_eq!(
@@ -333,11 +333,10 @@ async fn a_hung_table_and_a_panic_are_answered_failed_in_time() {
 async fn the_direct_invoke_plans_and_applies_like_the_python_cli_expects() {
     let store = seeded();
     let deps: Arc<TestDeps<Memory>> = deps(store.clone());
-    let payload = |action: &str| -> Tree {
-        serde_json::from_value(json!({"action": action, "table_name": "t", "namespace_id": NS,
+    let payload = |action: &str| -> Value {
+        json!({"action": action, "table_name": "t", "namespace_id": NS,
             "principal": "arn:aws:iam::1:user/someone-else",
-            "manifest": {"namespace": "default", "resources": {"gpt-4": {"limits": {"rpm": {"capacity": 5}}}}}}))
-        .unwrap()
+            "manifest": {"namespace": "default", "resources": {"gpt-4": {"limits": {"rpm": {"capacity": 5}}}}}})
     };
     let plan = handle(deps.clone(), payload("plan"), MINUTE, "arn:fn".into())
         .await
@@ -372,9 +371,8 @@ async fn the_direct_invoke_plans_and_applies_like_the_python_cli_expects() {
         deps.responder.0.lock().unwrap().is_empty(),
         "the invoke path answers no stack"
     );
-    let bad: Tree = serde_json::from_value(json!({"action": "apply", "table_name": "t",
-        "manifest": {"namespace": "default", "resources": {"gpt-4": {"limits": {"rpm": {}}}}}}))
-    .unwrap();
+    let bad = json!({"action": "apply", "table_name": "t",
+        "manifest": {"namespace": "default", "resources": {"gpt-4": {"limits": {"rpm": {}}}}}});
     let err = handle(deps, bad, MINUTE, "arn:fn".into())
         .await
         .unwrap_err();
@@ -480,7 +478,7 @@ async fn a_misspelt_section_fails_a_create_or_an_update_that_introduces_it() {
     // An Update that drops `Resources` for a misspelt `Resource` would delete every level in it.
     let mut update = request("Update", "r3", Some(PHYSICAL), STACK, "10");
     let section = update["ResourceProperties"]["Resources"].clone();
-    if let Tree::Mapping(props) = &mut update["ResourceProperties"] {
+    if let Some(props) = update["ResourceProperties"].as_object_mut() {
         props.remove("Resources");
         props.insert("Resource".into(), section);
     }
@@ -524,10 +522,10 @@ async fn a_delete_whose_table_is_gone_succeeds_and_a_create_fails() {
 }
 
 /// A soft `rpm` on resource gpt-4, created by a stack.
-fn soft_create() -> Tree {
-    let mut event = serde_json::to_value(request("Create", "req-soft", None, STACK, "50")).unwrap();
+fn soft_create() -> Value {
+    let mut event = request("Create", "req-soft", None, STACK, "50");
     event["ResourceProperties"]["Resources"]["gpt-4"]["Limits"]["rpm"]["Soft"] = json!("true");
-    serde_json::from_value(event).unwrap()
+    event
 }
 
 /// 200 buckets behind a discovery index that takes 10 s a page (tokio's
@@ -603,7 +601,6 @@ async fn a_fan_out_too_large_for_one_invocation_goes_on_in_follow_ups() {
         assert_eq!(function, "arn:fn", "the function invokes itself");
         assert_eq!(payload["generation"], ran + 1);
         assert_eq!(payload["namespace_id"], NS);
-        let payload: Tree = serde_json::from_value(payload).unwrap();
         handle(deps.clone(), payload, in_a_minute(), "arn:fn".into())
             .await
             .unwrap();
