@@ -1534,6 +1534,15 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Runs `zae-limits ARGS`, which must exit `wanted` and say `says` on stderr.
+fn exits(args: &[&str], wanted: i32, says: &str) -> Output {
+    let out = zae_limits(args);
+    let said = stderr(&out);
+    assert_eq!(code(&out), Some(wanted), "{args:?}: {said}");
+    assert!(said.contains(says), "{args:?}: {said}");
+    out
+}
+
 const CASCADING: &str = "namespace: default
 resources:
   gpt-4:
@@ -1555,17 +1564,16 @@ fn zae_limits_exit_codes_flags_and_errors() {
     let good = write_manifest("cli-good.yaml", CASCADING);
     let good = good.to_str().unwrap();
     // 64: a bad command line, with clap's suggestion.
-    let typo = zae_limits(&["plna", "-f", good, "-n", &table]);
-    assert_eq!(code(&typo), Some(64));
-    assert!(
-        stderr(&typo).contains("similar subcommand exists: 'plan'"),
-        "{}",
-        stderr(&typo)
+    exits(
+        &["plna", "-f", good, "-n", &table],
+        64,
+        "similar subcommand exists: 'plan'",
     );
-    assert_eq!(code(&zae_limits(&["plan", "-f", good])), Some(64));
-    assert_eq!(
-        code(&zae_limits(&["plan", "-f", good, "-n", "a", "-t", "b"])),
-        Some(64)
+    exits(&["plan", "-f", good], 64, "--name <STACK>|--table <TABLE>");
+    exits(
+        &["plan", "-f", good, "-n", "a", "-t", "b"],
+        64,
+        "cannot be used with",
     );
     // 3: an invalid manifest, every problem at its path, as JSON too.
     let bad = write_manifest(
@@ -1573,16 +1581,13 @@ fn zae_limits_exit_codes_flags_and_errors() {
         "namespace: default\nresources:\n  gpt-4:\n    limits:\n      rpm: {capacty: 3}\n",
     );
     let bad = bad.to_str().unwrap();
-    let invalid = zae_limits(&["plan", "-f", bad, "-n", &table]);
-    assert_eq!(code(&invalid), Some(3));
-    assert!(
-        stderr(&invalid).contains("capacty (did you mean capacity?)"),
-        "{}",
-        stderr(&invalid)
+    exits(
+        &["plan", "-f", bad, "-n", &table],
+        3,
+        "capacty (did you mean capacity?)",
     );
-    let json: Value =
-        serde_json::from_slice(&zae_limits(&["plan", "-f", bad, "-n", &table, "--json"]).stdout)
-            .unwrap();
+    let json = exits(&["plan", "-f", bad, "-n", &table, "--json"], 3, "");
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(json["error"]["exit_code"], 3, "{json}");
     assert_eq!(json["error"]["kind"], "invalid_input");
     assert_eq!(
@@ -1590,8 +1595,11 @@ fn zae_limits_exit_codes_flags_and_errors() {
         "{json}"
     );
     // 4: a table that is not there.
-    let missing = zae_limits(&["plan", "-f", good, "-t", "no-such-table", "--json"]);
-    assert_eq!(code(&missing), Some(4));
+    let missing = exits(
+        &["plan", "-f", good, "-t", "no-such-table", "--json"],
+        4,
+        "",
+    );
     let json: Value = serde_json::from_slice(&missing.stdout).unwrap();
     assert!(
         json["error"]["hint"].as_str().unwrap().contains("--region"),
@@ -1602,40 +1610,15 @@ fn zae_limits_exit_codes_flags_and_errors() {
         "cli-ns.yaml",
         &CASCADING.replace("namespace: default", "namespace: defualt"),
     );
-    let refused = zae_limits(&["plan", "-f", other.to_str().unwrap(), "-n", &table]);
-    assert_eq!(code(&refused), Some(5));
-    assert!(
-        stderr(&refused).contains("Did you mean 'default'?"),
-        "{}",
-        stderr(&refused)
+    exits(
+        &["plan", "-f", other.to_str().unwrap(), "-n", &table],
+        5,
+        "Did you mean 'default'?",
     );
     // 2 and 0: --exit-code on plan and diff, before and after the apply.
-    assert_eq!(
-        code(&zae_limits(&["plan", "-f", good, "-n", &table])),
-        Some(0)
-    );
-    assert_eq!(
-        code(&zae_limits(&[
-            "plan",
-            "-f",
-            good,
-            "-n",
-            &table,
-            "--exit-code"
-        ])),
-        Some(2)
-    );
-    assert_eq!(
-        code(&zae_limits(&[
-            "diff",
-            "-f",
-            good,
-            "-n",
-            &table,
-            "--exit-code"
-        ])),
-        Some(2)
-    );
+    exits(&["plan", "-f", good, "-n", &table], 0, "");
+    exits(&["plan", "-f", good, "-n", &table, "--exit-code"], 2, "");
+    exits(&["diff", "-f", good, "-n", &table, "--exit-code"], 2, "");
     // The endpoint and region from the flags alone.
     let mut cmd = Command::new(ZAE_LIMITS);
     cmd.args([
@@ -1661,28 +1644,8 @@ fn zae_limits_exit_codes_flags_and_errors() {
         "{said}"
     );
     assert!(said.contains("config: writing 1 level(s)"), "{said}");
-    assert_eq!(
-        code(&zae_limits(&[
-            "plan",
-            "-f",
-            good,
-            "-n",
-            &table,
-            "--exit-code"
-        ])),
-        Some(0)
-    );
-    assert_eq!(
-        code(&zae_limits(&[
-            "diff",
-            "-f",
-            good,
-            "-n",
-            &table,
-            "--exit-code"
-        ])),
-        Some(0)
-    );
+    exits(&["plan", "-f", good, "-n", &table, "--exit-code"], 0, "");
+    exits(&["diff", "-f", good, "-n", &table, "--exit-code"], 0, "");
     let quiet = zae_limits(&["apply", "-f", good, "-n", &table, "--no-progress"]);
     assert!(!stderr(&quiet).contains("config:"), "{}", stderr(&quiet));
     // init: idempotent, JSON on request.

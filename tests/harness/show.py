@@ -24,5 +24,5 @@ for entity, data in read["entities"].items():
 print("\nCloudWatch metrics (EMF documents on the aggregator's stdout):")
 for doc in emf:
     name = next(m["Name"] for m in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"])
-    print(f"  {doc['_aws']['CloudWatchMetrics'][0]['Namespace']}/{name} = {doc[name]:g} "
-          f"Resource={doc.get('Resource')} Limit={doc.get('Limit')} EntityId={doc.get('EntityId')}")
+    props = " ".join(f"{k}={doc[k]}" for k in ("Resource", "Limit", "EntityId") if k in doc)
+    print(f"  {doc['_aws']['CloudWatchMetrics'][0]['Namespace']}/{name} = {doc[name]:g} {props}".rstrip())

@@ -263,8 +263,37 @@ def shape_problems(cfn: dict) -> list[str]:
     if len(errors_of) < 2:
         problems.append("not both functions' Errors have an alarm")
     exports = {o.get("Export", {}).get("Name", {}).get("Fn::Sub") for o in cfn["Outputs"].values()}
-    if "${AWS::StackName}-ProvisionerArn" not in exports:
-        problems.append("the provisioner's ARN is not exported as <stack>-ProvisionerArn")
+    for name in ("ProvisionerArn", "TableName", "TableArn", "StreamArn", "DLQArn",
+                 "AcquireOnlyPolicyArn", "FullAccessPolicyArn", "ReadOnlyPolicyArn"):
+        if f"${{AWS::StackName}}-{name}" not in exports:
+            problems.append(f"no export <stack>-{name}")
+    return problems + parameter_problems(cfn)
+
+
+def parameter_problems(cfn: dict) -> list[str]:
+    """The operator's parameters reach what they name: both functions'
+    architecture, memory and log level, both roles' permissions boundary, and
+    the table initialisation's namespaces."""
+    problems = []
+    params = cfn["Parameters"]
+    if set(params["Architecture"]["AllowedValues"]) != {"x86_64", "arm64"} or \
+            "NOT tested" not in params["Architecture"]["Description"]:
+        problems.append("Architecture: x86_64 and arm64, saying arm64 is not tested")
+    for name, memory in (("Aggregator", "AggregatorMemorySize"), ("Provisioner", "ProvisionerMemorySize")):
+        props = cfn["Resources"][name]["Properties"]
+        if props["Architectures"] != [{"Ref": "Architecture"}] or props["MemorySize"] != {"Ref": memory}:
+            problems.append(f"{name}: architecture or memory not from the parameters")
+        if props["Environment"]["Variables"].get("RUST_LOG") != {"Ref": "LogLevel"}:
+            problems.append(f"{name}: RUST_LOG is not the LogLevel parameter")
+    for role in ("AggregatorRole", "ProvisionerRole"):
+        boundary = cfn["Resources"][role]["Properties"].get("PermissionsBoundary")
+        if boundary != {"Fn::If": ["HasPermissionsBoundary", {"Ref": "PermissionsBoundary"}, {"Ref": "AWS::NoValue"}]}:
+            problems.append(f"{role}: no PermissionsBoundary from the parameter")
+    init = cfn["Resources"].get("TableInit", {})
+    if init.get("Type") != "Custom::ZaeLimiterTable" or \
+            init["Properties"].get("Namespaces") != {"Ref": "Namespaces"} or \
+            init["Properties"].get("ServiceToken") != {"Fn::GetAtt": ["Provisioner", "Arn"]}:
+        problems.append("TableInit: the provisioner must initialise the table with the Namespaces parameter")
     return problems
 
 

@@ -109,6 +109,12 @@ impl<S: Store> Provisioner<'_, S> {
         if targets.is_empty() {
             return Ok(());
         }
+        tracing::info!(
+            target: super::PROGRESS,
+            phase = "adaptive",
+            "stamping the buckets of {} adaptive target(s) under the declaration",
+            targets.len()
+        );
         let declaration = Declaration::read(self.store, self.namespace, true)
             .await?
             .and_then(Result::ok);

@@ -219,7 +219,6 @@ impl<'a, S: Store> Provisioner<'a, S> {
             .await;
         let (finished, stopped) = self.fan_out(&run, &written, caller, &mut errors).await;
         if !plan.changes.is_empty() || plan.adaptive.is_some() {
-            tracing::info!(target: PROGRESS, phase = "adaptive", "stamping adaptive buckets under the declaration");
             self.restamp_adaptive(caller, &mut errors).await;
         }
         let pending = self.release(&run, &plan, finished).await;
