@@ -80,15 +80,28 @@ def ttl(args) -> dict:
          "--command", args.aggregator, "--parent-pid", str(os.getpid()),
          "--env", f"TABLE_NAME={args.table}", "--env", f"ARCHIVE_BUCKET={args.bucket}",
          "--env", f"AWS_ENDPOINT_URL={endpoint()}", "--env", "AWS_ACCESS_KEY_ID=test",
-         "--env", "AWS_SECRET_ACCESS_KEY=test", "--env", f"AWS_REGION={region()}"],
-        stdout=subprocess.PIPE, text=True)
+         "--env", "AWS_SECRET_ACCESS_KEY=test", "--env", f"AWS_REGION={region()}",
+         "--log", f"/tmp/{args.table}-lambda.log"],
+        # Not our stderr: a caller reading it to its end must not wait on the
+        # stand-in (it outlives us by a moment, until it sees us gone).
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         url = shim.stdout.readline().strip()
         lam = boto3.client("lambda", endpoint_url=url)
         answer = lam.invoke(FunctionName="aggregator", Payload=json.dumps({"Records": [record]}))
         return {"event_id": item["event_id"]["S"], "answer": json.loads(answer["Payload"].read())}
     finally:
-        shim.terminate()
+        stop(shim)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Ends a helper process, by force if it does not go within 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def read(args) -> dict:

@@ -213,7 +213,7 @@ def run(args) -> None:
              "--env", "AWS_ACCESS_KEY_ID=test", "--env", "AWS_SECRET_ACCESS_KEY=test",
              "--env", f"AWS_REGION={region()}", "--env", "METRICS=off", "--env", "RUST_LOG=warn",
              "--log", f"/tmp/{table}.log"],
-            stdout=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         esm_args += ["--shim", shim.stdout.readline().strip()]
     counts = Counts()
     proxy = counting_proxy(endpoint(), counts)
