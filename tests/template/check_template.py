@@ -277,7 +277,7 @@ def parameter_problems(cfn: dict) -> list[str]:
     problems = []
     params = cfn["Parameters"]
     if set(params["Architecture"]["AllowedValues"]) != {"x86_64", "arm64"} or \
-            "NOT tested" not in params["Architecture"]["Description"]:
+            "NOT built or tested" not in params["Architecture"]["Description"]:
         problems.append("Architecture: x86_64 and arm64, saying arm64 is not tested")
     for name, memory in (("Aggregator", "AggregatorMemorySize"), ("Provisioner", "ProvisionerMemorySize")):
         props = cfn["Resources"][name]["Properties"]
