@@ -75,12 +75,14 @@ impl InvokeRequest {
         // The manifest walker reads the YAML crate's tree; JSON is its subset.
         let manifest = match map.get("manifest") {
             None | Some(Value::Null) => Tree::Null,
-            Some(value) => serde_json::from_value(value.clone()).map_err(|e| {
-                InvokeError::Invalid(Invalid {
-                    problems: vec![Problem::new(&Path::root(), format!("manifest: {e}"))],
-                    spelling: Spelling::Yaml,
-                })
-            })?,
+            Some(value) => {
+                serde::Deserialize::deserialize(value).map_err(|e: serde_json::Error| {
+                    InvokeError::Invalid(Invalid {
+                        problems: vec![Problem::new(&Path::root(), format!("manifest: {e}"))],
+                        spelling: Spelling::Yaml,
+                    })
+                })?
+            }
         };
         Ok(InvokeRequest {
             plan_only: action == "plan",

@@ -176,11 +176,14 @@ mod tests {
         assert_eq!(text(registry::CLIENT_MIN_VERSION), "0.0.0");
         for r in &first {
             let reverse = store
-                .get(&keys::pk_registry(), &format!("#NSID#{}", r.id), true)
+                .get(&keys::pk_registry(), &keys::sk_namespace_id(&r.id), true)
                 .await
                 .unwrap()
                 .unwrap();
-            assert_eq!(reverse["namespace_name"].as_s(), Some(r.name.as_str()));
+            assert_eq!(
+                reverse[registry::NAMESPACE_NAME].as_s(),
+                Some(r.name.as_str())
+            );
             assert_eq!(r.id.len(), 11);
             assert!(!r.id.starts_with('-'));
         }

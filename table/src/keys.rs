@@ -221,6 +221,11 @@ pub fn sk_namespace(name: &str) -> String {
     format!("#NAMESPACE#{name}")
 }
 
+/// The registry's reverse entry: a namespace id to its name.
+pub fn sk_namespace_id(id: &str) -> String {
+    format!("#NSID#{id}")
+}
+
 /// A pending fan-out: `#PROVISIONER#PENDING#{kind}#{level kind}#{target}`.
 pub fn sk_pending(kind: &str, level: &Level) -> String {
     format!(

@@ -100,8 +100,8 @@ pub fn drop_empty_entity_count(namespace: &str, resource: &str) -> Update {
 pub const SCHEMA_VERSION: &str = "0.10.0";
 /// What `client_min_version` starts at: any client may open the table.
 const ANY_CLIENT: &str = "0.0.0";
-const NAMESPACE_NAME: &str = "namespace_name";
-const SK_NAMESPACE_ID_PREFIX: &str = "#NSID#";
+/// The registry entries' name attribute.
+pub const NAMESPACE_NAME: &str = "namespace_name";
 
 /// Stamps the version record with the version of the table's Lambdas,
 /// creating it as the client would when it is missing (schema version,
@@ -114,8 +114,8 @@ pub fn stamp_version(lambda_version: &str, by: &str, now_ms: i64) -> Update {
         .set("updated_by", Attr::s(by))
         .set_if_absent("schema_version", Attr::s(SCHEMA_VERSION))
         .set_if_absent(CLIENT_MIN_VERSION, Attr::s(ANY_CLIENT))
-        .set_if_absent("GSI4PK", Attr::s(keys::RESERVED_NAMESPACE))
-        .set_if_absent("GSI4SK", Attr::s(keys::pk_registry()));
+        .set_if_absent(keys::Index::GSI4.pk, Attr::s(keys::RESERVED_NAMESPACE))
+        .set_if_absent(keys::Index::GSI4.sk, Attr::s(keys::pk_registry()));
     update.build(&keys::pk_registry(), keys::SK_VERSION, None)
 }
 
@@ -176,8 +176,14 @@ pub fn register_namespace(name: &str, id: &str, now_ms: i64) -> Vec<TxWrite> {
                 "created_at".to_owned(),
                 Attr::s(crate::audit::timestamp(now_ms)),
             ),
-            ("GSI4PK".to_owned(), Attr::s(keys::RESERVED_NAMESPACE)),
-            ("GSI4SK".to_owned(), Attr::s(keys::pk_registry())),
+            (
+                keys::Index::GSI4.pk.to_owned(),
+                Attr::s(keys::RESERVED_NAMESPACE),
+            ),
+            (
+                keys::Index::GSI4.sk.to_owned(),
+                Attr::s(keys::pk_registry()),
+            ),
         ]);
         TxWrite::Put {
             item,
@@ -186,6 +192,6 @@ pub fn register_namespace(name: &str, id: &str, now_ms: i64) -> Vec<TxWrite> {
     };
     vec![
         entry(keys::sk_namespace(name)),
-        entry(format!("{SK_NAMESPACE_ID_PREFIX}{id}")),
+        entry(keys::sk_namespace_id(id)),
     ]
 }

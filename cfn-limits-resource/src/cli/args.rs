@@ -129,6 +129,19 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The manifest and table of `plan`, `apply` and `diff`; `None` for the
+    /// commands without a manifest.
+    pub fn target(&self) -> Option<&Target> {
+        match self {
+            Command::Plan { target, .. }
+            | Command::Apply { target, .. }
+            | Command::Diff { target, .. } => Some(target),
+            _ => None,
+        }
+    }
+}
+
 /// A table's namespace, by name or id.
 #[derive(Args, Debug)]
 pub struct Namespace {

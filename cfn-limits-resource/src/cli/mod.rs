@@ -65,12 +65,20 @@ pub async fn main() -> ExitCode {
 
 /// `--json`, and `--exit-code` where the command has them.
 fn output_flags(command: &Command) -> (bool, bool) {
+    if let Some(target) = command.target() {
+        let exit_code = matches!(
+            command,
+            Command::Plan {
+                exit_code: true,
+                ..
+            } | Command::Diff {
+                exit_code: true,
+                ..
+            }
+        );
+        return (target.json, exit_code);
+    }
     match command {
-        Command::Plan {
-            target, exit_code, ..
-        }
-        | Command::Diff { target, exit_code } => (target.json, *exit_code),
-        Command::Apply { target, .. } => (target.json, false),
         Command::Init { json, .. } => (*json, false),
         Command::Adaptive {
             command: AdaptiveCommand::Utilization { json, .. },
@@ -80,12 +88,7 @@ fn output_flags(command: &Command) -> (bool, bool) {
 }
 
 fn no_progress(command: &Command) -> bool {
-    match command {
-        Command::Plan { target, .. }
-        | Command::Apply { target, .. }
-        | Command::Diff { target, .. } => target.no_progress,
-        _ => false,
-    }
+    command.target().is_some_and(|t| t.no_progress)
 }
 
 pub async fn run(command: Command) -> Result<Ended, CliError> {
@@ -239,11 +242,8 @@ async fn init(table: &Table, namespaces: &[String], json: bool) -> Result<Ended,
 }
 
 async fn manifest_command(command: Command) -> Result<Ended, CliError> {
-    let (Command::Plan { target, .. }
-    | Command::Apply { target, .. }
-    | Command::Diff { target, .. }) = &command
-    else {
-        unreachable!("run answers the other commands")
+    let Some(target) = command.target() else {
+        unreachable!("run answers the commands without a manifest")
     };
     let manifest = read_manifest(&target.file)?;
     for warning in manifest.cascade_warnings() {
@@ -267,10 +267,7 @@ pub async fn on_store(
     store: &impl Store,
     manifest: &Manifest,
 ) -> Result<Ended, CliError> {
-    let (Command::Plan { target, .. }
-    | Command::Apply { target, .. }
-    | Command::Diff { target, .. }) = command
-    else {
+    let Some(target) = command.target() else {
         unreachable!("only plan, apply and diff have a manifest")
     };
     let create = matches!(
