@@ -819,6 +819,7 @@ fn the_sensor_counts_each_request_of_a_three_level_cascade_once() {
             BTreeMap::from([("tpm".to_owned(), 100_000)]),
         )]),
         levels: Vec::new(),
+        ..Declaration::default()
     };
     runtime
         .block_on(store.put(&declaration.to_item(namespace), None))

@@ -25,7 +25,9 @@ pub fn table(namespace: &str, buckets: usize) -> MemoryStore {
             limit: "tpm".into(),
             max_scale: None,
             max_factor: Factor::from_ppm(10_000_000),
+            shadow: false,
         }],
+        ..Declaration::default()
     };
     store.insert(declaration.to_item(namespace));
     for i in 0..buckets {

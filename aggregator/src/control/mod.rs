@@ -4,14 +4,13 @@
 //!
 //! 1. write canaries (at most every 30 s) and read how far they came through;
 //! 2. per target, evaluate each new complete minute with the estimator
-//!    ([`factor`]), or go to base when blind;
+//!    (`zae_table::adaptive::estimator`), or go to base when blind;
 //! 3. persist a changed target under its generation, then stamp its buckets
 //!    (`zae_table::adaptive::pass`), resumably.
 //!
 //! It runs as a scheduled event to the aggregator's own function, or as
 //! `aggregator control`.
 
-pub mod factor;
 mod tick;
 
 pub use tick::{NamespaceTick, TargetTick};

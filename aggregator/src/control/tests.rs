@@ -235,6 +235,7 @@ async fn dropping_the_opt_in_returns_every_bucket_to_base_and_retires_the_target
     let kept = Declaration {
         capacity: BTreeMap::from([("r".into(), BTreeMap::from([("tpm".into(), CAPACITY)]))]),
         levels: Vec::new(),
+        ..Declaration::default()
     };
     store.insert(kept.to_item(NS));
     let tick = controller(&store)

@@ -1,8 +1,8 @@
 //! One tick of one namespace.
 
 use super::Controller;
-use super::factor::{Decision, Estimator, Observation};
 use std::collections::BTreeMap;
+use zae_table::adaptive::estimator::{Decision, Estimator, Law, Observation};
 use zae_table::adaptive::target::{Target, Tick};
 use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
 use zae_table::adaptive::{Declaration, Factor, canary, pass};
@@ -234,7 +234,10 @@ impl<S: Store> Controller<'_, S> {
                         factor,
                         mixed,
                     },
-                    max.as_f64(),
+                    Law {
+                        target: declaration.target_utilization(resource, limit),
+                        max_factor: max.as_f64(),
+                    },
                 );
                 tracing::debug!(minute, utilization, factor, mixed, decision = ?d, "minute evaluated");
                 if let Decision::Move(_) = d {

@@ -26,9 +26,13 @@ impl AdaptiveChange {
             .capacity
             .iter()
             .flat_map(|(resource, limits)| {
-                limits
-                    .iter()
-                    .map(move |(limit, tpm)| format!("{resource} {limit} ~{tpm}/min"))
+                limits.iter().map(move |(limit, tpm)| {
+                    let target = match d.target_utilization(resource, limit) {
+                        t if t < 1.0 => format!(" at {}%", (t * 100.0 * 100.0).round() / 100.0),
+                        _ => String::new(),
+                    };
+                    format!("{resource} {limit} ~{tpm}/min{target}")
+                })
             })
             .collect();
         parts.extend(d.levels.iter().map(|l| {
@@ -36,7 +40,12 @@ impl AdaptiveChange {
                 .max_scale
                 .map(|s| format!(" (max {}x)", s.as_f64()))
                 .unwrap_or_default();
-            format!("{} {} adaptive{scale}", l.level.describe(), l.limit)
+            let mode = if l.shadow {
+                "adaptive in shadow"
+            } else {
+                "adaptive"
+            };
+            format!("{} {} {mode}{scale}", l.level.describe(), l.limit)
         }));
         ChangeLine {
             action: self.action.name(),

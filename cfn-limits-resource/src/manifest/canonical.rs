@@ -83,6 +83,14 @@ fn level_canonical(decl: &LevelDecl, system: bool) -> serde_json::Value {
                 .collect();
             out.insert("estimated_capacity".into(), Value::Object(capacity));
         }
+        if !decl.target_utilization.is_empty() {
+            let target: Map<String, Value> = decl
+                .target_utilization
+                .iter()
+                .map(|(limit, ppm)| (limit.clone(), json!(ppm)))
+                .collect();
+            out.insert("target_utilization_ppm".into(), Value::Object(target));
+        }
     }
     Value::Object(out)
 }
@@ -110,7 +118,7 @@ fn limit_canonical(limit: &LimitDecl) -> serde_json::Value {
         map.insert("soft".into(), json!(true));
     }
     if let Some(adaptive) = limit.adaptive {
-        map.insert("adaptive".into(), json!("utilization"));
+        map.insert("adaptive".into(), json!(adaptive.mode()));
         if let Some(scale) = adaptive.max_scale {
             map.insert("max_scale_ppm".into(), json!(scale.ppm()));
         }
@@ -219,5 +227,24 @@ entities:
             manifest.applied_hash(),
             "sha256:f5e6ce46f6630c81c606fb7393d858c806c938caabcb38a3d42984e7daa297d3"
         );
+    }
+
+    #[test]
+    fn a_target_utilization_of_one_hashes_as_none_and_others_and_shadow_change_the_hash() {
+        let hash = |extra: &str, mode: &str| {
+            Manifest::from_yaml(&format!(
+                "namespace: n\nresources: {{r: {{estimated_capacity: {{tpm: 1000}}, {extra} \
+                 limits: {{tpm: {{capacity: 100, refill_amount: 10, adaptive: {mode}}}}}}}}}\n"
+            ))
+            .unwrap()
+            .applied_hash()
+        };
+        let plain = hash("", "utilization");
+        assert_eq!(hash("target_utilization: {tpm: 1},", "utilization"), plain);
+        assert_ne!(
+            hash("target_utilization: {tpm: 0.8},", "utilization"),
+            plain
+        );
+        assert_ne!(hash("", "shadow"), plain);
     }
 }

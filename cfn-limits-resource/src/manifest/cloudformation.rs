@@ -45,11 +45,13 @@ const LIMIT: Shape = Shape::Struct(&[
     ("max_scale", Shape::Float),
 ]);
 const INT: Shape = Shape::Int;
+const FLOAT: Shape = Shape::Float;
 const LEVEL: Shape = Shape::Struct(&[
     ("limits", Shape::MapOf(&LIMIT)),
     ("disabled", Shape::Disabled),
     ("cascade", Shape::Bool),
     ("estimated_capacity", Shape::MapOf(&INT)),
+    ("target_utilization", Shape::MapOf(&FLOAT)),
 ]);
 // `cascade` and `disabled` are coerced here so the validator can reject them
 // at the system level with its own message.
@@ -257,7 +259,7 @@ fn limit_props(limit: &LimitDecl) -> Tree {
         map.insert(key("Soft"), Tree::Bool(true));
     }
     if let Some(adaptive) = limit.adaptive {
-        map.insert(key("Adaptive"), key("utilization"));
+        map.insert(key("Adaptive"), key(adaptive.mode()));
         if let Some(scale) = adaptive.max_scale {
             map.insert(key("MaxScale"), Tree::Number(scale.as_f64().into()));
         }
@@ -302,6 +304,17 @@ fn level_props(level: &LevelDecl) -> Tree {
             .map(|(limit, tpm)| (key(limit), Tree::Number((*tpm).into())))
             .collect();
         map.insert(key("EstimatedCapacity"), Tree::Mapping(capacity));
+    }
+    if !level.target_utilization.is_empty() {
+        let target: Mapping = level
+            .target_utilization
+            .iter()
+            .map(|(limit, ppm)| {
+                let share = *ppm as f64 / zae_table::adaptive::law::PPM as f64;
+                (key(limit), Tree::Number(share.into()))
+            })
+            .collect();
+        map.insert(key("TargetUtilization"), Tree::Mapping(target));
     }
     let limits: Mapping = level
         .limits
@@ -601,14 +614,15 @@ entities:
     }
 
     #[test]
-    fn adaptive_limits_and_estimated_capacity_round_trip_as_strings() {
+    fn adaptive_limits_estimated_capacity_and_target_round_trip_as_strings() {
         let manifest = Manifest::from_yaml(
             r#"
 namespace: tenant-alpha
-system: {limits: {tpm: {capacity: 10000, refill_amount: 1000, adaptive: utilization}}}
+system: {limits: {tpm: {capacity: 10000, refill_amount: 1000, adaptive: shadow}}}
 resources:
   gpt-4:
     estimated_capacity: {tpm: 100000}
+    target_utilization: {tpm: 0.75}
     limits: {tpm: {capacity: 50000, refill_amount: 5000, adaptive: utilization, max_scale: 2.5}}
 "#,
         )
@@ -622,11 +636,14 @@ resources:
             Tree::Number(100000.into())
         );
         assert_eq!(gpt4["Limits"]["tpm"]["Adaptive"], key("utilization"));
+        assert_eq!(gpt4["TargetUtilization"]["tpm"], Tree::Number(0.75.into()));
+        assert_eq!(props["System"]["Limits"]["tpm"]["Adaptive"], key("shadow"));
         // As CloudFormation delivers them: every scalar a string.
         let stringly = yaml_serde::to_string(props)
             .unwrap()
             .replace("100000", "'100000'")
-            .replace("2.5", "'2.5'");
+            .replace("2.5", "'2.5'")
+            .replace("0.75", "'0.75'");
         let props: Tree = yaml_serde::from_str(&stringly).unwrap();
         let tree = to_manifest_tree(&props, "tenant-alpha").unwrap();
         assert_eq!(

@@ -47,6 +47,15 @@ pub struct LimitDecl {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Adaptive {
     pub max_scale: Option<Factor>,
+    /// `adaptive: shadow`: computed, reported and recorded; stamped never.
+    pub shadow: bool,
+}
+
+impl Adaptive {
+    /// Its value in a manifest.
+    pub fn mode(self) -> &'static str {
+        if self.shadow { "shadow" } else { "utilization" }
+    }
 }
 
 /// What one level declares. System levels carry `on_unavailable`; resource
@@ -61,6 +70,9 @@ pub struct LevelDecl {
     /// A resource level's estimated capacity per limit, tokens per minute:
     /// the target adaptive limits scale against, never a ceiling.
     pub estimated_capacity: Vec<(String, i64)>,
+    /// A resource level's target utilization per limit, parts per million
+    /// (in (0, 1]; 1 where absent).
+    pub target_utilization: Vec<(String, i64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -168,17 +180,15 @@ impl Manifest {
     /// What the manifest declares about adaptive limits: every resource's
     /// estimated capacity, and every level's limit that opted in.
     pub fn declaration(&self) -> Declaration {
-        let capacity = self
-            .resources
-            .iter()
-            .filter(|(_, decl)| !decl.estimated_capacity.is_empty())
-            .map(|(name, decl)| {
-                (
-                    name.clone(),
-                    decl.estimated_capacity.iter().cloned().collect(),
-                )
-            })
-            .collect();
+        let per_resource = |field: fn(&LevelDecl) -> &Vec<(String, i64)>| {
+            self.resources
+                .iter()
+                .filter(|(_, decl)| !field(decl).is_empty())
+                .map(|(name, decl)| (name.clone(), field(decl).iter().cloned().collect()))
+                .collect()
+        };
+        let capacity = per_resource(|decl| &decl.estimated_capacity);
+        let target = per_resource(|decl| &decl.target_utilization);
         let mut levels: Vec<AdaptiveLevel> = self
             .declared()
             .into_iter()
@@ -193,12 +203,17 @@ impl Manifest {
                             limit.refill_amount,
                             a.max_scale,
                         ),
+                        shadow: a.shadow,
                     })
                 })
             })
             .collect();
         levels.sort();
-        Declaration { capacity, levels }
+        Declaration {
+            capacity,
+            target,
+            levels,
+        }
     }
 
     /// What `plan` says about adaptive limits that will not scale: a system

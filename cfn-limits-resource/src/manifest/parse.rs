@@ -112,6 +112,7 @@ fn system(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<Level
         disabled: None,
         cascade: None,
         estimated_capacity: Vec::new(),
+        target_utilization: Vec::new(),
     })
 }
 
@@ -261,16 +262,24 @@ fn parse_level(
     problems: &mut Vec<Problem>,
 ) -> Option<LevelDecl> {
     let entries = mapping(tree, path, problems)?;
-    if !resource && get(&entries, "estimated_capacity").is_some() {
-        problems.push(Problem::new(
-            &path.field("estimated_capacity"),
-            "is a property of a resource: declare it under resources.<name>, where it applies \
-             to every entity on the resource",
-        ));
+    for field in ["estimated_capacity", "target_utilization"] {
+        if !resource && get(&entries, field).is_some() {
+            problems.push(Problem::new(
+                &path.field(field),
+                "is a property of a resource: declare it under resources.<name>, where it \
+                 applies to every entity on the resource",
+            ));
+        }
     }
     reject_unknown(
         &entries,
-        &["limits", "disabled", "cascade", "estimated_capacity"],
+        &[
+            "limits",
+            "disabled",
+            "cascade",
+            "estimated_capacity",
+            "target_utilization",
+        ],
         path,
         problems,
     );
@@ -278,6 +287,15 @@ fn parse_level(
         Some(tree) if resource => {
             estimated_capacity(tree, &path.field("estimated_capacity"), problems)
         }
+        _ => Vec::new(),
+    };
+    let target_utilization = match get(&entries, "target_utilization") {
+        Some(tree) if resource => target_utilization(
+            tree,
+            &estimated_capacity,
+            &path.field("target_utilization"),
+            problems,
+        ),
         _ => Vec::new(),
     };
     let disabled = match get(&entries, "disabled") {
@@ -312,6 +330,7 @@ fn parse_level(
         disabled,
         cascade,
         estimated_capacity,
+        target_utilization,
     })
 }
 
@@ -323,6 +342,51 @@ fn estimated_capacity(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> 
         check_name(NameKind::Limit, &limit, &path, problems);
         if let Some(tpm) = bounded(tree, 1, MAX_TOKENS, &path, problems) {
             out.push((limit, tpm));
+        }
+    }
+    out
+}
+
+/// `{limit: utilization}`, each in (0, 1] and beside an estimated capacity
+/// for the limit; 1 (the default) is left out, so that a manifest that
+/// spells it hashes as one that does not.
+fn target_utilization(
+    tree: &Tree,
+    estimated: &[(String, i64)],
+    path: &Path,
+    problems: &mut Vec<Problem>,
+) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for (limit, tree) in mapping(tree, path, problems).unwrap_or_default() {
+        let path = path.key(&limit);
+        check_name(NameKind::Limit, &limit, &path, problems);
+        let Some(t) = tree
+            .as_f64()
+            .filter(|t| t.is_finite() && *t > 0.0 && *t <= 1.0)
+        else {
+            problems.push(Problem::new(
+                &path,
+                format!(
+                    "must be a number above 0 and at most 1 (the share of the estimated \
+                     capacity the law aims use at), got {}",
+                    describe(tree)
+                ),
+            ));
+            continue;
+        };
+        if !estimated.iter().any(|(l, _)| *l == limit) {
+            problems.push(Problem::new(
+                &path,
+                format!(
+                    "needs estimated_capacity.{limit} beside it: the target is a share of \
+                     that capacity"
+                ),
+            ));
+            continue;
+        }
+        let ppm = (t * zae_table::adaptive::law::PPM as f64).round() as i64;
+        if ppm < zae_table::adaptive::law::PPM {
+            out.push((limit, ppm.max(1)));
         }
     }
     out
@@ -461,11 +525,18 @@ fn adaptive(
             }
             None
         }
-        Some(Tree::String(kind)) if kind == "utilization" => Some(Adaptive { max_scale }),
+        Some(Tree::String(kind)) if kind == "utilization" || kind == "shadow" => Some(Adaptive {
+            max_scale,
+            shadow: kind == "shadow",
+        }),
         Some(other) => {
             problems.push(Problem::new(
                 &path.field("adaptive"),
-                format!("must be 'utilization', got {}", describe(other)),
+                format!(
+                    "must be 'utilization' (scaled) or 'shadow' (computed and reported, never \
+                     stamped), got {}",
+                    describe(other)
+                ),
             ));
             None
         }
@@ -647,7 +718,7 @@ resources:
             "limits.d.adaptive: cannot apply to a soft limit",
             "limits.e.adaptive: needs resources.r.estimated_capacity.e",
             "limits.f.max_scale: applies only to an adaptive limit",
-            "limits.g.adaptive: must be 'utilization', got 'fast'",
+            "limits.g.adaptive: must be 'utilization' (scaled) or 'shadow'",
             "limits.g.max_scale: must be a number of at least 1",
         ] {
             assert!(
@@ -655,6 +726,60 @@ resources:
                 "missing {expected:?} in:\n{found}"
             );
         }
+    }
+
+    #[test]
+    fn target_utilization_is_a_share_beside_an_estimated_capacity_and_one_is_left_out() {
+        let found = problems(
+            r#"
+namespace: n
+resources:
+  r:
+    estimated_capacity: {tpm: 1000, rpm: 100}
+    target_utilization: {tpm: 1.5, rpm: 0, x: 0.5}
+entities:
+  k: {resources: {r: {target_utilization: {tpm: 0.8}}}}
+"#,
+        )
+        .join("\n");
+        for expected in [
+            "resources.r.target_utilization.tpm: must be a number above 0 and at most 1",
+            "resources.r.target_utilization.rpm: must be a number above 0 and at most 1",
+            "resources.r.target_utilization.x: needs estimated_capacity.x beside it",
+            "entities.k.resources.r.target_utilization: is a property of a resource",
+        ] {
+            assert!(
+                found.contains(expected),
+                "missing {expected:?} in:\n{found}"
+            );
+        }
+        let manifest = Manifest::from_yaml(
+            "namespace: n\nresources: {r: {estimated_capacity: {tpm: 1000, rpm: 10}, \
+             target_utilization: {tpm: 0.8, rpm: 1}}}\n",
+        )
+        .unwrap();
+        let declaration = manifest.declaration();
+        assert_eq!(declaration.target_utilization("r", "tpm"), 0.8);
+        assert_eq!(declaration.target_utilization("r", "rpm"), 1.0);
+        assert_eq!(
+            manifest.resources[0].1.target_utilization,
+            vec![("tpm".into(), 800_000)]
+        );
+    }
+
+    #[test]
+    fn shadow_is_an_adaptive_mode_that_the_declaration_keeps() {
+        let manifest = Manifest::from_yaml(
+            "namespace: n\nresources: {r: {estimated_capacity: {tpm: 1000}, limits: \
+             {tpm: {capacity: 100, refill_amount: 10, adaptive: shadow, max_scale: 3}}}}\n",
+        )
+        .unwrap();
+        let level = &manifest.declaration().levels[0];
+        assert!(level.shadow);
+        assert_eq!(
+            level.max_scale,
+            Some(zae_table::adaptive::Factor::from_ppm(3_000_000))
+        );
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! What a namespace declares about adaptive limits (`{ns}/ADAPTIVE#`,
 //! `#DECLARATION`), written by the provisioner on each apply: the estimated
 //! capacity of each resource per limit (tokens per minute, advisory: a
-//! target for scaling, never a ceiling), and the levels whose limit opted in
-//! (`adaptive: utilization`) with their `max_scale`. The aggregator senses
-//! only what has an estimated capacity; the controller scales only what a
-//! level opted into.
+//! target for scaling, never a ceiling) and the utilization the law aims at
+//! where it is not 1, and the levels whose limit opted in (`adaptive:
+//! utilization`, or `shadow`: computed and reported, never stamped) with
+//! their `max_scale`. The aggregator senses only what has an estimated
+//! capacity; the controller scales only what a level opted into.
 
 use super::law::Factor;
 use crate::keys::{self, Index};
@@ -15,7 +16,10 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 pub const CAPACITY: &str = "capacity";
+pub const TARGET_UTILIZATION: &str = "target_utilization_ppm";
 pub const LEVELS: &str = "levels";
+const MODE: &str = "mode";
+const SHADOW: &str = "shadow";
 const KIND: &str = "kind";
 const TARGET: &str = "target";
 const LIMIT: &str = "limit";
@@ -31,6 +35,9 @@ pub struct AdaptiveLevel {
     /// The most its buckets scale, from its declared burst over its rate and
     /// `max_scale` ([`super::law::max_factor`]), computed at apply.
     pub max_factor: Factor,
+    /// `adaptive: shadow`: the factor is computed, reported and recorded,
+    /// and its buckets stay at base.
+    pub shadow: bool,
 }
 
 impl AdaptiveLevel {
@@ -58,6 +65,9 @@ impl AdaptiveLevel {
 pub struct Declaration {
     /// Tokens per minute, by resource and limit.
     pub capacity: BTreeMap<String, BTreeMap<String, i64>>,
+    /// The utilization the law aims at, parts per million, by resource and
+    /// limit; absent: 1 (the request's law).
+    pub target: BTreeMap<String, BTreeMap<String, i64>>,
     pub levels: Vec<AdaptiveLevel>,
 }
 
@@ -71,6 +81,26 @@ impl Declaration {
     /// The estimated capacity of `resource` for `limit`, tokens per minute.
     pub fn capacity(&self, resource: &str, limit: &str) -> Option<i64> {
         self.capacity.get(resource)?.get(limit).copied()
+    }
+
+    /// The target utilization of `resource` for `limit`: in (0, 1], 1 unless
+    /// declared.
+    pub fn target_utilization(&self, resource: &str, limit: &str) -> f64 {
+        self.target
+            .get(resource)
+            .and_then(|limits| limits.get(limit))
+            .map(|ppm| *ppm as f64 / super::law::PPM as f64)
+            .filter(|t| *t > 0.0 && *t <= 1.0)
+            .unwrap_or(1.0)
+    }
+
+    /// Whether every level that opted `limit` in on `resource` is in shadow:
+    /// nothing of the target is stamped.
+    pub fn shadow_only(&self, resource: &str, limit: &str) -> bool {
+        self.levels
+            .iter()
+            .filter(|l| l.limit == limit && l.applies_to(resource))
+            .all(|l| l.shadow)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -108,11 +138,12 @@ impl Declaration {
             .filter(|l| l.limit == limit && l.applies_to(resource))
         {
             parts.push(format!(
-                "{}:{}:{:?}:{}",
+                "{}:{}:{:?}:{}{}",
                 l.level.kind(),
                 l.level.target().unwrap_or_default(),
                 l.max_scale.map(|s| s.ppm()),
-                l.max_factor.ppm()
+                l.max_factor.ppm(),
+                if l.shadow { ":shadow" } else { "" }
             ));
         }
         parts.join(";")
@@ -121,6 +152,11 @@ impl Declaration {
     /// The opt-in of the level that decides a bucket's limits, if it opted in.
     pub fn opt_in(&self, level: &Level, limit: &str) -> Option<&AdaptiveLevel> {
         self.levels.iter().find(|l| l.governs(level, limit))
+    }
+
+    /// The opt-in that scales a bucket's limits: opted in, and not in shadow.
+    pub fn scaling(&self, level: &Level, limit: &str) -> Option<&AdaptiveLevel> {
+        self.opt_in(level, limit).filter(|l| !l.shadow)
     }
 
     /// The namespace's declaration: `None` without one, `Some(Err)` when it
@@ -138,48 +174,29 @@ impl Declaration {
     }
 
     pub fn to_item(&self, namespace: &str) -> Item {
-        let capacity = self
-            .capacity
-            .iter()
-            .map(|(resource, limits)| {
-                let limits = limits
-                    .iter()
-                    .map(|(limit, tpm)| (limit.clone(), Attr::n(tpm)))
-                    .collect();
-                (resource.clone(), Attr::M(limits))
-            })
-            .collect();
         let levels = self.levels.iter().map(level_attr).collect();
-        [
+        let mut item: Item = [
             (Index::TABLE.pk, Attr::s(keys::pk_adaptive(namespace))),
             (Index::TABLE.sk, Attr::s(keys::SK_ADAPTIVE_DECLARATION)),
-            (CAPACITY, Attr::M(capacity)),
+            (CAPACITY, nested_attr(&self.capacity)),
             (LEVELS, Attr::L(levels)),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
-        .collect()
+        .collect();
+        if !self.target.is_empty() {
+            item.insert(TARGET_UTILIZATION.to_owned(), nested_attr(&self.target));
+        }
+        item
     }
 
     pub fn from_item(item: &Item) -> Result<Declaration, DeclarationError> {
         let malformed = |what: &str| DeclarationError::Malformed(what.to_owned());
-        let Some(Attr::M(resources)) = item.get(CAPACITY) else {
-            return Err(malformed(CAPACITY));
+        let capacity = nested(item.get(CAPACITY), CAPACITY)?;
+        let target = match item.get(TARGET_UTILIZATION) {
+            None => BTreeMap::new(),
+            present => nested(present, TARGET_UTILIZATION)?,
         };
-        let mut capacity = BTreeMap::new();
-        for (resource, limits) in resources {
-            let Attr::M(limits) = limits else {
-                return Err(malformed(&format!("{CAPACITY}.{resource}")));
-            };
-            let mut per_limit = BTreeMap::new();
-            for (limit, tpm) in limits {
-                let tpm = tpm
-                    .as_int()
-                    .ok_or_else(|| malformed(&format!("{CAPACITY}.{resource}.{limit}")))?;
-                per_limit.insert(limit.clone(), tpm);
-            }
-            capacity.insert(resource.clone(), per_limit);
-        }
         let Some(Attr::L(levels)) = item.get(LEVELS) else {
             return Err(malformed(LEVELS));
         };
@@ -188,8 +205,53 @@ impl Declaration {
             .enumerate()
             .map(|(i, attr)| read_level(attr).ok_or_else(|| malformed(&format!("{LEVELS}[{i}]"))))
             .collect::<Result<_, _>>()?;
-        Ok(Declaration { capacity, levels })
+        Ok(Declaration {
+            capacity,
+            target,
+            levels,
+        })
     }
+}
+
+type Nested = BTreeMap<String, BTreeMap<String, i64>>;
+
+/// `{resource: {limit: n}}` as a map of maps.
+fn nested_attr(values: &Nested) -> Attr {
+    Attr::M(
+        values
+            .iter()
+            .map(|(resource, limits)| {
+                let limits = limits
+                    .iter()
+                    .map(|(limit, n)| (limit.clone(), Attr::n(n)))
+                    .collect();
+                (resource.clone(), Attr::M(limits))
+            })
+            .collect(),
+    )
+}
+
+/// Reads `{resource: {limit: n}}`, naming the first part that is not.
+fn nested(attr: Option<&Attr>, name: &str) -> Result<Nested, DeclarationError> {
+    let malformed = |what: String| DeclarationError::Malformed(what);
+    let Some(Attr::M(resources)) = attr else {
+        return Err(malformed(name.to_owned()));
+    };
+    let mut out = BTreeMap::new();
+    for (resource, limits) in resources {
+        let Attr::M(limits) = limits else {
+            return Err(malformed(format!("{name}.{resource}")));
+        };
+        let mut per_limit = BTreeMap::new();
+        for (limit, n) in limits {
+            let n = n
+                .as_int()
+                .ok_or_else(|| malformed(format!("{name}.{resource}.{limit}")))?;
+            per_limit.insert(limit.clone(), n);
+        }
+        out.insert(resource.clone(), per_limit);
+    }
+    Ok(out)
 }
 
 fn level_attr(level: &AdaptiveLevel) -> Attr {
@@ -204,6 +266,9 @@ fn level_attr(level: &AdaptiveLevel) -> Attr {
         map.insert(MAX_SCALE_PPM.to_owned(), Attr::n(scale.ppm()));
     }
     map.insert(MAX_FACTOR_PPM.to_owned(), Attr::n(level.max_factor.ppm()));
+    if level.shadow {
+        map.insert(MODE.to_owned(), Attr::s(SHADOW));
+    }
     Attr::M(map)
 }
 
@@ -215,11 +280,17 @@ fn read_level(attr: &Attr) -> Option<AdaptiveLevel> {
         Some(ppm) => Some(Factor::from_ppm(ppm.as_int()?)),
         None => None,
     };
+    let shadow = match text(MODE) {
+        None => false,
+        Some(SHADOW) => true,
+        Some(_) => return None,
+    };
     Some(AdaptiveLevel {
         level,
         limit: text(LIMIT)?.to_owned(),
         max_scale,
         max_factor: Factor::from_ppm(map.get(MAX_FACTOR_PPM)?.as_int()?),
+        shadow,
     })
 }
 
@@ -239,6 +310,7 @@ mod tests {
                     limit: "tpm".into(),
                     max_scale: None,
                     max_factor: Factor::from_ppm(10_000_000),
+                    shadow: false,
                 },
                 AdaptiveLevel {
                     level: Level::Entity {
@@ -248,8 +320,13 @@ mod tests {
                     limit: "tpm".into(),
                     max_scale: Some(Factor::from_ppm(3_000_000)),
                     max_factor: Factor::from_ppm(3_000_000),
+                    shadow: true,
                 },
             ],
+            target: BTreeMap::from([(
+                "gpt-4".to_owned(),
+                BTreeMap::from([("tpm".to_owned(), 800_000)]),
+            )]),
         }
     }
 
@@ -266,6 +343,25 @@ mod tests {
             sample().targets(),
             vec![("gpt-4".into(), "tpm".into(), Factor::from_ppm(10_000_000))]
         );
+        assert_eq!(sample().target_utilization("gpt-4", "tpm"), 0.8);
+        assert_eq!(sample().target_utilization("other", "tpm"), 1.0);
+        // key-a is in shadow, the system level is not.
+        assert!(!sample().shadow_only("gpt-4", "tpm"));
+        let key_a = &sample().levels[1].level;
+        assert!(
+            sample().opt_in(key_a, "tpm").is_some() && sample().scaling(key_a, "tpm").is_none()
+        );
+    }
+
+    #[test]
+    fn an_item_written_before_targets_and_shadow_reads_back_with_their_defaults() {
+        let mut declaration = sample();
+        declaration.target.clear();
+        declaration.levels[1].shadow = false;
+        let item = declaration.to_item("ns");
+        assert!(!item.contains_key(TARGET_UTILIZATION));
+        assert!(!format!("{item:?}").contains("shadow"));
+        assert_eq!(Declaration::from_item(&item).unwrap(), declaration);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod canary;
 pub mod declaration;
+pub mod estimator;
 pub mod law;
 pub mod pass;
 pub mod stamp;

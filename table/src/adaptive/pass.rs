@@ -146,7 +146,7 @@ async fn stamp_bucket<S: Store>(
     let Some(base) = config.limits.iter().find(|l| l.name == limit) else {
         return Ok(None);
     };
-    let (factor, max_scale) = match declaration.and_then(|d| d.opt_in(&level, limit)) {
+    let (factor, max_scale) = match declaration.and_then(|d| d.scaling(&level, limit)) {
         Some(opt_in) => (target.factor, opt_in.max_scale),
         None => (Factor::ONE, None),
     };

@@ -92,7 +92,7 @@ impl<S: Store> Aggregator<S> {
             let Some(base) = config.limits.iter().find(|l| l.name == limit) else {
                 continue;
             };
-            let opt_in = declaration.opt_in(&level, &limit);
+            let opt_in = declaration.scaling(&level, &limit);
             let factor = match stored
                 .iter()
                 .find(|t| t.resource == key.resource && t.limit == limit)

@@ -35,6 +35,7 @@ fn declaration(resource: &str) -> Item {
             BTreeMap::from([("tpm".to_owned(), 100_000)]),
         )]),
         levels: Vec::new(),
+        ..Declaration::default()
     }
     .to_item("ns")
 }
