@@ -1,41 +1,85 @@
-//! DynamoDB calls per controller tick, with and without a factor change,
-//! for 1, 100 and 10,000 buckets on the resource. The table is the in-memory
-//! twin, counting calls by operation as DynamoDB would bill them (a query
-//! page holds up to 1 MB on DynamoDB, here everything: a 10,000-bucket pass
-//! is about 3 pages of GSI2 in DynamoDB, counted here as 1 query).
+//! The adaptive controller's cost, on the in-memory twin of the table with
+//! DynamoDB's latency modelled (every call takes `LATENCY` on tokio's clock,
+//! which is paused: the times are what that latency gives, with the calls
+//! overlapped as the controller overlaps them, not this machine's speed).
+//!
+//! 1. Calls and time per tick at 1, 10 and 100 namespaces (one target of 10
+//!    buckets each), steady and with every factor moving.
+//! 2. A move on a resource of 100,000 buckets: the ticks (each stopped 57 s
+//!    into a 60 s invocation, after a 15 s canary wait) until every bucket
+//!    carries the newest factor, when the factor moves again during the lap.
+//!
 //! Run: `cargo run --release -p zae-aggregator --example bench_control`.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::time::Instant;
 use zae_aggregator::control::Controller;
+use zae_aggregator::control::shards::Fixed;
 use zae_table::adaptive::canary;
+use zae_table::adaptive::target::Target;
 use zae_table::adaptive::usage::{self, MINUTE_MS};
 use zae_table::store::{Counted, Returns, Store};
-use zae_test_support::adaptive::table;
+use zae_test_support::adaptive::{add_namespace, bucket};
+use zae_test_support::faults::{Call, Faults, Injected};
+use zae_test_support::memory::MemoryStore;
 
-const NS: &str = "ns";
 const T0: i64 = 1_796_032_800_000;
+/// A DynamoDB call's round trip from a Lambda in the same region.
+const LATENCY: Duration = Duration::from_millis(5);
 
-/// Minute `m`'s usage written and its tick's canaries sensed, then tick `m`.
-async fn tick<S: Store>(store: &S, m: i64, tokens: i64) -> bool {
+struct Latency;
+impl Faults for Latency {
+    fn delay(&self, _: &Call<'_>) -> Option<Duration> {
+        Some(LATENCY)
+    }
+}
+
+type Table = Counted<Injected<MemoryStore, Latency>>;
+
+fn table(namespaces: usize, buckets: usize) -> Table {
+    let store = MemoryStore::with_page_items(1_000);
+    for n in 0..namespaces {
+        add_namespace(&store, &format!("ns{n:03}"), buckets);
+    }
+    Counted::new(Injected {
+        inner: store,
+        faults: Latency,
+    })
+}
+
+fn controller(store: &Table, stop: Option<Instant>) -> Controller<'_, Table, Fixed> {
+    Controller {
+        store,
+        shards: &Fixed(1),
+        stop_at: stop,
+        wait: None,
+    }
+}
+
+/// Minute `m`'s usage of every namespace written and the tick's canaries
+/// sensed, then the tick: `(moved targets, modelled time)`.
+async fn tick(store: &Table, namespaces: usize, m: i64, tokens: i64) -> (usize, Duration) {
     let used = BTreeMap::from([("tpm".to_owned(), tokens * 1000)]);
-    let minute = T0 + (m - 1) * MINUTE_MS;
+    for n in 0..namespaces {
+        let update = usage::add(&format!("ns{n:03}"), "r", T0 + (m - 1) * MINUTE_MS, &used);
+        store.update(&update, Returns::Nothing).await.unwrap();
+    }
+    let now = T0 + m * MINUTE_MS + 5_000;
+    let all: Vec<u32> = (0..canary::count_for(1)).collect();
     store
-        .update(&usage::add(NS, "r", minute, &used), Returns::Nothing)
+        .update(&canary::sense(now, &all), Returns::Nothing)
         .await
         .unwrap();
-    let now = T0 + m * MINUTE_MS + 5_000;
-    for k in 0..canary::CANARIES {
-        let _ = store
-            .update(&canary::sense(NS, k, now), Returns::Nothing)
-            .await;
-    }
-    let controller = Controller {
-        store,
-        stop_at: None,
-        wait: None,
-    };
-    let report = controller.tick(NS, now).await.unwrap().unwrap();
-    report.targets[0].moved
+    store.reset();
+    let started = Instant::now();
+    let tick = controller(store, None).tick_all(now).await.unwrap();
+    let moved = tick
+        .namespaces
+        .iter()
+        .filter(|n| n.targets.iter().any(|t| t.moved))
+        .count();
+    (moved, started.elapsed())
 }
 
 fn calls(counts: &BTreeMap<&'static str, u64>) -> String {
@@ -44,21 +88,122 @@ fn calls(counts: &BTreeMap<&'static str, u64>) -> String {
     format!("{total} ({})", parts.join(", "))
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
-    println!("| buckets | tick without a change | tick with a change |");
-    println!("|---|---|---|");
-    for buckets in [1usize, 100, 10_000] {
-        let store = table(NS, buckets);
-        for m in 0..10 {
-            tick(&store, m, 20_000).await;
+async fn per_namespace_count() {
+    println!("| namespaces | steady tick: calls | time | tick moving every factor: calls | time |");
+    println!("|---|---|---|---|---|");
+    for namespaces in [1usize, 10, 100] {
+        let store = table(namespaces, 10);
+        for m in 0..8 {
+            tick(&store, namespaces, m, 20_000).await;
         }
-        let counted = Counted::new(store);
-        assert!(!tick(&counted, 10, 20_000).await, "steady");
-        let steady = counted.counts();
-        counted.reset();
-        assert!(tick(&counted, 11, 150_000).await, "a surge moves");
-        let change = counted.counts();
-        println!("| {buckets} | {} | {} |", calls(&steady), calls(&change));
+        let (moved, steady_time) = tick(&store, namespaces, 8, 20_000).await;
+        assert_eq!(moved, 0, "steady");
+        let steady = store.counts();
+        let (moved, move_time) = tick(&store, namespaces, 9, 150_000).await;
+        assert_eq!(moved, namespaces, "a surge moves every factor");
+        let change = store.counts();
+        println!(
+            "| {namespaces} | {} | {:.2} s | {} | {:.2} s |",
+            calls(&steady),
+            steady_time.as_secs_f64(),
+            calls(&change),
+            move_time.as_secs_f64()
+        );
     }
+}
+
+/// Every bucket of `ns000`'s resource at `factor` x base.
+fn all_at(store: &Table, factor: i64) -> usize {
+    store
+        .inner()
+        .inner
+        .items()
+        .iter()
+        .filter(|i| i.get("b_tpm_ra").and_then(|a| a.as_int()) == Some(factor * 1_000_000))
+        .count()
+}
+
+async fn hundred_thousand() {
+    const BUCKETS: usize = 100_000;
+    let store = table(1, 0);
+    for i in 0..BUCKETS {
+        store
+            .inner()
+            .inner
+            .insert(bucket("ns000", &format!("e{i:06}"), 10_000_000, 1_000_000));
+    }
+    // A 60 s invocation: 15 s for canaries, stopped 3 s before its end.
+    let budget = Duration::from_secs(42);
+    let mut m = 0;
+    let mut run = |tokens: i64| {
+        m += 1;
+        let store = &store;
+        async move {
+            let used = BTreeMap::from([("tpm".to_owned(), tokens * 1000)]);
+            let update = usage::add("ns000", "r", T0 + (m - 1) * MINUTE_MS, &used);
+            store.update(&update, Returns::Nothing).await.unwrap();
+            let now = T0 + m * MINUTE_MS + 5_000;
+            let all: Vec<u32> = (0..canary::count_for(1)).collect();
+            store
+                .update(&canary::sense(now, &all), Returns::Nothing)
+                .await
+                .unwrap();
+            let stop = Instant::now() + budget;
+            let tick = controller(store, Some(stop)).tick_all(now).await.unwrap();
+            tick.namespaces[0].targets[0].clone()
+        }
+    };
+    // Three ticks to the first evaluated minute, at 10% of capacity (x10).
+    let mut ticks = Vec::new();
+    for _ in 0..3 {
+        ticks.push(run(10_000).await);
+    }
+    let started = Instant::now();
+    let writes_before = store.counts().get("UpdateItem").copied().unwrap_or(0);
+    ticks.push(run(10_000).await);
+    // A surge in the next minute: a cut while the raise's lap is under way.
+    ticks.push(run(150_000).await);
+    let cut_at = ticks.len();
+    while all_at(&store, 1) < BUCKETS && ticks.len() < 20 {
+        ticks.push(run(150_000).await);
+    }
+    let target = Target::from_item(
+        &store
+            .inner()
+            .inner
+            .item("ns000/ADAPTIVE#", "#TARGET#r#tpm")
+            .unwrap(),
+    )
+    .unwrap();
+    let writes = store.counts().get("UpdateItem").copied().unwrap_or(0) - writes_before;
+    println!("| tick | factor | moved | buckets stamped | lap through |");
+    println!("|---|---|---|---|---|");
+    for (i, t) in ticks.iter().enumerate().skip(3) {
+        println!(
+            "| {} | {:.2} | {} | {} | {} |",
+            i + 1,
+            t.factor,
+            t.moved,
+            t.buckets_stamped,
+            !t.pass_unfinished
+        );
+    }
+    println!(
+        "\n{BUCKETS} buckets: raised, then cut during the raise's lap; every bucket at base {} \
+         tick(s) after the cut; {writes} UpdateItem in all; {:.0} s modelled; lap through: {}",
+        ticks.len() - cut_at + 1,
+        started.elapsed().as_secs_f64(),
+        target.stamped == target.generation
+    );
+}
+
+#[tokio::main(flavor = "current_thread", start_paused = true)]
+async fn main() {
+    println!(
+        "== calls and time per tick, {} ms a call\n",
+        LATENCY.as_millis()
+    );
+    per_namespace_count().await;
+    println!("\n== a move on 100,000 buckets, moved again during its lap\n");
+    hundred_thousand().await;
 }

@@ -1,12 +1,14 @@
 //! The Lambda entry: a DynamoDB stream event in, batch-item failures out;
 //! or the controller's scheduled event, one tick of adaptive limits.
 
+use crate::control::StreamShards;
 use crate::metrics::MetricSink;
 use crate::write::Aggregator;
 use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::time::{Duration, Instant};
+
 use zae_table::store::Store;
 
 /// The event with each record kept as raw JSON, so that one malformed record
@@ -60,31 +62,72 @@ struct Probe {
 
 /// Either event: a scheduled one (EventBridge, `detail-type` "Scheduled
 /// Event") runs a controller tick; anything else is a stream batch.
-pub async fn dispatch<S: Store, M: MetricSink>(
+pub async fn dispatch<S: Store, M: MetricSink, C: StreamShards>(
     aggregator: &Aggregator<S>,
     sink: &M,
+    shards: &C,
     event: LambdaEvent<Box<RawValue>>,
 ) -> Result<serde_json::Value, lambda_runtime::Error> {
     let (raw, context) = (event.payload, event.context);
     let probe: Probe = serde_json::from_str(raw.get())?;
     if probe.detail_type.as_deref() == Some("Scheduled Event") {
         let remaining = zae_runtime::deadline::remaining(context.deadline);
-        let controller = crate::control::Controller {
-            store: aggregator.store(),
-            stop_at: Some(Instant::now() + remaining.saturating_sub(DEADLINE_MARGIN)),
-            wait: Some(CANARY_WAIT.min(remaining / 4)),
-        };
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        let ticks = controller.tick_all(now_ms).await?;
-        if let Err(e) = sink.publish(&crate::control::metrics(&ticks, now_ms)).await {
-            tracing::error!(error = %e, "publishing metrics failed");
-        }
-        tracing::info!(namespaces = ticks.len(), "controller ticked");
-        return Ok(serde_json::json!({ "ticks": ticks }));
+        let tick = tick(aggregator, sink, shards, remaining).await?;
+        return Ok(serde_json::json!({ "ticks": tick }));
     }
     let payload: StreamEvent = serde_json::from_str(raw.get())?;
     let response = handle(aggregator, sink, LambdaEvent::new(payload, context)).await?;
     Ok(serde_json::to_value(response)?)
+}
+
+/// One controller tick within `remaining`: its metrics are published
+/// whatever happened; a namespace that failed fails the invocation after
+/// that, so that the function's errors count it.
+pub async fn tick<S: Store, M: MetricSink, C: StreamShards>(
+    aggregator: &Aggregator<S>,
+    sink: &M,
+    shards: &C,
+    remaining: Duration,
+) -> Result<crate::control::TableTick, lambda_runtime::Error> {
+    let controller = crate::control::Controller {
+        store: aggregator.store(),
+        shards,
+        stop_at: Some(tokio::time::Instant::now() + remaining.saturating_sub(DEADLINE_MARGIN)),
+        wait: Some(CANARY_WAIT.min(remaining / 4)),
+    };
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let tick = match controller.tick_all(now_ms).await {
+        Ok(tick) => tick,
+        Err(e) => {
+            let ticked = crate::control::TableTick {
+                at_ms: now_ms,
+                ..Default::default()
+            };
+            publish(sink, &crate::control::metrics(&ticked)).await;
+            return Err(e.into());
+        }
+    };
+    publish(sink, &crate::control::metrics(&tick)).await;
+    tracing::info!(
+        namespaces = tick.namespaces.len(),
+        failed = tick.failed.len(),
+        blind = tick.blind,
+        "controller ticked"
+    );
+    if let Some((namespace, error)) = tick.failed.first() {
+        return Err(format!(
+            "the tick of {} namespace(s) failed; first, {namespace}: {error}",
+            tick.failed.len()
+        )
+        .into());
+    }
+    Ok(tick)
+}
+
+async fn publish<M: MetricSink>(sink: &M, events: &[crate::metrics::MetricEvent]) {
+    if let Err(e) = sink.publish(events).await {
+        tracing::error!(error = %e, "publishing metrics failed");
+    }
 }
 
 pub async fn handle<S: Store, M: MetricSink>(
@@ -103,9 +146,7 @@ pub async fn handle<S: Store, M: MetricSink>(
     let outcome = aggregator
         .process(&texts, principal, now_ms.div_euclid(1000), Some(deadline))
         .await;
-    if let Err(e) = sink.publish(&outcome.metrics).await {
-        tracing::error!(error = %e, "publishing metrics failed");
-    }
+    publish(sink, &outcome.metrics).await;
     tracing::info!(stats = ?outcome.stats, first_failure = ?outcome.first_failure.as_ref().map(|s| s.as_stream().to_owned()), "batch processed");
     Ok(Response {
         batch_item_failures: outcome

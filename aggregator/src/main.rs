@@ -1,4 +1,5 @@
 //! The `aggregator` binary: the Lambda function, or `poll` against any endpoint.
+#![recursion_limit = "256"]
 
 use aws_config::SdkConfig;
 use aws_config::retry::RetryConfig;
@@ -7,6 +8,7 @@ use lambda_runtime::service_fn;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use zae_aggregator::control::shards::TableStream;
 use zae_aggregator::metrics::EmfStdout;
 use zae_aggregator::metrics::SelectedSink;
 use zae_aggregator::poll::streams::DynamoStreams;
@@ -147,10 +149,15 @@ async fn main() -> ExitCode {
         };
         aggregator = aggregator.with_archive(std::sync::Arc::new(archive));
     }
+    let shards = TableStream {
+        dynamodb: dynamodb.clone(),
+        streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
+        table: environment.table_name.clone(),
+    };
     match cli.command {
-        None => run_lambda(&aggregator, &environment).await,
+        None => run_lambda(&aggregator, &environment, &shards).await,
         Some(Command::Control { once, now, .. }) => {
-            run_control(&aggregator, &environment, once, now).await
+            run_control(&aggregator, &environment, &shards, once, now).await
         }
         Some(command) => run_poll(command, &aggregator, &environment, &sdk, &dynamodb).await,
     }
@@ -163,10 +170,14 @@ fn emf(environment: &Environment) -> EmfStdout {
     }
 }
 
-async fn run_lambda(aggregator: &Aggregator<Store>, environment: &Environment) -> ExitCode {
+async fn run_lambda(
+    aggregator: &Aggregator<Store>,
+    environment: &Environment,
+    shards: &TableStream,
+) -> ExitCode {
     let sink = SelectedSink::Emf(emf(environment));
     let run = lambda_runtime::run(service_fn(|event| {
-        lambda::dispatch(aggregator, &sink, event)
+        lambda::dispatch(aggregator, &sink, shards, event)
     }))
     .await;
     match run {
@@ -179,10 +190,12 @@ async fn run_lambda(aggregator: &Aggregator<Store>, environment: &Environment) -
 }
 
 /// `aggregator control`: ticks, printing each tick's report as a JSON line
-/// on stdout (metrics as EMF go to stdout too, one document per line).
+/// on stderr (metrics as EMF go to stdout, one document per line). With
+/// `--once`, exits 1 when the tick or any namespace's failed.
 async fn run_control(
     aggregator: &Aggregator<Store>,
     environment: &Environment,
+    shards: &TableStream,
     once: bool,
     now: Option<i64>,
 ) -> ExitCode {
@@ -191,27 +204,31 @@ async fn run_control(
         let now_ms = now.unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
         let controller = zae_aggregator::control::Controller {
             store: aggregator.store(),
+            shards,
             stop_at: None,
             wait: now.is_none().then_some(Duration::from_secs(15)),
         };
-        match controller.tick_all(now_ms).await {
-            Ok(ticks) => {
-                let events = zae_aggregator::control::metrics(&ticks, now_ms);
+        let failed = match controller.tick_all(now_ms).await {
+            Ok(tick) => {
+                let events = zae_aggregator::control::metrics(&tick);
                 if let Err(e) = zae_aggregator::metrics::MetricSink::publish(&sink, &events).await {
                     tracing::error!(error = %e, "publishing metrics failed");
                 }
-                eprintln!("{}", serde_json::json!({ "control": ticks }));
+                eprintln!("{}", serde_json::json!({ "control": tick }));
+                !tick.failed.is_empty()
             }
             Err(e) => {
                 tracing::error!(error = %e, "controller tick failed");
                 eprintln!("aggregator control: {e}");
-                if once {
-                    return ExitCode::FAILURE;
-                }
+                true
             }
-        }
+        };
         if once {
-            return ExitCode::SUCCESS;
+            return if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
         }
         // Next tick a few seconds into the next minute.
         let ms = chrono::Utc::now().timestamp_millis();

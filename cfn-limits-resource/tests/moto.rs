@@ -1297,13 +1297,15 @@ resources:
 ";
 
 /// The unchanged Python CLI on a namespace with every adaptive item in the
-/// table (the declaration, a target at 5x, the tick record, canaries, their
-/// sensed marks and a usage minute): `plan`, `diff` and `apply` print what
+/// table (the declaration, a target at 5x, the table's tick record, its
+/// canaries and their sensed set, a usage minute, and a bucket carrying a
+/// stamp's record): `plan`, `diff` and `apply` print what
 /// they print on the same config without them, the declaration shows as one
 /// `adaptive` change, and the client reads the same levels.
 #[test]
 fn the_python_cli_plans_and_applies_an_adaptive_namespace_as_any_other() {
-    use zae_table::adaptive::target::{Target, Tick};
+    use zae_table::adaptive::target::Target;
+    use zae_table::adaptive::tick::{Tick, Written};
     use zae_table::adaptive::{Factor, canary, usage};
     use zae_table::store::{Returns, Store};
     let table = setup("limits-pycli-adaptive");
@@ -1340,22 +1342,28 @@ fn the_python_cli_plans_and_applies_an_adaptive_namespace_as_any_other() {
     target.stamped = 1;
     let now = chrono::Utc::now().timestamp_millis();
     let mut tick = Tick::default();
-    tick.ticked(now, true);
+    tick.ticked(
+        now,
+        Some(Written {
+            at_ms: now,
+            count: 4,
+        }),
+    );
     let used = std::collections::BTreeMap::from([("rpm".to_owned(), 120_000)]);
     let minute = usage::minute_of(now) - usage::MINUTE_MS;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let writes = [
             target.write(&ns, None),
-            tick.write(&ns),
+            tick.write(),
             usage::add(&ns, "gpt-4", minute, &used),
-            canary::sense(&ns, 0, now),
+            canary::sense(now, &[0, 1, 2, 3]),
         ];
         for update in &writes {
             store.update(update, Returns::Nothing).await.unwrap();
         }
-        for k in 0..canary::CANARIES {
-            store.put(&canary::item(&ns, k, now), None).await.unwrap();
+        for k in 0..4 {
+            store.put(&canary::item(now, k), None).await.unwrap();
         }
     });
 

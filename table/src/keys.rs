@@ -259,18 +259,38 @@ pub fn pk_adaptive(namespace: &str) -> String {
     format!("{namespace}/{ADAPTIVE_PREFIX}")
 }
 
-/// A canary: `SK = #STATE`, so the aggregator's filter passes its records.
-pub fn pk_canary(namespace: &str, index: u32) -> String {
-    format!("{namespace}/{CANARY_PREFIX}{index}")
+/// A canary of the tick at `at_ms`: in the table-wide namespace, a
+/// partition of its own each tick (`SK = #STATE`, so the aggregator's
+/// filter passes its records).
+pub fn pk_canary(at_ms: i64, index: u32) -> String {
+    format!("{RESERVED_NAMESPACE}/{CANARY_PREFIX}{at_ms}#{index}")
 }
 
-/// The namespace and index of a canary's partition key.
-pub fn parse_canary(pk: &str) -> Option<(&str, u32)> {
-    let (namespace, rest) = pk.split_once('/')?;
-    let index = rest.strip_prefix(CANARY_PREFIX)?;
-    let digits_only = !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit());
-    let index = index.parse().ok().filter(|_| digits_only)?;
-    (!namespace.is_empty()).then_some((namespace, index))
+/// The tick instant and index of a canary's partition key.
+pub fn parse_canary(pk: &str) -> Option<(i64, u32)> {
+    let rest = pk
+        .strip_prefix(RESERVED_NAMESPACE)?
+        .strip_prefix('/')?
+        .strip_prefix(CANARY_PREFIX)?;
+    let (at, index) = rest.split_once('#')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(at) || !digits(index) {
+        return None;
+    }
+    Some((at.parse().ok()?, index.parse().ok()?))
+}
+
+/// A canary written per namespace by an earlier controller
+/// (`{ns}/ADAPTIVE#CANARY#{k}`): read past, never sensed.
+pub fn is_legacy_canary(pk: &str) -> bool {
+    pk.split_once('/')
+        .and_then(|(_, rest)| rest.strip_prefix(CANARY_PREFIX))
+        .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The sensed set of the canaries of the tick at `at_ms`.
+pub fn sk_adaptive_sensed(at_ms: i64) -> String {
+    format!("{SK_ADAPTIVE_SENSED}#{at_ms:013}")
 }
 
 /// One minute of a resource's usage: `#USAGE#{minute start ms, 13 digits}#{resource}`,
@@ -291,20 +311,24 @@ mod tests {
 
     #[test]
     fn canary_keys_round_trip_and_nothing_else_is_one() {
-        let pk = pk_canary("ns1", 3);
-        assert_eq!(pk, "ns1/ADAPTIVE#CANARY#3");
-        assert_eq!(parse_canary(&pk), Some(("ns1", 3)));
+        let pk = pk_canary(1_796_032_805_000, 3);
+        assert_eq!(pk, "_/ADAPTIVE#CANARY#1796032805000#3");
+        assert_eq!(parse_canary(&pk), Some((1_796_032_805_000, 3)));
         for other in [
-            "ns1/ADAPTIVE#",
-            "ns1/ADAPTIVE#CANARY#",
-            "ns1/ADAPTIVE#CANARY#x",
-            "ns1/ADAPTIVE#CANARY#+1",
-            "/ADAPTIVE#CANARY#1",
+            "_/ADAPTIVE#",
+            "_/ADAPTIVE#CANARY#",
+            "_/ADAPTIVE#CANARY#5",
+            "_/ADAPTIVE#CANARY#5#",
+            "_/ADAPTIVE#CANARY#x#1",
+            "_/ADAPTIVE#CANARY#5#+1",
+            "ns1/ADAPTIVE#CANARY#5#1",
             "ns1/BUCKET#e#r#0",
-            "ADAPTIVE#CANARY#1",
+            "ADAPTIVE#CANARY#1#1",
         ] {
             assert_eq!(parse_canary(other), None, "{other}");
         }
+        assert!(is_legacy_canary("ns1/ADAPTIVE#CANARY#3"));
+        assert!(!is_legacy_canary(&pk) && !is_legacy_canary("ns1/ADAPTIVE#CANARY#"));
     }
 
     #[test]

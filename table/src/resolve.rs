@@ -6,7 +6,7 @@ use crate::keys::{self, config_key};
 use crate::level::Level;
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Levels kept for one fan-out. Past this many, entity levels are
 /// forgotten (and read again when needed), so memory stays bounded when a
@@ -22,6 +22,8 @@ pub struct Resolver<'a, S> {
     cache: Mutex<HashMap<LevelKey, Option<LevelConfig>>>,
     /// Levels seeded by the caller: never forgotten, never read again.
     seeded: Mutex<HashSet<LevelKey>>,
+    /// Reads under way: concurrent callers of one level wait for one read.
+    reading: Mutex<HashMap<LevelKey, Arc<futures::lock::Mutex<()>>>>,
 }
 
 impl<'a, S: Store> Resolver<'a, S> {
@@ -31,22 +33,42 @@ impl<'a, S: Store> Resolver<'a, S> {
             namespace,
             cache: Mutex::new(HashMap::new()),
             seeded: Mutex::new(HashSet::new()),
+            reading: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn cached(&self, key: &LevelKey) -> Option<Option<LevelConfig>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
     }
 
     pub async fn level(&self, level: &Level) -> Result<Option<LevelConfig>, StoreError> {
         let key = config_key(self.namespace, level);
-        if let Some(hit) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
-            return Ok(hit.clone());
+        if let Some(hit) = self.cached(&key) {
+            return Ok(hit);
+        }
+        // One read per level, however many stamps ask for it at once.
+        let slot = Arc::clone(
+            self.reading
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(key.clone())
+                .or_default(),
+        );
+        let _reading = slot.lock().await;
+        if let Some(hit) = self.cached(&key) {
+            return Ok(hit);
         }
         let item = self.store.get(&key.0, &key.1, true).await?;
         let config = item.as_ref().map(LevelConfig::decode);
-        self.remember(key, config.clone());
+        self.remember(key.clone(), config.clone());
+        self.reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
         Ok(config)
     }
 

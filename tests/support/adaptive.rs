@@ -1,7 +1,8 @@
 //! A namespace with one adaptive target, for the controller's tests and its
-//! benchmark: a system `tpm` of 1,000 a minute with a burst of 10,000 (at
-//! most 10x), opted in; resource `r` sized for 100,000 tokens a minute; and
-//! buckets of `r` as the client creates them at base.
+//! benchmark: registered (its name is its id), a system `tpm` of 1,000 a
+//! minute with a burst of 10,000 (at most 10x), opted in; resource `r` sized
+//! for 100,000 tokens a minute; and buckets of `r` as the client creates
+//! them at base.
 
 use crate::memory::MemoryStore;
 use std::collections::BTreeMap;
@@ -13,6 +14,17 @@ pub const CAPACITY_TPM: i64 = 100_000;
 
 pub fn table(namespace: &str, buckets: usize) -> MemoryStore {
     let store = MemoryStore::new();
+    add_namespace(&store, namespace, buckets);
+    store
+}
+
+/// Another namespace like [`table`]'s in `store`.
+pub fn add_namespace(store: &MemoryStore, namespace: &str, buckets: usize) {
+    for write in zae_table::registry::register_namespace(namespace, namespace, 0) {
+        if let zae_table::store::TxWrite::Put { item, .. } = write {
+            store.insert(item);
+        }
+    }
     let config = LevelConfig {
         limits: vec![LimitConfig::drip("tpm", 10_000, 1_000, 60)],
         ..LevelConfig::default()
@@ -33,7 +45,6 @@ pub fn table(namespace: &str, buckets: usize) -> MemoryStore {
     for i in 0..buckets {
         store.insert(bucket(namespace, &format!("e{i}"), 10_000_000, 1_000_000));
     }
-    store
 }
 
 /// A bucket of `r` with the client's GSI2 keys and `tpm`'s `cp` and `ra`.

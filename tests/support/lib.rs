@@ -8,6 +8,7 @@ pub mod emf;
 pub mod faults;
 pub mod harness;
 pub mod memory;
+pub mod stream;
 
 /// Cases per property test: `default` in the test command, `ZAE_FUZZ_CASES`
 /// in the long run (`scripts/fuzz.sh`).

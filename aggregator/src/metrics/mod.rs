@@ -19,15 +19,27 @@ pub const RECORDS_PROCESSED: &str = "RecordsProcessed";
 pub const USAGE_SKIPPED: &str = "UsageSkipped";
 /// Refill writes dropped after their retries.
 pub const REFILLS_DROPPED: &str = "RefillsDropped";
-/// One per namespace and controller tick: the alarm on a stopped controller
+/// One per controller tick of the table: the alarm on a stopped controller
 /// watches it.
 pub const CONTROLLER_TICKS: &str = "ControllerTicks";
-/// Per resource and limit: the last complete minute's use over its estimated
-/// capacity, and the factor in force.
+/// Per tick where anything is adaptive: 1 when blind (no canary written two
+/// ticks ago or later came through on every shard), else 0.
+pub const CONTROLLER_BLIND: &str = "ControllerBlind";
+/// Seconds from the latest canary tick through on every shard to the tick.
+pub const CANARY_LAG: &str = "CanaryLag";
+/// Namespaces whose tick failed.
+pub const NAMESPACE_TICKS_FAILED: &str = "NamespaceTicksFailed";
+/// Per namespace, resource and limit: the last complete minute's use over
+/// its estimated capacity, the factor in force, and 1 while its stamping
+/// lap is behind (not through, or buckets owed).
 pub const RESOURCE_UTILIZATION: &str = "ResourceUtilization";
 pub const ADAPTIVE_FACTOR: &str = "AdaptiveFactor";
+pub const STAMPING_BEHIND: &str = "StampingBehind";
 /// The dimensions of the adaptive metrics.
-pub const ADAPTIVE_DIMENSIONS: [&[&str]; 1] = [&["Table", "Resource", "Limit"]];
+pub const ADAPTIVE_DIMENSIONS: [&[&str]; 2] = [
+    &["Table", "Namespace", "Resource", "Limit"],
+    &["Table", "Namespace"],
+];
 
 /// Every overdraw metric is published under these dimension sets, so that an
 /// alarm can watch a whole table, one resource, or one resource's limit. The
@@ -75,10 +87,17 @@ pub enum MetricEvent {
     ControllerTick {
         at_ms: i64,
     },
-    /// An adaptive target's utilization or factor (`name` says which).
+    /// A table-wide measure of the controller's tick (`name` says which).
+    Controller {
+        at_ms: i64,
+        name: &'static str,
+        value: f64,
+    },
+    /// An adaptive target's measure (`name` says which).
     Adaptive {
         at_ms: i64,
         name: &'static str,
+        namespace: String,
         resource: String,
         limit: String,
         value: f64,
@@ -94,14 +113,16 @@ impl MetricEvent {
             MetricEvent::UsageSkipped { .. } => USAGE_SKIPPED,
             MetricEvent::RefillsDropped { .. } => REFILLS_DROPPED,
             MetricEvent::ControllerTick { .. } => CONTROLLER_TICKS,
-            MetricEvent::Adaptive { name, .. } => name,
+            MetricEvent::Controller { name, .. } | MetricEvent::Adaptive { name, .. } => name,
         }
     }
 
-    /// The CloudWatch unit: counts, except the adaptive ratios.
+    /// The CloudWatch unit: counts, except the adaptive ratios and the lag.
     pub fn unit(&self) -> &'static str {
         match self {
             MetricEvent::Adaptive { .. } => "None",
+            MetricEvent::Controller { name, .. } if *name == CANARY_LAG => "Seconds",
+            MetricEvent::Controller { name, .. } if *name == CONTROLLER_BLIND => "None",
             _ => "Count",
         }
     }
@@ -109,7 +130,7 @@ impl MetricEvent {
     pub fn value(&self) -> f64 {
         match self {
             MetricEvent::Transition { .. } | MetricEvent::ControllerTick { .. } => 1.0,
-            MetricEvent::Adaptive { value, .. } => *value,
+            MetricEvent::Adaptive { value, .. } | MetricEvent::Controller { value, .. } => *value,
             MetricEvent::RecordsSkipped { count, .. }
             | MetricEvent::RecordsProcessed { count, .. }
             | MetricEvent::UsageSkipped { count, .. }
@@ -125,6 +146,7 @@ impl MetricEvent {
             | MetricEvent::UsageSkipped { at_ms, .. }
             | MetricEvent::RefillsDropped { at_ms, .. }
             | MetricEvent::ControllerTick { at_ms }
+            | MetricEvent::Controller { at_ms, .. }
             | MetricEvent::Adaptive { at_ms, .. } => *at_ms,
         }
     }
@@ -146,13 +168,21 @@ impl MetricEvent {
                 resource, limit, ..
             } => (per_limit(resource, limit), TRANSITION_DIMENSIONS.to_vec()),
             MetricEvent::Adaptive {
-                resource, limit, ..
-            } => (per_limit(resource, limit), ADAPTIVE_DIMENSIONS.to_vec()),
+                namespace,
+                resource,
+                limit,
+                ..
+            } => {
+                let mut dimensions = per_limit(resource, limit);
+                dimensions.insert(1, ("Namespace", namespace.as_str()));
+                (dimensions, ADAPTIVE_DIMENSIONS.to_vec())
+            }
             MetricEvent::RecordsSkipped { .. }
             | MetricEvent::RecordsProcessed { .. }
             | MetricEvent::UsageSkipped { .. }
             | MetricEvent::RefillsDropped { .. }
-            | MetricEvent::ControllerTick { .. } => (vec![("Table", table)], vec![&["Table"]]),
+            | MetricEvent::ControllerTick { .. }
+            | MetricEvent::Controller { .. } => (vec![("Table", table)], vec![&["Table"]]),
         }
     }
 }

@@ -258,6 +258,11 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
             }
             continue;
         }
+        // A canary of an earlier controller's, per namespace: nothing waits for it.
+        if record.partition_key().is_some_and(keys::is_legacy_canary) {
+            plan.ignored += 1;
+            continue;
+        }
         let Some(pk) = record.partition_key().filter(|_| is_bucket_change) else {
             plan.ignored += 1;
             continue;
@@ -312,19 +317,26 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
     plan
 }
 
-/// Reads a canary record: its namespace and index are in its key.
+/// Reads a canary record: its tick and index are in its key, and its tick
+/// again in its image.
 fn read_canary(
     record: &StreamRecord<'_>,
-    (namespace, index): (&str, u32),
+    (tick_ms, index): (i64, u32),
 ) -> Result<utilization::Canary, SkipReason> {
     let image = record.new_image().ok_or(SkipReason::NoNewImage("canary"))?;
     let written_at_ms = image
         .int(adaptive::canary::WRITTEN_AT)?
         .ok_or_else(|| AttrError::Missing(adaptive::canary::WRITTEN_AT.into()))?;
+    if written_at_ms != tick_ms {
+        return Err(AttrError::WrongType(
+            adaptive::canary::WRITTEN_AT.into(),
+            "the tick of its key",
+        )
+        .into());
+    }
     Ok(utilization::Canary {
-        namespace: namespace.to_owned(),
+        tick_ms,
         index,
-        written_at_ms,
         sequence: record.sequence_number.clone(),
     })
 }

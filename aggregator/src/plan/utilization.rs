@@ -27,13 +27,11 @@ pub struct Sensed {
     pub earliest: SequenceNumber,
 }
 
-/// A canary record: the controller's canary `index` of namespace
-/// `namespace`, written at `written_at_ms`.
+/// A canary record: the controller's canary `index` of its tick at `tick_ms`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canary {
-    pub namespace: String,
+    pub tick_ms: i64,
     pub index: u32,
-    pub written_at_ms: i64,
     pub sequence: SequenceNumber,
 }
 

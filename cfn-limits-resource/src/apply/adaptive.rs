@@ -6,7 +6,7 @@
 use super::plan::{Action, ChangeLine};
 use super::{ApplyError, Caller, Provisioner, store_err};
 use zae_table::adaptive::Declaration;
-use zae_table::adaptive::pass;
+use zae_table::adaptive::pass::{self, Writes};
 use zae_table::adaptive::target::Target;
 use zae_table::keys;
 use zae_table::store::{Returns, Store, StoreError};
@@ -104,9 +104,11 @@ impl<S: Store> Provisioner<'_, S> {
     /// the live declaration, so that a parameter sync that wrote base does
     /// not undo the factor, and a level that stopped being adaptive (or a
     /// resource that lost its estimated capacity) is back at base. A target
-    /// no longer declared is retired. A pass cut short by the deadline is
-    /// handed to the controller: the target's generation rises, and its next
-    /// tick stamps it whole.
+    /// no longer declared is retired. Each stamp is checked against the
+    /// target's generation as read: a controller that moves it meanwhile
+    /// owns its buckets. A pass cut short by the deadline is handed to the
+    /// controller: the target takes a new generation, and its next tick
+    /// stamps a whole lap.
     pub(super) async fn restamp_adaptive(&self, caller: &Caller, errors: &mut Vec<String>) {
         if let Err(e) = self.restamp(caller).await {
             errors.push(format!("adaptive restamp: {e}"));
@@ -131,20 +133,39 @@ impl<S: Store> Provisioner<'_, S> {
             .as_ref()
             .map(|d| d.targets().into_iter().map(|(r, l, _)| (r, l)).collect())
             .unwrap_or_default();
-        for mut target in targets {
-            let kept = declared.contains(&(target.resource.clone(), target.limit.clone()));
+        for read in targets {
+            let kept = declared.contains(&(read.resource.clone(), read.limit.clone()));
             let under = declaration.as_ref().filter(|_| kept);
-            target.cursor = None;
+            // A whole lap of its own, whatever lap the controller is in.
+            let mut lap = read.clone();
+            lap.cursor = None;
+            lap.lap_start = None;
+            lap.wrapped = false;
+            lap.owed.clear();
             let out_of_time = || super::passed(caller.stop_at);
-            let done = pass::run(self.store, self.namespace, under, &target, out_of_time).await?;
-            let read = target.generation;
-            if done.finished && done.lost == 0 && !kept {
-                target.remove(self.store, self.namespace).await?;
-            } else if !(done.finished && done.lost == 0) {
-                target.generation += 1;
+            let done = pass::run(
+                self.store,
+                self.namespace,
+                under,
+                &mut lap,
+                Writes::Checked,
+                out_of_time,
+            )
+            .await?;
+            if done.superseded {
+                continue;
+            }
+            if done.finished && !kept {
+                read.remove(self.store, self.namespace).await?;
+            } else if !done.finished {
+                let mut handed = read.clone();
+                handed.restamp(chrono::Utc::now().timestamp_millis());
                 match self
                     .store
-                    .update(&target.write(self.namespace, Some(read)), Returns::Nothing)
+                    .update(
+                        &handed.write(self.namespace, Some(read.generation)),
+                        Returns::Nothing,
+                    )
                     .await
                 {
                     // The controller moved it meanwhile: its own pass follows.

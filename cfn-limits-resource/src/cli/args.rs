@@ -165,15 +165,36 @@ pub enum AdaptiveCommand {
         #[command(flatten)]
         at: Namespace,
     },
-    /// Show, per resource and limit, the recent minutes' use, the estimated
-    /// capacity, the utilization, the factor and its age, the controller's
-    /// last tick, and per opted-in level base x factor = effective.
+    /// Show, per resource and limit, the use of the recent complete minutes
+    /// (the minute in progress apart, marked partial), the estimated
+    /// capacity and target, the utilization of the last complete minute,
+    /// the factor, why and its age, the controller's last tick, per
+    /// opted-in level base x factor = effective, and the refill amounts the
+    /// buckets carry (min, median, max).
     Utilization {
         #[command(flatten)]
         at: Namespace,
         /// Only this resource.
         #[arg(long, value_name = "RESOURCE")]
         resource: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Say why a resource's limit has the factor it has: the minutes the
+    /// controller kept, the response it fitted, its reading of use at base,
+    /// the noise band, the reason for the last move, the last moves, and the
+    /// last hour drawn minute by minute (utilization against the target,
+    /// and the factor).
+    Explain {
+        #[command(flatten)]
+        at: Namespace,
+        /// The resource.
+        #[arg(long, value_name = "RESOURCE")]
+        resource: String,
+        /// The limit.
+        #[arg(long, value_name = "LIMIT")]
+        limit: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

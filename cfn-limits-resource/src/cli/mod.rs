@@ -365,26 +365,69 @@ fn print_report(command: &Command, target: &Target, report: &Report) -> Result<(
 
 async fn adaptive(command: AdaptiveCommand) -> Result<Ended, CliError> {
     let at = match &command {
-        AdaptiveCommand::Reset { at } | AdaptiveCommand::Utilization { at, .. } => at,
+        AdaptiveCommand::Reset { at }
+        | AdaptiveCommand::Utilization { at, .. }
+        | AdaptiveCommand::Explain { at, .. } => at,
     };
     let store = open(&at.table).await;
     let table = at.table.table_name();
     let id = resolve_namespace(&store, &at.namespace, at.namespace_id.as_ref(), table).await?;
-    if let AdaptiveCommand::Utilization { resource, json, .. } = &command {
-        let now = chrono::Utc::now().timestamp_millis();
-        let status = crate::adaptive::status(&store, &id, resource.as_deref(), now)
-            .await
-            .map_err(|e| CliError::aws("reading adaptive targets", &e))?;
-        if *json {
-            let text = serde_json::to_string_pretty(&status)
-                .map_err(|e| CliError::new(Kind::ApplyErrors, e.to_string()))?;
-            println!("{text}");
-        } else {
-            println!("{}", crate::adaptive::render_status(&status, now));
+    let now = chrono::Utc::now().timestamp_millis();
+    match &command {
+        AdaptiveCommand::Utilization { resource, json, .. } => {
+            let status = crate::adaptive::status(&store, &id, resource.as_deref(), now)
+                .await
+                .map_err(|e| CliError::aws("reading adaptive targets", &e))?;
+            print_either(*json, &status, || {
+                crate::adaptive::render_status(&status, now)
+            })?;
+            Ok(Ended::Clean)
         }
-        return Ok(Ended::Clean);
+        AdaptiveCommand::Explain {
+            resource,
+            limit,
+            json,
+            ..
+        } => {
+            let explained = crate::adaptive::explain(&store, &id, (resource, limit), now)
+                .await
+                .map_err(|e| CliError::aws("reading the adaptive target", &e))?
+                .ok_or_else(|| {
+                    CliError::new(
+                        Kind::Refused,
+                        format!(
+                            "namespace {} declares no adaptive {limit} on {resource}: nothing scales it",
+                            at.namespace
+                        ),
+                    )
+                })?;
+            print_either(*json, &explained, || {
+                crate::adaptive::render_explanation(&explained, now)
+            })?;
+            Ok(Ended::Clean)
+        }
+        AdaptiveCommand::Reset { .. } => reset(&store, &id).await,
     }
-    let reset = crate::adaptive::reset(&store, &id)
+}
+
+/// JSON on `json`, else the text `render` makes.
+fn print_either<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    render: impl FnOnce() -> String,
+) -> Result<(), CliError> {
+    if json {
+        let text = serde_json::to_string_pretty(value)
+            .map_err(|e| CliError::new(Kind::ApplyErrors, e.to_string()))?;
+        println!("{text}");
+    } else {
+        println!("{}", render());
+    }
+    Ok(())
+}
+
+async fn reset<S: zae_table::store::Store>(store: &S, id: &str) -> Result<Ended, CliError> {
+    let reset = crate::adaptive::reset(store, id)
         .await
         .map_err(|e| CliError::aws("resetting adaptive targets", &e))?;
     for r in &reset {
@@ -393,17 +436,24 @@ async fn adaptive(command: AdaptiveCommand) -> Result<Ended, CliError> {
         } else {
             String::new()
         };
+        let moved = if r.superseded {
+            "; the controller moved it meanwhile and stamps it (disable it to keep base)"
+        } else {
+            ""
+        };
         println!(
-            "  {} {}: factor 1, {} bucket(s) back to base{lost}",
+            "  {} {}: factor 1, {} bucket(s) back to what the client would have{lost}{moved}",
             r.resource, r.limit, r.buckets_stamped
         );
     }
     println!("Reset: {} target(s) of namespace {id}.", reset.len());
-    Ok(if reset.iter().all(|r| r.stamps_lost == 0) {
-        Ended::Clean
-    } else {
-        Ended::WithErrors
-    })
+    Ok(
+        if reset.iter().all(|r| r.stamps_lost == 0 && !r.superseded) {
+            Ended::Clean
+        } else {
+            Ended::WithErrors
+        },
+    )
 }
 
 #[cfg(test)]

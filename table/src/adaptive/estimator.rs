@@ -441,6 +441,7 @@ impl Estimator {
     /// minute.
     fn surge_only(&mut self, point: (f64, f64), t: f64) -> Decision {
         if point.1 <= self.surge_line(t) || self.factor <= 1.0 {
+            self.reason = Reason::Hold;
             return Decision::Hold;
         }
         self.new_step();

@@ -10,6 +10,13 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Factor(i64);
 
+/// A factor as reports show it: a number, 1 at base.
+impl serde::Serialize for Factor {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(self.as_f64())
+    }
+}
+
 /// Parts per million of one.
 pub const PPM: i64 = 1_000_000;
 

@@ -1,171 +1,423 @@
-//! A stamping pass: every bucket of one (resource, limit), found through the
-//! resource's index (GSI2, whole items), page by page from a cursor, each
-//! stamped ([`super::stamp`]) with what the level deciding its limits asks
-//! for, in the client's resolution order: the target's factor when that
-//! level opted in, base otherwise (a level that stopped being adaptive, a
-//! target being retired, a reset). Each write is a compare-and-set on the
-//! amount read, re-read and retried when it loses. Shared by the
+//! A stamping pass: a lap of one (resource, limit)'s buckets, found through
+//! the resource's index (GSI2, whole items), page by page from the target's
+//! cursor, each stamped ([`super::stamp`]) with what the level deciding its
+//! limits asks for, in the client's resolution order: the target's factor
+//! when that level scales it, base otherwise (a level that stopped being
+//! adaptive or is in shadow, a target being retired, a reset). Shared by the
 //! controller, the provisioner's apply and `zae-limits adaptive reset`.
+//!
+//! - Writes in flight are bounded ([`IN_FLIGHT`]), and none starts once the
+//!   caller's time is up: the lap goes on from the page it was in at the
+//!   next call.
+//! - Each write is a compare-and-set on the amount read, re-read and retried
+//!   when it loses; a bucket that keeps losing is owed, and the lap is not
+//!   done until it is stamped.
+//! - Each write carries the target's generation and is refused over a newer
+//!   stamp. The target's generation is read again before every page, and a
+//!   pass whose target moved stops: the newer generation's pass owns the
+//!   buckets. [`Writes::Checked`] makes each write a transaction with a check
+//!   of the target's generation, for writers that are not the controller.
 
 use super::declaration::Declaration;
 use super::law::Factor;
-use super::stamp::{Stamp, stamp};
-use super::target::Target;
+use super::stamp::{Stamp, Wanted, stamp};
+use super::target::{OWED_KEPT, Target};
 use crate::bucket::{field, limit_attr};
+use crate::config::LevelConfig;
 use crate::keys::{self, BucketKey, Index, SK_STATE};
 use crate::level::{DEFAULT_RESOURCE, Level};
-use crate::resolve::Resolver;
-use crate::store::{Query, Returns, Store, StoreError};
+use crate::resolve::{LevelSource, Resolver, first_with_limits};
+use crate::store::{Condition, Query, Returns, Store, StoreError, TxWrite};
 use crate::value::{Attr, Item};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use std::collections::HashSet;
 
-/// Compare-and-set attempts per bucket before it is left to the next pass.
+/// Compare-and-set attempts per bucket before it is owed to the next call.
 const ATTEMPTS: usize = 3;
+/// Bucket writes in flight at once, as the provisioner's fan-outs.
+pub const IN_FLIGHT: usize = 16;
+
+/// How a pass writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writes {
+    /// The controller's own: each stamp pinned to its generation.
+    Pinned,
+    /// Anyone else's: each stamp also checks, in one transaction, that the
+    /// target is still at the generation the writer read.
+    Checked,
+}
 
 /// What a pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pass {
     pub stamped: usize,
-    /// Buckets whose writes kept losing: the next pass reaches them.
+    /// Buckets whose writes kept losing: owed, the lap is not done.
     pub lost: usize,
-    /// The pass reached the last bucket.
+    /// The lap is done: every bucket carries the target's generation.
     pub finished: bool,
-    /// Where to go on when it did not (`None`: from the start).
-    pub cursor: Option<Item>,
+    /// The target moved on: a newer generation's pass owns the buckets.
+    pub superseded: bool,
 }
 
 /// Stamps `target`'s buckets from its cursor on, under `declaration`
-/// (`None`: every bucket to base). Stops between pages once `out_of_time`.
+/// (`None`: every bucket to base), until the lap is done, the target moves
+/// on, or `out_of_time`; `target`'s cursor, lap and owed buckets say where
+/// the next call goes on.
 pub async fn run<S: Store>(
     store: &S,
     namespace: &str,
     declaration: Option<&Declaration>,
-    target: &Target,
+    target: &mut Target,
+    writes: Writes,
     out_of_time: impl Fn() -> bool,
 ) -> Result<Pass, StoreError> {
-    let query = Query {
-        index: &Index::GSI2,
-        pk: keys::pk_resource(namespace, &target.resource),
-        sk_prefix: keys::BUCKET_PREFIX.to_owned(),
-        consistent: false,
-    };
+    let configured = Configured::read(store, namespace, &target.resource).await?;
     let resolver = Resolver::new(store, namespace);
-    let configured = entities_with_config(store, namespace, &target.resource).await?;
-    let mut pass = Pass::default();
-    let mut start = target.cursor.clone();
-    loop {
-        if out_of_time() {
-            pass.cursor = start;
+    let lap = Lap {
+        store,
+        namespace,
+        declaration,
+        writes,
+        levels: Through {
+            source: &resolver,
+            configured: &configured,
+        },
+        out_of_time: &out_of_time,
+    };
+    lap.run(target).await
+}
+
+struct Lap<'a, S, L, F> {
+    store: &'a S,
+    namespace: &'a str,
+    declaration: Option<&'a Declaration>,
+    writes: Writes,
+    levels: Through<'a, L>,
+    out_of_time: &'a F,
+}
+
+/// One bucket's outcome.
+enum Done {
+    Stamped,
+    Nothing,
+    Lost(String),
+    Superseded,
+}
+
+impl<S: Store, L: LevelSource + Sync, F: Fn() -> bool> Lap<'_, S, L, F> {
+    async fn run(&self, target: &mut Target) -> Result<Pass, StoreError> {
+        let mut pass = Pass::default();
+        if !self.settle_owed(target, &mut pass).await? || pass.superseded {
             return Ok(pass);
         }
-        let page = store.query_page(&query, start.as_ref()).await?;
-        for bucket in &page.items {
-            seed_unconfigured(&resolver, &configured, bucket);
-            match stamp_bucket(store, &resolver, declaration, target, bucket).await? {
-                Some(true) => pass.stamped += 1,
-                Some(false) => pass.lost += 1,
-                None => {}
-            }
+        // Wrapped with no lap start: the lap is over, only owed buckets were left.
+        let over = target.wrapped && target.lap_start.is_none();
+        if !over && !self.pages(target, &mut pass).await? {
+            return Ok(pass);
         }
-        match page.next {
-            Some(next) => start = Some(next),
-            None => {
-                pass.finished = true;
-                return Ok(pass);
-            }
+        // The lap is through; owed buckets get one more try at once.
+        target.cursor = None;
+        target.lap_start = None;
+        target.wrapped = true;
+        if !self.settle_owed(target, &mut pass).await? || pass.superseded {
+            return Ok(pass);
         }
+        if target.owed_overflow {
+            // More lost than remembered: a new lap finds them.
+            target.owed_overflow = false;
+            target.wrapped = false;
+        } else if target.owed.is_empty() {
+            target.lap_done();
+            pass.finished = true;
+        }
+        Ok(pass)
     }
-}
 
-/// The entities with a config of their own for `resource` and for
-/// `_default_`, from the entity-config index (GSI3): every other bucket is
-/// decided by the resource or system level, read once, instead of two reads
-/// per entity. The index is eventually consistent: a config written moments
-/// ago may be missed, and its buckets then stamped from the level below only
-/// if they carry that level's capacity, until the next pass.
-async fn entities_with_config<S: Store>(
-    store: &S,
-    namespace: &str,
-    resource: &str,
-) -> Result<[std::collections::HashSet<String>; 2], StoreError> {
-    let mut sets: [std::collections::HashSet<String>; 2] = Default::default();
-    for (set, r) in sets.iter_mut().zip([resource, DEFAULT_RESOURCE]) {
+    /// The lap's pages from the cursor on: `true` once it has come round,
+    /// `false` when it stopped (time, or the target moved on).
+    async fn pages(&self, target: &mut Target, pass: &mut Pass) -> Result<bool, StoreError> {
         let query = Query {
-            index: &Index::GSI3,
-            pk: keys::gsi3_pk_entity_config(namespace, r),
-            sk_prefix: String::new(),
+            index: &Index::GSI2,
+            pk: keys::pk_resource(self.namespace, &target.resource),
+            sk_prefix: keys::BUCKET_PREFIX.to_owned(),
             consistent: false,
         };
-        for item in store.query(&query).await? {
-            if let Some(entity) = item.get(Index::GSI3.sk).and_then(Attr::as_s) {
-                set.insert(entity.to_owned());
+        let lap_end = target.lap_start.as_ref().and_then(index_sort_key);
+        loop {
+            if (self.out_of_time)() {
+                return Ok(false);
+            }
+            if self.moved(target).await? {
+                pass.superseded = true;
+                return Ok(false);
+            }
+            let page = self
+                .store
+                .query_page(&query, target.cursor.as_ref())
+                .await?;
+            // Come round, the lap ends with the bucket it began after.
+            let within = |b: &Item| {
+                !target.wrapped
+                    || lap_end
+                        .as_ref()
+                        .is_none_or(|end| index_sort_key(b).is_some_and(|k| k <= *end))
+            };
+            let end_here = page.items.iter().any(|b| !within(b));
+            let items: Vec<&Item> = page.items.iter().filter(|b| within(b)).collect();
+            if !self.stamp_page(target, &items, pass).await? || pass.superseded {
+                return Ok(false);
+            }
+            match page.next {
+                Some(next) if !end_here => target.cursor = Some(next),
+                _ if !end_here && target.lap_start.is_some() && !target.wrapped => {
+                    target.wrapped = true;
+                    target.cursor = None;
+                }
+                _ => return Ok(true),
             }
         }
     }
-    Ok(sets)
-}
 
-/// Records that a bucket's entity has no config of its own, where it has none.
-fn seed_unconfigured<S: Store>(
-    resolver: &Resolver<'_, S>,
-    [own, default]: &[std::collections::HashSet<String>; 2],
-    bucket: &Item,
-) {
-    let Some(key) = keys::pk_of(bucket).and_then(|pk| BucketKey::parse(pk).ok()) else {
-        return;
-    };
-    for (set, resource) in [(own, key.resource.as_str()), (default, DEFAULT_RESOURCE)] {
-        if !set.contains(&key.entity) {
-            let level = Level::Entity {
-                entity: key.entity.clone(),
-                resource: resource.to_owned(),
-            };
-            resolver.seed(&level, None);
+    /// Stamps one page's buckets, at most `IN_FLIGHT` at a time; `false`
+    /// when time ran out before every one was started (the page is redone).
+    async fn stamp_page(
+        &self,
+        target: &mut Target,
+        items: &[&Item],
+        pass: &mut Pass,
+    ) -> Result<bool, StoreError> {
+        let snapshot = target.clone();
+        let mut in_flight = FuturesUnordered::new();
+        let mut started = 0;
+        let mut outcomes = Vec::new();
+        loop {
+            while in_flight.len() < IN_FLIGHT && started < items.len() && !(self.out_of_time)() {
+                in_flight.push(self.stamp_bucket(&snapshot, items[started]));
+                started += 1;
+            }
+            match in_flight.next().await {
+                Some(outcome) => outcomes.push(outcome?),
+                None => break,
+            }
+        }
+        for outcome in outcomes {
+            self.count(target, outcome, pass);
+        }
+        Ok(started == items.len())
+    }
+
+    fn count(&self, target: &mut Target, outcome: Done, pass: &mut Pass) {
+        match outcome {
+            Done::Stamped => pass.stamped += 1,
+            Done::Nothing => {}
+            Done::Superseded => pass.superseded = true,
+            Done::Lost(pk) => {
+                pass.lost += 1;
+                if target.owed.len() < OWED_KEPT {
+                    if !target.owed.contains(&pk) {
+                        target.owed.push(pk);
+                    }
+                } else {
+                    target.owed_overflow = true;
+                }
+            }
         }
     }
+
+    /// Tries the owed buckets again from a fresh read; `false` when time ran
+    /// out first.
+    async fn settle_owed(&self, target: &mut Target, pass: &mut Pass) -> Result<bool, StoreError> {
+        let owed = std::mem::take(&mut target.owed);
+        for (i, pk) in owed.iter().enumerate() {
+            if (self.out_of_time)() {
+                target.owed.extend(owed[i..].iter().cloned());
+                return Ok(false);
+            }
+            let outcome = match self.store.get(pk, SK_STATE, true).await? {
+                Some(bucket) => self.stamp_bucket(target, &bucket).await?,
+                None => Done::Nothing,
+            };
+            self.count(target, outcome, pass);
+        }
+        Ok(true)
+    }
+
+    /// Whether the target moved on since `target` was read.
+    async fn moved(&self, target: &Target) -> Result<bool, StoreError> {
+        let (pk, sk) = Target::key(self.namespace, &target.resource, &target.limit);
+        let attributes = [super::target::GENERATION.to_owned()];
+        let now = self
+            .store
+            .get_attributes(&pk, &sk, true, &attributes)
+            .await?;
+        let generation = now.as_ref().and_then(|t| t.get(super::target::GENERATION));
+        // Gone: retired meanwhile, and its retire pass owned the buckets.
+        Ok(generation.and_then(Attr::as_int) != Some(target.generation))
+    }
+
+    async fn stamp_bucket(&self, target: &Target, bucket: &Item) -> Result<Done, StoreError> {
+        let limit = target.limit.as_str();
+        let Some(key) = keys::pk_of(bucket).and_then(|pk| BucketKey::parse(pk).ok()) else {
+            return Ok(Done::Nothing);
+        };
+        if !bucket.contains_key(&limit_attr(limit, field::CAPACITY)) {
+            return Ok(Done::Nothing);
+        }
+        let walk = Level::resolution(&key.entity, &key.resource, true);
+        let Some((level, config)) = first_with_limits(&self.levels, walk).await? else {
+            return Ok(Done::Nothing);
+        };
+        let Some(base) = config.limits.iter().find(|l| l.name == limit) else {
+            return Ok(Done::Nothing);
+        };
+        let (factor, max_scale) = match self.declaration.and_then(|d| d.scaling(&level, limit)) {
+            Some(opt_in) => (target.factor, opt_in.max_scale),
+            None => (Factor::ONE, None),
+        };
+        let wanted = Wanted {
+            base,
+            factor,
+            max_scale,
+            generation: target.generation,
+        };
+        write_stamp(
+            self.store,
+            self.namespace,
+            target,
+            &key.pk(),
+            bucket,
+            wanted,
+            self.writes,
+        )
+        .await
+    }
 }
 
-/// `Some(true)` when written, `Some(false)` when every attempt lost,
-/// `None` when the bucket needs nothing.
-async fn stamp_bucket<S: Store>(
+/// Stamps one bucket (read as `bucket`), re-reading and retrying when it
+/// loses a race.
+async fn write_stamp<S: Store>(
     store: &S,
-    resolver: &Resolver<'_, S>,
-    declaration: Option<&Declaration>,
+    namespace: &str,
     target: &Target,
+    pk: &str,
     bucket: &Item,
-) -> Result<Option<bool>, StoreError> {
-    let limit = target.limit.as_str();
-    let Some(key) = keys::pk_of(bucket).and_then(|pk| BucketKey::parse(pk).ok()) else {
-        return Ok(None);
-    };
-    if !bucket.contains_key(&limit_attr(limit, field::CAPACITY)) {
-        return Ok(None);
-    }
-    let Some((level, config)) = resolver.limits(&key.entity, &key.resource, &[]).await? else {
-        return Ok(None);
-    };
-    let Some(base) = config.limits.iter().find(|l| l.name == limit) else {
-        return Ok(None);
-    };
-    let (factor, max_scale) = match declaration.and_then(|d| d.scaling(&level, limit)) {
-        Some(opt_in) => (target.factor, opt_in.max_scale),
-        None => (Factor::ONE, None),
-    };
+    wanted: Wanted<'_>,
+    writes: Writes,
+) -> Result<Done, StoreError> {
     let mut current = bucket.clone();
     for _ in 0..ATTEMPTS {
-        let Stamp::Write { update, .. } = stamp(&current, base, factor, max_scale) else {
-            return Ok(None);
+        let Stamp::Write { update, .. } = stamp(&current, wanted) else {
+            return Ok(Done::Nothing);
         };
-        match store.update(&update, Returns::Nothing).await {
-            Ok(_) => return Ok(Some(true)),
-            Err(StoreError::ConditionFailed { .. }) => {
+        let written = match writes {
+            Writes::Pinned => store.update(&update, Returns::Nothing).await.map(|_| ()),
+            Writes::Checked => {
+                let (tpk, tsk) = Target::key(namespace, &target.resource, &target.limit);
+                let check = TxWrite::Check {
+                    pk: tpk,
+                    sk: tsk,
+                    condition: generation_is(target.generation),
+                };
+                store.transact(&[check, TxWrite::Update(update)]).await
+            }
+        };
+        match written {
+            Ok(()) => return Ok(Done::Stamped),
+            // The target moved on: the check is the transaction's first write.
+            Err(StoreError::ConditionFailed { .. }) if writes == Writes::Checked => {
+                return Ok(Done::Superseded);
+            }
+            Err(StoreError::ConditionFailed { .. }) | Err(StoreError::Cancelled { .. }) => {
                 // Written since it was read: read it again.
-                match store.get(&key.pk(), SK_STATE, true).await? {
+                match store.get(pk, SK_STATE, true).await? {
                     Some(item) => current = item,
-                    None => return Ok(None),
+                    None => return Ok(Done::Nothing),
                 }
             }
             Err(e) => return Err(e),
         }
     }
-    Ok(Some(false))
+    Ok(Done::Lost(pk.to_owned()))
+}
+
+/// The target is still at `generation`.
+pub fn generation_is(generation: i64) -> Condition {
+    Condition {
+        expression: "#g = :g".to_owned(),
+        names: [("#g".to_owned(), super::target::GENERATION.to_owned())].into(),
+        values: [(":g".to_owned(), Attr::n(generation))].into(),
+    }
+}
+
+/// A bucket's GSI2 sort key: where it stands in the lap.
+fn index_sort_key(item: &Item) -> Option<String> {
+    item.get(Index::GSI2.sk)
+        .and_then(Attr::as_s)
+        .map(str::to_owned)
+}
+
+/// The entities with a config of their own for a resource and for
+/// `_default_`, from the entity-config index (GSI3): every other bucket is
+/// decided by the resource or system level, read once, instead of two reads
+/// per entity. The index is eventually consistent: a config written moments
+/// ago may be missed, and its buckets then stamped from the level below only
+/// if they carry that level's capacity, until the next pass.
+#[derive(Debug, Default, Clone)]
+pub struct Configured {
+    own: HashSet<String>,
+    default: HashSet<String>,
+}
+
+impl Configured {
+    pub async fn read<S: Store>(
+        store: &S,
+        namespace: &str,
+        resource: &str,
+    ) -> Result<Configured, StoreError> {
+        let mut sets: [HashSet<String>; 2] = Default::default();
+        for (set, r) in sets.iter_mut().zip([resource, DEFAULT_RESOURCE]) {
+            let query = Query {
+                index: &Index::GSI3,
+                pk: keys::gsi3_pk_entity_config(namespace, r),
+                sk_prefix: String::new(),
+                consistent: false,
+            };
+            for item in store.query(&query).await? {
+                if let Some(entity) = item.get(Index::GSI3.sk).and_then(Attr::as_s) {
+                    set.insert(entity.to_owned());
+                }
+            }
+        }
+        let [own, default] = sets;
+        Ok(Configured { own, default })
+    }
+
+    /// Whether `level` may hold a config: any level but an entity's that
+    /// the index does not list.
+    pub fn may_have(&self, level: &Level) -> bool {
+        match level {
+            Level::Entity { entity, resource } if resource == DEFAULT_RESOURCE => {
+                self.default.contains(entity)
+            }
+            Level::Entity { entity, .. } => self.own.contains(entity),
+            _ => true,
+        }
+    }
+}
+
+/// Config levels from `source`, without reading an entity level the
+/// entity-config index says does not exist.
+pub struct Through<'a, L> {
+    pub source: &'a L,
+    pub configured: &'a Configured,
+}
+
+impl<L: LevelSource + Sync> LevelSource for Through<'_, L> {
+    async fn level(&self, level: &Level) -> Result<Option<LevelConfig>, StoreError> {
+        if !self.configured.may_have(level) {
+            return Ok(None);
+        }
+        self.source.level(level).await
+    }
 }

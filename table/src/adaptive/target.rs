@@ -1,11 +1,17 @@
-//! The controller's records: per (resource, limit) the target factor and
-//! where its stamping pass is (`{ns}/ADAPTIVE#`, `#TARGET#{resource}#{limit}`),
-//! and per namespace the tick record (`#TICK`).
+//! The controller's record of one (resource, limit): the target factor,
+//! where its stamping pass is, and the last moves (`{ns}/ADAPTIVE#`,
+//! `#TARGET#{resource}#{limit}`).
 //!
-//! A target's `generation` rises with every change of its factor; writes of
-//! a target are conditional on the generation read, so two controllers never
-//! interleave. The pass over buckets records the generation it finished
-//! (`stamped`) and, when cut short, where to go on (`cursor`).
+//! A target's `generation` rises with every change of its factor or of what
+//! the declaration says of it; writes of a target are conditional on the
+//! generation read, so two writers never interleave, and every bucket stamp
+//! carries the generation it came from. The pass over buckets is a lap of
+//! the resource's index: it records the generation whose lap finished
+//! (`stamped`), where the running lap goes on (`cursor`), where it began
+//! (`lap_start`: a move during a lap goes on from where the lap is and comes
+//! round to it, so that every bucket gets the newest factor within one lap
+//! of the last move), whether it has come round past the index's end
+//! (`wrapped`), and the buckets whose stamps kept losing (`owed`).
 
 use super::law::Factor;
 use crate::keys::{self, Index};
@@ -22,10 +28,18 @@ pub const MINUTE: &str = "minute";
 pub const STAMPED: &str = "stamped";
 pub const CURSOR: &str = "cursor";
 pub const STATE: &str = "state";
+pub const LAP_START: &str = "lap_start";
+pub const WRAPPED: &str = "wrapped";
+pub const OWED: &str = "owed";
+pub const OWED_OVERFLOW: &str = "owed_overflow";
+pub const HISTORY: &str = "history";
 /// The declaration's fingerprint for this target: a new one re-stamps.
 pub const DECLARED: &str = "declared";
-pub const TICKED_AT: &str = "ticked_at";
-pub const CANARIES_AT: &str = "canaries_at";
+/// Buckets owed a stamp that are remembered by key; past this, the lap
+/// starts over once it is through.
+pub const OWED_KEPT: usize = 256;
+/// Moves remembered.
+pub const HISTORY_KEPT: usize = super::estimator::HISTORY_KEPT;
 
 /// One (resource, limit)'s target.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,13 +56,65 @@ pub struct Target {
     pub minute_ms: i64,
     /// The generation whose stamping pass finished.
     pub stamped: i64,
-    /// Where an unfinished pass goes on: the index's start key after the
-    /// last page it finished.
+    /// Where the running lap goes on: the index's start key after the last
+    /// page it finished (`None`: the index's beginning).
     pub cursor: Option<Item>,
+    /// Where the running lap began (`None`: the index's beginning).
+    pub lap_start: Option<Item>,
+    /// The running lap went past the index's end and started over from its
+    /// beginning, towards `lap_start`.
+    pub wrapped: bool,
+    /// Buckets (partition keys) the lap could not stamp, at most `OWED_KEPT`.
+    pub owed: Vec<String>,
+    /// More could not be stamped than are kept: the lap starts over.
+    pub owed_overflow: bool,
+    /// The last moves, oldest first.
+    pub history: Vec<Move>,
     /// The controller's estimator, opaque to everything else.
     pub state: Option<String>,
     /// What the declaration said about this target when it was last stamped.
     pub declared: Option<String>,
+}
+
+/// One move of a target's factor.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Move {
+    pub at_ms: i64,
+    pub from: Factor,
+    pub to: Factor,
+    /// Why (the estimator's reason, or `reset`, `declared`).
+    pub reason: String,
+    /// The complete minute behind it (its start), 0 for none.
+    pub minute_ms: i64,
+}
+
+impl Move {
+    fn attr(&self) -> Attr {
+        Attr::M(
+            [
+                ("at", Attr::n(self.at_ms)),
+                ("from", Attr::n(self.from.ppm())),
+                ("to", Attr::n(self.to.ppm())),
+                ("reason", Attr::s(&self.reason)),
+                ("minute", Attr::n(self.minute_ms)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+        )
+    }
+
+    fn from_attr(attr: &Attr) -> Option<Move> {
+        let Attr::M(map) = attr else { return None };
+        let int = |k: &str| map.get(k).and_then(Attr::as_int);
+        Some(Move {
+            at_ms: int("at")?,
+            from: Factor::from_ppm(int("from")?),
+            to: Factor::from_ppm(int("to")?),
+            reason: map.get("reason")?.as_s()?.to_owned(),
+            minute_ms: int("minute").unwrap_or(0),
+        })
+    }
 }
 
 impl Target {
@@ -64,9 +130,58 @@ impl Target {
             minute_ms: 0,
             stamped: 0,
             cursor: None,
+            lap_start: None,
+            wrapped: false,
+            owed: Vec::new(),
+            owed_overflow: false,
+            history: Vec::new(),
             state: None,
             declared: None,
         }
+    }
+
+    /// Moves the factor to `to` under a new generation, with why; a lap
+    /// under way goes on from where it is, round to there.
+    pub fn moved(&mut self, to: Factor, at_ms: i64, reason: &str, minute_ms: i64) {
+        self.history.push(Move {
+            at_ms,
+            from: self.factor,
+            to,
+            reason: reason.to_owned(),
+            minute_ms,
+        });
+        let excess = self.history.len().saturating_sub(HISTORY_KEPT);
+        self.history.drain(..excess);
+        self.previous = self.factor;
+        self.factor = to;
+        self.set_at_ms = at_ms;
+        self.restamp(at_ms);
+    }
+
+    /// A new generation, at `at_ms`, whose buckets all need stamping again:
+    /// the running lap, if any, goes on from where it is and comes round to
+    /// there. Generations are at least the instant they were made at, so a
+    /// target made again after one was retired starts above every stamp
+    /// the old one left on its buckets.
+    pub fn restamp(&mut self, at_ms: i64) {
+        let running = self.stamped < self.generation;
+        self.generation = self.generation.saturating_add(1).max(at_ms);
+        if running {
+            self.lap_start = self.cursor.clone();
+        } else {
+            self.cursor = None;
+            self.lap_start = None;
+        }
+        self.wrapped = false;
+    }
+
+    /// The lap reached its end with nothing owed: every bucket carries this
+    /// generation.
+    pub fn lap_done(&mut self) {
+        self.stamped = self.generation;
+        self.cursor = None;
+        self.lap_start = None;
+        self.wrapped = false;
     }
 
     /// Every target of a namespace, in one consistent query.
@@ -120,9 +235,20 @@ impl Target {
             generation: int(GENERATION)?,
             minute_ms: int(MINUTE).unwrap_or(0),
             stamped: int(STAMPED).unwrap_or(0),
-            cursor: match item.get(CURSOR) {
-                Some(Attr::M(key)) => Some(key.clone()),
-                _ => None,
+            cursor: key_at(item, CURSOR),
+            lap_start: key_at(item, LAP_START),
+            wrapped: matches!(item.get(WRAPPED), Some(Attr::Bool(true))),
+            owed: match item.get(OWED) {
+                Some(Attr::L(list)) => list
+                    .iter()
+                    .filter_map(|a| a.as_s().map(str::to_owned))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            owed_overflow: matches!(item.get(OWED_OVERFLOW), Some(Attr::Bool(true))),
+            history: match item.get(HISTORY) {
+                Some(Attr::L(list)) => list.iter().filter_map(Move::from_attr).collect(),
+                _ => Vec::new(),
             },
             state: text(STATE),
             declared: text(DECLARED),
@@ -143,10 +269,20 @@ impl Target {
             .set(GENERATION, Attr::n(self.generation))
             .set(MINUTE, Attr::n(self.minute_ms))
             .set(STAMPED, Attr::n(self.stamped));
-        match &self.cursor {
-            Some(cursor) => update.set(CURSOR, Attr::M(cursor.clone())),
-            None => update.remove(CURSOR),
-        };
+        for (name, key) in [(CURSOR, &self.cursor), (LAP_START, &self.lap_start)] {
+            match key {
+                Some(key) => update.set(name, Attr::M(key.clone())),
+                None => update.remove(name),
+            };
+        }
+        update.set(WRAPPED, Attr::Bool(self.wrapped));
+        update
+            .set(OWED, Attr::L(self.owed.iter().map(Attr::s).collect()))
+            .set(OWED_OVERFLOW, Attr::Bool(self.owed_overflow))
+            .set(
+                HISTORY,
+                Attr::L(self.history.iter().map(Move::attr).collect()),
+            );
         match &self.state {
             Some(state) => update.set(STATE, Attr::s(state)),
             None => update.remove(STATE),
@@ -184,84 +320,11 @@ impl Target {
     }
 }
 
-/// The namespace's tick record: when the controller last ticked, and when
-/// it wrote its recent canaries (oldest first).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tick {
-    pub ticked_at_ms: i64,
-    pub canaries_at: Vec<i64>,
-}
-
-/// Canary writes remembered, oldest first.
-pub const CANARIES_KEPT: usize = 5;
-/// Canaries are written at most this often, however often the controller
-/// is called: blindness is a matter of time, not of calls.
-pub const CANARY_SPACING_MS: i64 = 30_000;
-/// Blind: nothing written this long ago or earlier has come through (two
-/// one-minute ticks).
-pub const BLIND_AFTER_MS: i64 = 120_000;
-
-impl Tick {
-    /// The namespace's tick record; a default one when there is none.
-    pub async fn read<S: Store>(
-        store: &S,
-        namespace: &str,
-        consistent: bool,
-    ) -> Result<Tick, StoreError> {
-        let pk = keys::pk_adaptive(namespace);
-        let item = store.get(&pk, keys::SK_ADAPTIVE_TICK, consistent).await?;
-        Ok(Tick::from_item(item.as_ref()))
-    }
-
-    pub fn from_item(item: Option<&Item>) -> Tick {
-        let Some(item) = item else {
-            return Tick::default();
-        };
-        let canaries_at = match item.get(CANARIES_AT) {
-            Some(Attr::L(list)) => list.iter().filter_map(Attr::as_int).collect(),
-            _ => Vec::new(),
-        };
-        Tick {
-            ticked_at_ms: item.get(TICKED_AT).and_then(Attr::as_int).unwrap_or(0),
-            canaries_at,
-        }
-    }
-
-    pub fn write(&self, namespace: &str) -> Update {
-        let mut update = UpdateBuilder::new();
-        update.set(TICKED_AT, Attr::n(self.ticked_at_ms)).set(
-            CANARIES_AT,
-            Attr::L(self.canaries_at.iter().map(Attr::n).collect()),
-        );
-        update.build(&keys::pk_adaptive(namespace), keys::SK_ADAPTIVE_TICK, None)
-    }
-
-    /// Blind: a canary was written two ticks ago or earlier, and the latest
-    /// such has not come through.
-    pub fn blind(&self, now_ms: i64, sensed_through: Option<i64>) -> bool {
-        let due = self
-            .canaries_at
-            .iter()
-            .rev()
-            .find(|at| **at <= now_ms.saturating_sub(BLIND_AFTER_MS));
-        due.is_some_and(|due| sensed_through.is_none_or(|sensed| sensed < *due))
-    }
-
-    /// Whether canaries are due at `now_ms`.
-    pub fn canaries_due(&self, now_ms: i64) -> bool {
-        self.canaries_at
-            .last()
-            .is_none_or(|last| now_ms.saturating_sub(*last) >= CANARY_SPACING_MS)
-    }
-
-    /// Records a tick at `now_ms`, and its canaries if they were written.
-    pub fn ticked(&mut self, now_ms: i64, canaries: bool) {
-        self.ticked_at_ms = now_ms;
-        if canaries {
-            self.canaries_at.push(now_ms);
-            let excess = self.canaries_at.len().saturating_sub(CANARIES_KEPT);
-            self.canaries_at.drain(..excess);
-        }
+/// A start key stored on the target.
+fn key_at(item: &Item, name: &str) -> Option<Item> {
+    match item.get(name) {
+        Some(Attr::M(key)) => Some(key.clone()),
+        _ => None,
     }
 }
 
@@ -272,14 +335,53 @@ mod tests {
     #[test]
     fn a_target_round_trips_and_is_written_over_its_generation_only() {
         let mut t = Target::base("gpt-4", "tpm");
-        t.factor = Factor::from_ppm(2_500_000);
-        t.generation = 3;
-        t.cursor = Some(Item::new());
+        t.generation = 2;
+        t.moved(Factor::from_ppm(2_500_000), 9_000, "raise", 0);
+        t.cursor = Some(Item::from([("PK".to_owned(), Attr::s("x"))]));
+        t.owed = vec!["ns/BUCKET#e#gpt-4#0".into()];
+        t.owed_overflow = true;
         let update = t.write("ns", Some(2));
         assert_eq!(update.sk, "#TARGET#gpt-4#tpm");
         assert!(update.condition.as_deref().unwrap().contains('='));
+        let item: Item = update
+            .names
+            .values()
+            .filter_map(|name| Some((name.clone(), update.assigned(name)?.clone())))
+            .collect();
+        assert_eq!(Target::from_item(&item), Some(t));
         let first = Target::base("gpt-4", "tpm").write("ns", None);
         assert!(first.condition.unwrap().contains("attribute_not_exists"));
+    }
+
+    #[test]
+    fn a_move_during_a_lap_goes_on_from_where_the_lap_is_and_the_history_keeps_a_hundred() {
+        let mut t = Target::base("r", "l");
+        let at = |k: &str| Some(Item::from([("GSI2SK".to_owned(), Attr::s(k))]));
+        t.moved(Factor::from_ppm(2_000_000), 1, "raise", 0);
+        assert_eq!(
+            (t.generation, t.cursor.clone(), t.lap_start.clone()),
+            (1, None, None)
+        );
+        t.cursor = at("BUCKET#m#0");
+        t.moved(Factor::ONE, 2, "surge", 0);
+        assert_eq!((t.generation, t.lap_start.clone()), (2, at("BUCKET#m#0")));
+        // Made again after a retire, a target starts above what it left.
+        let mut again = Target::base("r", "l");
+        again.restamp(1_796_032_805_000);
+        assert_eq!(again.generation, 1_796_032_805_000);
+        assert_eq!(
+            t.cursor,
+            at("BUCKET#m#0"),
+            "the lap goes on from where it was"
+        );
+        t.lap_done();
+        t.moved(Factor::from_ppm(3_000_000), 3, "raise", 0);
+        assert_eq!((t.cursor.clone(), t.lap_start.clone()), (None, None));
+        for k in 0..150 {
+            t.moved(Factor::from_ppm(1_000_000 + k), 10 + k, "raise", 0);
+        }
+        assert_eq!(t.history.len(), HISTORY_KEPT);
+        assert_eq!(t.history.last().unwrap().at_ms, 159);
     }
 
     #[test]
@@ -291,24 +393,5 @@ mod tests {
         assert_eq!(t.in_force(60_000, 120_000), (2.5, true));
         assert_eq!(t.in_force(120_000, 180_000), (3.0, false));
         assert_eq!(t.in_force(0, 60_000), (1.0, false));
-    }
-
-    #[test]
-    fn blind_once_a_canary_two_ticks_old_is_unsensed() {
-        let mut tick = Tick::default();
-        tick.ticked(1_000, true);
-        assert!(!tick.blind(60_000, None), "one tick is not yet two");
-        assert!(!tick.canaries_due(20_000) && tick.canaries_due(31_000));
-        tick.ticked(61_000, true);
-        assert!(tick.blind(121_000, None));
-        assert!(tick.blind(121_000, Some(999)));
-        assert!(!tick.blind(121_000, Some(1_000)));
-        // Called again and again within a minute: still the same question.
-        for now in [121_500, 122_000, 150_000] {
-            tick.ticked(now, tick.canaries_due(now));
-        }
-        assert_eq!(tick.canaries_at, vec![1_000, 61_000, 121_500]);
-        assert!(!tick.blind(150_000, Some(1_000)));
-        assert!(tick.blind(181_000, Some(1_000)));
     }
 }

@@ -29,6 +29,11 @@ impl<S> Counted<S> {
         self.counts.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
+    /// The store it counts the calls of.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
     /// Forgets what was counted so far.
     pub fn reset(&self) {
         if let Ok(mut counts) = self.counts.lock() {

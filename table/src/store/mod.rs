@@ -110,6 +110,20 @@ pub struct Update {
     pub values: BTreeMap<String, Attr>,
 }
 
+impl Update {
+    /// The value a `SET attr = value` of this update assigns (not one inside
+    /// a function such as `if_not_exists`).
+    pub fn assigned(&self, attr: &str) -> Option<&Attr> {
+        let alias = self.names.iter().find(|(_, name)| *name == attr)?.0;
+        let at = self.expression.find(&format!("{alias} = :"))? + alias.len() + 3;
+        let placeholder: String = self.expression[at..]
+            .chars()
+            .take_while(|c| *c == ':' || c.is_ascii_alphanumeric())
+            .collect();
+        self.values.get(&placeholder)
+    }
+}
+
 /// A condition on a put or delete.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Condition {

@@ -28,16 +28,13 @@ pub const PAGE_ITEMS: usize = 25;
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     items: Mutex<BTreeMap<Key, Item>>,
+    /// Items per query page; `PAGE_ITEMS` when 0.
+    page_items: usize,
 }
 
 /// Where an item sorts in an index: its sort key, then its table key.
-fn index_order(item: &Item, index: &Index) -> (String, String, String) {
-    let text = |name: &str| {
-        item.get(name)
-            .and_then(Attr::as_s)
-            .unwrap_or_default()
-            .to_owned()
-    };
+fn index_order<'a>(item: &'a Item, index: &Index) -> (&'a str, &'a str, &'a str) {
+    let text = |name: &str| item.get(name).and_then(Attr::as_s).unwrap_or_default();
     (text(index.sk), text("PK"), text("SK"))
 }
 
@@ -156,6 +153,14 @@ fn project(item: &Item, index: &Index) -> Item {
 }
 
 impl MemoryStore {
+    /// A table whose query pages hold `page_items` items (large tables).
+    pub fn with_page_items(page_items: usize) -> Self {
+        MemoryStore {
+            page_items,
+            ..MemoryStore::default()
+        }
+    }
+
     pub fn new() -> Self {
         Self::default()
     }
@@ -263,9 +268,14 @@ impl Store for MemoryStore {
         start: Option<&Item>,
     ) -> Result<QueryPage, StoreError> {
         let index = query.index;
+        let page = if self.page_items == 0 {
+            PAGE_ITEMS
+        } else {
+            self.page_items
+        };
         let after = start.map(|key| index_order(key, index));
-        let mut found: Vec<((String, String, String), Item)> = self
-            .lock()
+        let items = self.lock();
+        let mut found: Vec<((&str, &str, &str), &Item)> = items
             .values()
             .filter(|item| item.get(index.pk).and_then(Attr::as_s) == Some(query.pk.as_str()))
             .filter(|item| {
@@ -273,17 +283,22 @@ impl Store for MemoryStore {
                     .and_then(Attr::as_s)
                     .is_some_and(|sk| sk.starts_with(&query.sk_prefix))
             })
-            .map(|item| (index_order(item, index), project(item, index)))
+            .map(|item| (index_order(item, index), item))
             .filter(|(order, _)| after.as_ref().is_none_or(|a| order > a))
             .collect();
+        // The first page's worth in order, without sorting the rest.
+        let more = found.len() > page;
+        if more {
+            found.select_nth_unstable_by(page, |a, b| a.0.cmp(&b.0));
+            found.truncate(page);
+        }
         found.sort_by(|a, b| a.0.cmp(&b.0));
-        let more = found.len() > PAGE_ITEMS;
-        found.truncate(PAGE_ITEMS);
-        let next = more.then(|| index.start_key(&found[found.len() - 1].1));
-        Ok(QueryPage {
-            items: found.into_iter().map(|(_, item)| item).collect(),
-            next,
-        })
+        let found: Vec<Item> = found
+            .into_iter()
+            .map(|(_, item)| project(item, index))
+            .collect();
+        let next = more.then(|| index.start_key(&found[found.len() - 1]));
+        Ok(QueryPage { items: found, next })
     }
 
     async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {

@@ -5,15 +5,18 @@
 //! raise their sensed marks, after the usage that preceded them is written.
 //!
 //! Cascades: the 0.17.0 client debits a request to its entity's bucket and,
-//! when that bucket cascades, to its parent's, one level only. A bucket's
-//! use therefore holds its own requests plus copies from the children that
-//! cascade into it, and summing buckets counts each cascaded request twice.
-//! Counting a bucket's use with weight 1 when the run of cascading buckets
-//! above it (itself, its parent, ...) has even length and 0 when odd counts
-//! each request once: for `org <- team <- key`, all cascading, key's use
+//! when that bucket cascades, to its parent's, one level only, and there
+//! only for the limits the parent has. A bucket's use of a limit therefore
+//! holds its own requests plus copies from the children that cascade into
+//! it, and summing buckets counts each cascaded request twice. Counting a
+//! bucket's use of a limit with weight 1 when the run of cascading buckets
+//! above it that have the limit (its parent, the parent's parent, ...) has
+//! even length and 0 when odd counts each request once: for
+//! `org <- team <- key`, all cascading and all with the limit, key's use
 //! (length 2) and org's (0) are counted and team's (1) is not, and team's
-//! own requests are in org's copy. Where a stamp cannot be read the bucket is
-//! counted: over, never under.
+//! own requests are in org's copy; a parent without the limit ends the run,
+//! so a child's use of a limit its parent does not track counts itself.
+//! Where a stamp cannot be read the bucket is counted: over, never under.
 
 use super::{Aggregator, BatchOutcome};
 use crate::plan::BatchPlan;
@@ -23,7 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use zae_table::adaptive::{Declaration, canary, usage};
-use zae_table::bucket::{CASCADE, PARENT_ID};
+use zae_table::bucket::{CASCADE, PARENT_ID, field, limit_attr};
 use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::store::{Returns, Store, StoreError};
 use zae_table::{Attr, SequenceNumber};
@@ -37,6 +40,13 @@ const CHAIN_LIMIT: usize = 8;
 /// Namespaces' declarations as last read, and when.
 pub type Declarations = HashMap<String, (Instant, Option<Arc<Declaration>>)>;
 pub type DeclarationCache = std::sync::Mutex<Declarations>;
+
+/// What a cascade's parent bucket says: where it cascades to, and which of
+/// the batch's limits it has.
+struct ParentStamp {
+    cascades_to: Option<String>,
+    limits: Vec<String>,
+}
 
 /// One usage item's share of a batch.
 struct MinuteUsage {
@@ -71,23 +81,29 @@ impl<S: Store> Aggregator<S> {
         // A canary behind a record that is to be redelivered waits for the
         // redelivery: sensing it now could complete a minute whose usage is
         // not all written.
-        let behind = |c: &&crate::plan::utilization::Canary| {
-            outcome
+        let mut ticks: BTreeMap<i64, (Vec<u32>, SequenceNumber)> = BTreeMap::new();
+        for c in &plan.canaries {
+            if outcome
                 .first_failure
                 .as_ref()
                 .is_some_and(|f| c.sequence > *f)
-        };
-        let ready: Vec<_> = plan.canaries.iter().filter(|c| !behind(c)).collect();
-        for c in ready {
-            let update = canary::sense(&c.namespace, c.index, c.written_at_ms);
+            {
+                continue;
+            }
+            let entry = ticks
+                .entry(c.tick_ms)
+                .or_insert_with(|| (Vec::new(), c.sequence.clone()));
+            entry.0.push(c.index);
+            entry.1 = entry.1.clone().min(c.sequence.clone());
+        }
+        for (tick_ms, (indices, earliest)) in ticks {
+            let update = canary::sense(tick_ms, &indices);
             match self
                 .retrying(deadline, || self.store.update(&update, Returns::Nothing))
                 .await
             {
-                Ok(_) => outcome.stats.canaries_sensed += 1,
-                // An older or redelivered canary: the mark is already ahead.
-                Err(StoreError::ConditionFailed { .. }) => {}
-                Err(e) => outcome.fail(&e, c.sequence.clone()),
+                Ok(_) => outcome.stats.canaries_sensed += indices.len(),
+                Err(e) => outcome.fail(&e, earliest),
             }
         }
     }
@@ -103,6 +119,9 @@ impl<S: Store> Aggregator<S> {
     ) -> BTreeMap<(String, String, i64), MinuteUsage> {
         let mut declarations: HashMap<&str, Option<Arc<Declaration>>> = HashMap::new();
         let mut stamps = HashMap::new();
+        let mut limits: Vec<String> = sensed.iter().map(|s| s.limit.clone()).collect();
+        limits.sort();
+        limits.dedup();
         let mut minutes: BTreeMap<(String, String, i64), MinuteUsage> = BTreeMap::new();
         for s in sensed {
             let ns = s.bucket.namespace.as_str();
@@ -118,7 +137,11 @@ impl<S: Store> Aggregator<S> {
             let senses = declarations[ns]
                 .as_ref()
                 .is_some_and(|d| d.capacity(&s.bucket.resource, &s.limit).is_some());
-            if !senses || !self.counted(s, &mut stamps, deadline, outcome).await {
+            if !senses
+                || !self
+                    .counted(s, &mut stamps, &limits, deadline, outcome)
+                    .await
+            {
                 continue;
             }
             let key = (ns.to_owned(), s.bucket.resource.clone(), s.minute_ms);
@@ -133,12 +156,14 @@ impl<S: Store> Aggregator<S> {
         minutes
     }
 
-    /// Whether a bucket's use is counted: the run of cascading buckets above
-    /// it has even length (see the module's note).
+    /// Whether a bucket's use of its limit is counted: the run of cascading
+    /// buckets above it that have the limit has even length (see the
+    /// module's note).
     async fn counted(
         &self,
         s: &Sensed,
-        stamps: &mut HashMap<String, Option<Option<String>>>,
+        stamps: &mut HashMap<String, Option<ParentStamp>>,
+        limits: &[String],
         deadline: Option<Instant>,
         outcome: &mut BatchOutcome,
     ) -> bool {
@@ -155,7 +180,7 @@ impl<S: Store> Aggregator<S> {
             };
             let pk = key.pk();
             if !stamps.contains_key(&pk) {
-                match self.cascade_stamp(&pk, deadline).await {
+                match self.parent_stamp(&pk, limits, deadline).await {
                     Ok(stamp) => stamps.insert(pk.clone(), stamp),
                     Err(e) => {
                         tracing::warn!(error = %e, "cascade stamp unreadable: the bucket's use is counted");
@@ -165,33 +190,46 @@ impl<S: Store> Aggregator<S> {
                 };
             }
             match &stamps[&pk] {
-                // The parent has no bucket for the resource: no copy landed.
+                // The parent has no bucket for the resource, or no such
+                // limit on it: no copy landed there.
                 None => break,
+                Some(above) if !above.limits.contains(&s.limit) => break,
                 Some(above) => {
                     length += 1;
-                    next = above.clone();
+                    next = above.cascades_to.clone();
                 }
             }
         }
         length % 2 == 0
     }
 
-    /// A bucket's cascade stamp: `None` without the bucket, `Some(parent)`
-    /// when it cascades to one.
-    async fn cascade_stamp(
+    /// A parent bucket's cascade stamp and which of `limits` it has; `None`
+    /// without the bucket.
+    async fn parent_stamp(
         &self,
         pk: &str,
+        limits: &[String],
         deadline: Option<Instant>,
-    ) -> Result<Option<Option<String>>, StoreError> {
-        let attributes = [CASCADE.to_owned(), PARENT_ID.to_owned()];
+    ) -> Result<Option<ParentStamp>, StoreError> {
+        let mut attributes = vec![CASCADE.to_owned(), PARENT_ID.to_owned()];
+        attributes.extend(limits.iter().map(|l| limit_attr(l, field::CAPACITY)));
         let item = self
             .retrying(deadline, || {
                 self.store.get_attributes(pk, SK_STATE, false, &attributes)
             })
             .await?;
-        Ok(item.map(|item| match item.get(CASCADE) {
-            Some(Attr::Bool(true)) => item.get(PARENT_ID).and_then(Attr::as_s).map(str::to_owned),
-            _ => None,
+        Ok(item.map(|item| ParentStamp {
+            cascades_to: match item.get(CASCADE) {
+                Some(Attr::Bool(true)) => {
+                    item.get(PARENT_ID).and_then(Attr::as_s).map(str::to_owned)
+                }
+                _ => None,
+            },
+            limits: limits
+                .iter()
+                .filter(|l| item.contains_key(&limit_attr(l, field::CAPACITY)))
+                .cloned()
+                .collect(),
         }))
     }
 

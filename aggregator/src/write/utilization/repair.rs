@@ -1,42 +1,91 @@
 //! The aggregator's repair of adaptive stamps: a managed bucket seen on the
 //! stream whose `ra` is not what its target asks for (a new bucket or shard
-//! created at base, an admin `set_limits` sync) is stamped at once, from
-//! cached reads of the targets and config levels (at most a minute old).
-//! When the controller has not ticked for five minutes, the buckets seen go
-//! back to base instead: a stamp must not outlive its controller for long.
-//! A repair's own record shows the stamp in place and writes nothing.
+//! created at base, an admin `set_limits` sync, a stamp whose config moved)
+//! is stamped at once. When the controller has not ticked for five minutes,
+//! the buckets seen go back to base instead: a stamp must not outlive its
+//! controller for long.
+//!
+//! It reads targets, config levels and the entity-config index through
+//! caches up to a minute old, so it never writes from what it read alone: a
+//! repair is one transaction that checks the target is still at the
+//! generation the repair read, and its stamp is refused over a newer one
+//! (the bucket's record). A target that moved on is read again. Levels in
+//! shadow are repaired to base. A repair's own record shows the stamp in
+//! place and writes nothing.
 
 use super::super::Aggregator;
 use super::lock;
 use crate::plan::BatchPlan;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zae_table::adaptive::Factor;
-use zae_table::adaptive::stamp::{Stamp, stamp};
-use zae_table::adaptive::target::{Target, Tick};
+use zae_table::adaptive::pass::{Configured, Through, generation_is};
+use zae_table::adaptive::stamp::{Record, Stamp, Wanted, stamp};
+use zae_table::adaptive::target::Target;
+use zae_table::adaptive::tick::Tick;
 use zae_table::bucket::{field, split_bucket_attr};
 use zae_table::config::LevelConfig;
 use zae_table::keys::{BucketKey, Index, SK_STATE, config_key};
 use zae_table::resolve::{LevelSource, first_with_limits};
-use zae_table::store::{Returns, Store, StoreError};
+use zae_table::store::{Condition, Store, StoreError, TxWrite};
 use zae_table::{Attr, Item, Level, StreamRecord};
 
-/// How long cached targets and config levels are used.
+/// How long cached targets, levels and index reads are used.
 const CACHE_TTL: Duration = Duration::from_secs(60);
-/// Config levels kept; past this the cache starts over.
-const LEVELS_KEPT: usize = 10_000;
+/// Config levels kept: the levels of entities with configs of their own (an
+/// entity without one costs no entry), the resources and the systems. Past
+/// half of it, the older half is dropped whole.
+const LEVELS_KEPT: usize = 50_000;
 /// A controller silent this long is stopped: buckets seen go back to base.
 pub const STOPPED_AFTER_MS: i64 = 5 * 60_000;
 
-type Targets = (Instant, Arc<Vec<Target>>, i64);
-type Levels = HashMap<(String, String), (Instant, Option<LevelConfig>)>;
+type Timed<T> = (Instant, T);
+/// A namespace and a resource, or a config item's key.
+type Pair = (String, String);
 
 /// What the repair keeps between batches.
 #[derive(Default)]
 pub struct RepairCache {
-    targets: Mutex<HashMap<String, Targets>>,
-    levels: Mutex<Levels>,
+    targets: Mutex<HashMap<String, Timed<Arc<Vec<Target>>>>>,
+    ticked: Mutex<Option<Timed<i64>>>,
+    configured: Mutex<HashMap<Pair, Timed<Arc<Configured>>>>,
+    levels: Mutex<Bounded<Pair, Timed<Option<LevelConfig>>>>,
+}
+
+/// A map that keeps at least the `LEVELS_KEPT / 2` latest entries: when
+/// the fresh half is full it becomes the old half, and the old one goes.
+struct Bounded<K, V> {
+    fresh: HashMap<K, V>,
+    old: HashMap<K, V>,
+}
+
+impl<K, V> Default for Bounded<K, V> {
+    fn default() -> Self {
+        Bounded {
+            fresh: HashMap::new(),
+            old: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq, V: Clone> Bounded<K, V> {
+    fn get(&self, key: &K) -> Option<V> {
+        self.fresh.get(key).or_else(|| self.old.get(key)).cloned()
+    }
+
+    fn insert(&mut self, key: K, value: V) {
+        if self.fresh.len() >= LEVELS_KEPT / 2 {
+            self.old = std::mem::take(&mut self.fresh);
+        }
+        self.fresh.insert(key, value);
+    }
+}
+
+fn fresh<T: Clone>(hit: Option<&Timed<T>>) -> Option<T> {
+    hit.filter(|(at, _)| at.elapsed() < CACHE_TTL)
+        .map(|(_, v)| v.clone())
 }
 
 impl<S: Store> Aggregator<S> {
@@ -79,33 +128,52 @@ impl<S: Store> Aggregator<S> {
         if limits.is_empty() {
             return Ok(0);
         }
-        let Some(image) = image_item(text, pk) else {
+        let Some(image) = image_item(text, pk, &limits) else {
             return Ok(0);
         };
-        let (stored, ticked_at) = self.targets(&key.namespace).await?;
-        let stopped = now_ms.saturating_sub(ticked_at) > STOPPED_AFTER_MS;
+        let stopped = now_ms.saturating_sub(self.ticked().await?) > STOPPED_AFTER_MS;
         let Some((level, config)) = self.governing(&key).await? else {
             return Ok(0);
         };
+        let targets = self.targets(&key.namespace).await?;
         let mut repaired = 0;
         for limit in limits {
             let Some(base) = config.limits.iter().find(|l| l.name == limit) else {
                 continue;
             };
-            let opt_in = declaration.scaling(&level, &limit);
-            let factor = match stored
+            let target = targets
                 .iter()
-                .find(|t| t.resource == key.resource && t.limit == limit)
-            {
-                Some(t) if opt_in.is_some() && !stopped => t.factor,
-                _ => Factor::ONE,
+                .find(|t| t.resource == key.resource && t.limit == limit);
+            let scaling = declaration.scaling(&level, &limit).filter(|_| !stopped);
+            let wanted = Wanted {
+                base,
+                factor: match (target, scaling) {
+                    (Some(t), Some(_)) => t.factor,
+                    _ => Factor::ONE,
+                },
+                max_scale: scaling.and_then(|o| o.max_scale),
+                generation: target.map_or(0, |t| t.generation),
             };
-            let max_scale = opt_in.and_then(|o| o.max_scale);
-            if let Stamp::Write { update, .. } = stamp(&image, base, factor, max_scale) {
-                match self.store.update(&update, Returns::Nothing).await {
-                    Ok(_) => repaired += 1,
-                    // Written since this image: its own record comes next.
-                    Err(StoreError::ConditionFailed { .. }) => {}
+            if let Stamp::Write { update, .. } = stamp(&image, wanted) {
+                let (tpk, tsk) = Target::key(&key.namespace, &key.resource, &limit);
+                let check = TxWrite::Check {
+                    pk: tpk,
+                    sk: tsk,
+                    condition: match target {
+                        Some(t) => generation_is(t.generation),
+                        None => {
+                            Condition::plain(&format!("attribute_not_exists({})", Index::TABLE.pk))
+                        }
+                    },
+                };
+                match self.store.transact(&[check, TxWrite::Update(update)]).await {
+                    Ok(()) => repaired += 1,
+                    // The target moved on since it was cached: read it again.
+                    Err(StoreError::ConditionFailed { .. }) => {
+                        lock(&self.repair.targets).remove(&key.namespace);
+                    }
+                    // The bucket was written since this image: its own record comes next.
+                    Err(StoreError::Cancelled { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -113,34 +181,51 @@ impl<S: Store> Aggregator<S> {
         Ok(repaired)
     }
 
-    /// A namespace's targets and its controller's last tick, at most a
-    /// minute old.
-    async fn targets(&self, namespace: &str) -> Result<(Arc<Vec<Target>>, i64), StoreError> {
-        let hit = lock(&self.repair.targets).get(namespace).cloned();
-        if let Some((at, targets, ticked)) = hit
-            && at.elapsed() < CACHE_TTL
-        {
-            return Ok((targets, ticked));
+    /// A namespace's targets, at most a minute old.
+    async fn targets(&self, namespace: &str) -> Result<Arc<Vec<Target>>, StoreError> {
+        if let Some(targets) = fresh(lock(&self.repair.targets).get(namespace)) {
+            return Ok(targets);
         }
         let targets = Arc::new(Target::read_all(&self.store, namespace).await?);
-        let ticked = Tick::read(&self.store, namespace, false)
-            .await?
-            .ticked_at_ms;
-        lock(&self.repair.targets).insert(
-            namespace.to_owned(),
-            (Instant::now(), Arc::clone(&targets), ticked),
-        );
-        Ok((targets, ticked))
+        lock(&self.repair.targets)
+            .insert(namespace.to_owned(), (Instant::now(), Arc::clone(&targets)));
+        Ok(targets)
+    }
+
+    /// When the controller last ticked, at most a minute old.
+    async fn ticked(&self) -> Result<i64, StoreError> {
+        if let Some(at) = fresh(lock(&self.repair.ticked).as_ref()) {
+            return Ok(at);
+        }
+        let at = Tick::read(&self.store, false).await?.ticked_at_ms;
+        *lock(&self.repair.ticked) = Some((Instant::now(), at));
+        Ok(at)
     }
 
     /// The level that decides the bucket's limits and its config, in the
-    /// client's order, from cached reads.
+    /// client's order, as the controller's pass resolves it: entity levels
+    /// only for entities the entity-config index lists.
     async fn governing(&self, key: &BucketKey) -> Result<Option<(Level, LevelConfig)>, StoreError> {
+        let index = (key.namespace.clone(), key.resource.clone());
+        let hit = fresh(lock(&self.repair.configured).get(&index));
+        let configured = match hit {
+            Some(c) => c,
+            None => {
+                let c =
+                    Arc::new(Configured::read(&self.store, &key.namespace, &key.resource).await?);
+                lock(&self.repair.configured).insert(index, (Instant::now(), Arc::clone(&c)));
+                c
+            }
+        };
         let cached = CachedLevels {
             aggregator: self,
             namespace: &key.namespace,
         };
-        first_with_limits(&cached, Level::resolution(&key.entity, &key.resource, true)).await
+        let levels = Through {
+            source: &cached,
+            configured: &configured,
+        };
+        first_with_limits(&levels, Level::resolution(&key.entity, &key.resource, true)).await
     }
 }
 
@@ -155,9 +240,7 @@ impl<S: Store> LevelSource for CachedLevels<'_, S> {
     async fn level(&self, level: &Level) -> Result<Option<LevelConfig>, StoreError> {
         let key = config_key(self.namespace, level);
         let cache = &self.aggregator.repair.levels;
-        if let Some((at, config)) = lock(cache).get(&key).cloned()
-            && at.elapsed() < CACHE_TTL
-        {
+        if let Some(config) = fresh(lock(cache).get(&key).as_ref()) {
             return Ok(config);
         }
         let config = self
@@ -166,17 +249,14 @@ impl<S: Store> LevelSource for CachedLevels<'_, S> {
             .get(&key.0, &key.1, false)
             .await?
             .map(|item| LevelConfig::decode(&item));
-        let mut levels = lock(cache);
-        if levels.len() >= LEVELS_KEPT {
-            levels.clear();
-        }
-        levels.insert(key, (Instant::now(), config.clone()));
+        lock(cache).insert(key, (Instant::now(), config.clone()));
         Ok(config)
     }
 }
 
-/// The keys and every limit's `cp` and `ra` of a record's new image, as an item.
-fn image_item(text: &str, pk: &str) -> Option<Item> {
+/// The keys, every limit's `cp` and `ra`, and the stamp records of `limits`
+/// of a record's new image, as an item.
+fn image_item(text: &str, pk: &str, limits: &[String]) -> Option<Item> {
     let record = StreamRecord::parse(text).ok()?;
     let image = record.new_image()?;
     let mut item = Item::from([
@@ -189,6 +269,11 @@ fn image_item(text: &str, pk: &str) -> Option<Item> {
         };
         if f == field::CAPACITY || f == field::REFILL_AMOUNT {
             item.insert(name.to_owned(), Attr::n(value.int(name).ok()?));
+        }
+    }
+    for name in limits.iter().flat_map(|l| Record::names(l)) {
+        if let Some(value) = image.get(&name) {
+            item.insert(name.clone(), Attr::n(value.int(&name).ok()?));
         }
     }
     Some(item)

@@ -59,6 +59,7 @@ fn bucket_item(entity: &str, parent: Option<&str>) -> Item {
         ("PK".to_owned(), Attr::s(format!("ns/BUCKET#{entity}#r#0"))),
         ("SK".to_owned(), Attr::s("#STATE")),
         ("cascade".to_owned(), Attr::Bool(parent.is_some())),
+        ("b_tpm_cp".to_owned(), Attr::n(1_000_000_000)),
     ]);
     if let Some(parent) = parent {
         item.insert("parent_id".into(), Attr::s(parent));
@@ -96,28 +97,15 @@ impl Batch {
         self
     }
 
-    fn canary(&mut self, index: u32, written_at_ms: i64) -> &mut Self {
-        let n = self.records.len();
-        let item = canary::item("ns", index, written_at_ms);
-        let image: serde_json::Map<String, Value> = item
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    Attr::S(s) => json!({"S": s}),
-                    Attr::N(n) => json!({"N": n}),
-                    _ => unreachable!(),
-                };
-                (k.clone(), v)
-            })
-            .collect();
-        self.records.push(
-            json!({"eventName": "INSERT", "dynamodb": {
-                "ApproximateCreationDateTime": MINUTE_S + 1 + n as i64,
-                "Keys": {"PK": image["PK"], "SK": image["SK"]},
-                "SequenceNumber": (1000 + n).to_string(),
-                "NewImage": image}})
-            .to_string(),
-        );
+    fn canary(&mut self, tick_ms: i64, index: u32) -> &mut Self {
+        let n = self.records.len() as u64;
+        let item = canary::item(tick_ms, index);
+        self.records.push(zae_test_support::stream::record(
+            1000 + n,
+            MINUTE_S + 1 + n as i64,
+            &item,
+            None,
+        ));
         self
     }
 }
@@ -161,6 +149,24 @@ async fn a_three_level_cascade_counts_each_request_once() {
     // 100 from key, 10 from team, 1 from org: 111 tokens, not 221.
     assert_eq!(used(agg.store(), "r"), Some(111_000));
     assert_eq!(outcome.stats.usage_writes, 1);
+}
+
+/// The client debits a parent only for the limits the parent has: a
+/// child's `tpm` under an `rpm`-only parent has no copy above it, and counts.
+#[tokio::test]
+async fn a_limit_the_parent_does_not_track_is_counted_on_the_child() {
+    let table = MemoryStore::new();
+    table.insert(declaration("r"));
+    let mut rpm_only = bucket_item("org", None);
+    rpm_only.remove("b_tpm_cp");
+    rpm_only.insert("b_rpm_cp".into(), Attr::n(1_000_000));
+    table.insert(rpm_only);
+    table.insert(bucket_item("key", Some("org")));
+    let agg = Aggregator::new(table, settings());
+    let mut batch = Batch::new();
+    batch.debit("key", Some("org"), 40);
+    agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert_eq!(used(agg.store(), "r"), Some(40_000));
 }
 
 #[tokio::test]
@@ -235,24 +241,44 @@ async fn a_refund_in_the_same_delivery_is_netted() {
 }
 
 #[tokio::test]
-async fn canaries_raise_their_marks_and_are_no_skipped_records() {
+async fn canaries_join_their_ticks_sensed_sets_and_are_no_skipped_records() {
     let table = MemoryStore::new();
     let agg = Aggregator::new(table, settings());
     let mut batch = Batch::new();
-    batch.canary(0, 5_000).canary(1, 6_000).canary(0, 4_000);
+    batch
+        .canary(5_000, 0)
+        .canary(6_000, 1)
+        .canary(5_000, 2)
+        .canary(5_000, 0);
     let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
     assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
     assert_eq!((outcome.stats.skipped, outcome.stats.ignored), (0, 0));
-    assert_eq!(
-        outcome.stats.canaries_sensed, 2,
-        "the older canary 0 changes nothing"
-    );
-    let sensed = agg
-        .store()
-        .item(&keys::pk_adaptive("ns"), keys::SK_ADAPTIVE_SENSED)
+    let sensed = zae_table::adaptive::tick::Tick::sensed(agg.store())
+        .await
         .unwrap();
-    assert_eq!(sensed[&canary::sensed_attr(0)], Attr::n(5_000));
-    assert_eq!(sensed[&canary::sensed_attr(1)], Attr::n(6_000));
+    assert_eq!(
+        sensed,
+        vec![(5_000, 2), (6_000, 1)],
+        "a set: the repeat adds nothing"
+    );
+    // Delivered again, in any order: the same sets.
+    batch.records.reverse();
+    agg.process(&batch.records, "p", MINUTE_S, None).await;
+    let again = zae_table::adaptive::tick::Tick::sensed(agg.store())
+        .await
+        .unwrap();
+    assert_eq!(again, sensed);
+}
+
+#[tokio::test]
+async fn a_canary_of_an_earlier_controller_is_read_past() {
+    let mut legacy = canary::item(5_000, 0);
+    legacy.insert("PK".into(), Attr::s("ns/ADAPTIVE#CANARY#0"));
+    let records = vec![zae_test_support::stream::record(1, MINUTE_S, &legacy, None)];
+    let agg = Aggregator::new(MemoryStore::new(), settings());
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none());
+    assert_eq!((outcome.stats.skipped, outcome.stats.ignored), (0, 1));
 }
 
 /// Usage writes fail for good.
@@ -289,7 +315,7 @@ async fn a_usage_write_that_fails_redelivers_from_its_first_record_before_any_ca
     batch
         .debit("a", None, 5)
         .debit("a", None, 5)
-        .canary(0, 9_000);
+        .canary(9_000, 0);
     let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
     assert_eq!(
         outcome.first_failure.map(|s| s.as_stream().to_owned()),
@@ -297,11 +323,10 @@ async fn a_usage_write_that_fails_redelivers_from_its_first_record_before_any_ca
     );
     // The canary came after the lost usage: it waits for the redelivery.
     assert_eq!(outcome.stats.canaries_sensed, 0);
-    let sensed = agg
-        .store()
-        .inner
-        .item(&keys::pk_adaptive("ns"), keys::SK_ADAPTIVE_SENSED);
-    assert!(sensed.is_none());
+    let sensed = zae_table::adaptive::tick::Tick::sensed(&agg.store().inner)
+        .await
+        .unwrap();
+    assert!(sensed.is_empty());
     assert_eq!(outcome.errors.len(), 1, "{:?}", outcome.errors);
     assert!(
         outcome.errors[0].contains("ns/ADAPTIVE#"),
@@ -318,15 +343,12 @@ fn ten_past() -> i64 {
 /// A namespace where the controller set `tpm` on `r` to 5x and ticked at
 /// `ticked_at`, with `e`'s bucket (`cp`, `ra`) in the table and on the stream.
 async fn adaptive_table(ticked_at: i64, cp: i64, ra: i64) -> (MemoryStore, Vec<String>) {
-    use zae_table::adaptive::target::Tick;
+    use zae_table::adaptive::tick::Tick;
     let store = zae_test_support::adaptive::table("ns", 0);
     zae_test_support::adaptive::five_times(&store, "ns", 1).await;
     let mut tick = Tick::default();
-    tick.ticked(ticked_at, true);
-    store
-        .update(&tick.write("ns"), Returns::Nothing)
-        .await
-        .unwrap();
+    tick.ticked(ticked_at, None);
+    store.update(&tick.write(), Returns::Nothing).await.unwrap();
     store.insert(zae_test_support::adaptive::bucket("ns", "e", cp, ra));
     let image = json!({
         "PK": {"S": "ns/BUCKET#e#r#0"}, "SK": {"S": "#STATE"},

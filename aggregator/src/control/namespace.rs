@@ -1,0 +1,312 @@
+//! One tick of one namespace: each target's new complete minutes through the
+//! estimator, a move persisted under a new generation and its lap of stamps
+//! run; targets the declaration no longer scales retired.
+
+use super::canaries::Watch;
+use super::{Controller, StreamShards, passed};
+use std::collections::BTreeMap;
+use zae_table::adaptive::estimator::{Decision, Estimator, Law, Observation, Reason};
+use zae_table::adaptive::pass::{self, Pass, Writes};
+use zae_table::adaptive::target::Target;
+use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
+use zae_table::adaptive::{Declaration, Factor};
+use zae_table::keys::{self, Index};
+use zae_table::store::{Query, Returns, Store, StoreError};
+
+/// Minutes a target catches up on at most: older ones say little now.
+const CATCH_UP: i64 = 3;
+/// How long an aggregator may go on with a declaration it read before.
+const DECLARATION_TTL_MS: i64 = crate::write::utilization::DECLARATION_TTL.as_millis() as i64;
+
+/// What one tick did for one namespace.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct NamespaceTick {
+    /// The namespace's name.
+    pub namespace: String,
+    pub namespace_id: String,
+    pub targets: Vec<TargetTick>,
+}
+
+/// What one tick did for one (resource, limit).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct TargetTick {
+    pub resource: String,
+    pub limit: String,
+    /// The minutes evaluated: `(minute start, utilization)`.
+    pub minutes: Vec<(i64, f64)>,
+    pub factor: f64,
+    pub moved: bool,
+    /// Why the factor is what it is.
+    pub reason: String,
+    pub target_utilization: f64,
+    /// Every level that opted it in is in shadow: nothing stamped.
+    pub shadow: bool,
+    pub generation: i64,
+    pub buckets_stamped: usize,
+    /// Buckets whose stamps kept losing: owed to the next tick.
+    pub stamps_lost: usize,
+    /// The lap is not through; the next tick goes on from its cursor.
+    pub pass_unfinished: bool,
+    /// The declaration no longer scales it: its buckets are back at base
+    /// and the target is gone.
+    pub retired: bool,
+}
+
+/// A namespace's records, read before the canaries.
+pub struct Prepared {
+    id: String,
+    declaration: Option<Declaration>,
+    stored: BTreeMap<(String, String), Target>,
+}
+
+impl<S: Store, C: StreamShards> Controller<'_, S, C> {
+    /// A namespace's declaration and targets; `None` when it has neither.
+    pub(super) async fn prepare(&self, id: String) -> Result<Option<Prepared>, StoreError> {
+        let declaration = match Declaration::read(self.store, &id, true).await? {
+            None => None,
+            Some(Ok(d)) => Some(d),
+            Some(Err(e)) => {
+                tracing::error!(namespace = %id, error = %e, "adaptive declaration unreadable: not controlled");
+                None
+            }
+        };
+        let stored: BTreeMap<(String, String), Target> = Target::read_all(self.store, &id)
+            .await?
+            .into_iter()
+            .map(|t| ((t.resource.clone(), t.limit.clone()), t))
+            .collect();
+        if declaration.is_none() && stored.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Prepared {
+            id,
+            declaration,
+            stored,
+        }))
+    }
+
+    /// Evaluates every target of a prepared namespace at `now_ms`.
+    pub(super) async fn evaluate(
+        &self,
+        prepared: Prepared,
+        now_ms: i64,
+        watch: Watch,
+    ) -> Result<NamespaceTick, StoreError> {
+        let Prepared {
+            id,
+            declaration,
+            mut stored,
+        } = prepared;
+        let mut report = NamespaceTick {
+            namespace_id: id.clone(),
+            ..NamespaceTick::default()
+        };
+        let mut usage = UsageReader::default();
+        if let Some(declaration) = &declaration {
+            for (resource, limit, max) in declaration.targets() {
+                let read = stored.remove(&(resource.clone(), limit.clone()));
+                let t = self
+                    .tick_target(
+                        &id,
+                        declaration,
+                        (&resource, &limit, max, read),
+                        (now_ms, watch),
+                        &mut usage,
+                    )
+                    .await?;
+                report.targets.push(t);
+            }
+        }
+        // What the declaration no longer scales goes back to base.
+        for (_, target) in stored {
+            report.targets.push(self.retire(&id, target).await?);
+        }
+        Ok(report)
+    }
+
+    /// A target the declaration no longer scales: every bucket back to base,
+    /// then the target deleted (resumed at the next tick when cut short).
+    async fn retire(&self, namespace: &str, mut target: Target) -> Result<TargetTick, StoreError> {
+        let read = target.generation;
+        let out_of_time = || passed(self.stop_at);
+        let pass = pass::run(
+            self.store,
+            namespace,
+            None,
+            &mut target,
+            Writes::Pinned,
+            out_of_time,
+        )
+        .await?;
+        let mut report = report(&target, &pass);
+        report.factor = 1.0;
+        report.reason = "retired".to_owned();
+        if pass.finished {
+            target.remove(self.store, namespace).await?;
+            report.retired = true;
+        } else if !pass.superseded {
+            self.store
+                .update(&target.write(namespace, Some(read)), Returns::Nothing)
+                .await?;
+        }
+        Ok(report)
+    }
+
+    async fn tick_target(
+        &self,
+        namespace: &str,
+        declaration: &Declaration,
+        (resource, limit, max, read): (&str, &str, Factor, Option<Target>),
+        (now_ms, watch): (i64, Watch),
+        usage: &mut UsageReader,
+    ) -> Result<TargetTick, StoreError> {
+        let mut target = read.clone().unwrap_or_else(|| {
+            // A new target's first minute starts after every aggregator
+            // has read the declaration that made it (its cache): the
+            // minutes before may not have been sensed at all.
+            let mut base = Target::base(resource, limit);
+            base.minute_ms = minute_of(now_ms + DECLARATION_TTL_MS);
+            base
+        });
+        let read_generation = read.as_ref().map(|t| t.generation);
+        let mut estimator = estimator_of(&target);
+        let law = Law {
+            target: declaration.target_utilization(resource, limit),
+            max_factor: max.as_f64(),
+        };
+        let capacity = declaration.capacity(resource, limit).unwrap_or(1).max(1);
+        let mut minutes = Vec::new();
+        let mut decision = (Decision::Hold, 0);
+        if watch.blind {
+            decision = (estimator.blind(), 0);
+        } else if let Some(complete) = watch.complete {
+            let first = (target.minute_ms + MINUTE_MS).max(complete - (CATCH_UP - 1) * MINUTE_MS);
+            for minute in (first..=complete).step_by(MINUTE_MS as usize) {
+                let used = usage
+                    .used(self.store, namespace, minute, resource, limit)
+                    .await?;
+                let utilization = used as f64 / (capacity as f64 * 1000.0);
+                let (factor, mixed) = target.in_force(minute, minute + MINUTE_MS);
+                let obs = Observation {
+                    utilization,
+                    factor,
+                    mixed,
+                };
+                let d = estimator.observe(obs, law);
+                tracing::debug!(namespace, resource, limit, minute, utilization, factor, mixed, decision = ?d, "minute evaluated");
+                if let Decision::Move(_) = d {
+                    decision = (d, minute);
+                }
+                minutes.push((minute, utilization));
+                target.minute_ms = minute;
+            }
+        }
+        let wanted = Factor::from_f64(estimator.factor).min(max);
+        let moved = matches!(decision.0, Decision::Move(_)) && wanted != target.factor;
+        if moved {
+            target.moved(wanted, now_ms, estimator.reason.name(), decision.1);
+        }
+        target.state = serde_json::to_string(&estimator).ok();
+        let declared = declaration.fingerprint(resource, limit);
+        if target.declared.as_deref() != Some(declared.as_str()) {
+            // Opt-ins changed: every bucket is stamped again under them.
+            target.declared = Some(declared);
+            target.restamp(now_ms);
+        }
+        self.store
+            .update(&target.write(namespace, read_generation), Returns::Nothing)
+            .await?;
+        let mut pass = Pass::default();
+        if target.stamped < target.generation {
+            let written = target.generation;
+            let out_of_time = || passed(self.stop_at);
+            pass = pass::run(
+                self.store,
+                namespace,
+                Some(declaration),
+                &mut target,
+                Writes::Pinned,
+                out_of_time,
+            )
+            .await?;
+            if !pass.superseded {
+                self.store
+                    .update(&target.write(namespace, Some(written)), Returns::Nothing)
+                    .await?;
+            }
+        }
+        let mut report = report(&target, &pass);
+        report.minutes = minutes;
+        report.moved = moved;
+        report.reason = estimator.reason.name().to_owned();
+        report.target_utilization = law.target;
+        report.shadow = declaration.shadow_only(resource, limit);
+        Ok(report)
+    }
+}
+
+/// The report of a target and the pass run for it.
+fn report(target: &Target, pass: &Pass) -> TargetTick {
+    TargetTick {
+        resource: target.resource.clone(),
+        limit: target.limit.clone(),
+        factor: target.factor.as_f64(),
+        generation: target.generation,
+        buckets_stamped: pass.stamped,
+        stamps_lost: pass.lost,
+        pass_unfinished: target.stamped < target.generation,
+        ..TargetTick::default()
+    }
+}
+
+/// The target's estimator; the target is the truth, so a reset (or a state
+/// that does not read back) starts from its factor.
+pub fn estimator_of(target: &Target) -> Estimator {
+    let estimator: Estimator = target
+        .state
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    if Factor::from_f64(estimator.factor) == target.factor {
+        return estimator;
+    }
+    Estimator {
+        factor: target.factor.as_f64(),
+        reason: Reason::Start,
+        ..Estimator::default()
+    }
+}
+
+/// Usage items of a namespace by minute, read once per minute for all its
+/// resources.
+#[derive(Default)]
+struct UsageReader {
+    minutes: BTreeMap<i64, Vec<Minute>>,
+}
+
+impl UsageReader {
+    async fn used<S: Store>(
+        &mut self,
+        store: &S,
+        namespace: &str,
+        minute_ms: i64,
+        resource: &str,
+        limit: &str,
+    ) -> Result<i64, StoreError> {
+        if let std::collections::btree_map::Entry::Vacant(entry) = self.minutes.entry(minute_ms) {
+            let query = Query {
+                index: &Index::TABLE,
+                pk: keys::pk_adaptive(namespace),
+                sk_prefix: keys::sk_adaptive_usage(minute_ms, ""),
+                consistent: true,
+            };
+            let items = store.query(&query).await?;
+            entry.insert(items.iter().filter_map(Minute::from_item).collect());
+        }
+        Ok(self.minutes[&minute_ms]
+            .iter()
+            .filter(|m| m.resource == resource)
+            .filter_map(|m| m.used.get(limit))
+            .sum())
+    }
+}

@@ -1,0 +1,95 @@
+//! `reset` and `utilization` on the in-memory table: a system `tpm` of
+//! 1,000/min with a burst of 10,000, opted in; `r` sized for 100,000/min.
+
+use super::*;
+use zae_table::Attr;
+use zae_table::adaptive::stamp;
+use zae_table::adaptive::usage;
+use zae_table::store::Returns;
+use zae_test_support::adaptive::{bucket, five_times, table};
+
+/// A bucket at 5x with the record the controller's stamp leaves.
+fn stamped(entity: &str, generation: i64) -> zae_table::Item {
+    let mut b = bucket("ns", entity, 10_000_000, 5_000_000);
+    b.insert(stamp::generation_attr("tpm"), Attr::n(generation));
+    b.insert(stamp::stamped_attr("tpm"), Attr::n(5_000_000));
+    b.insert(stamp::before_attr("tpm"), Attr::n(1_000_000));
+    b
+}
+
+#[tokio::test]
+async fn a_reset_returns_every_stamped_bucket_to_base_with_vu_and_the_target_to_one() {
+    let store = table("ns", 0);
+    five_times(&store, "ns", 4).await;
+    for entity in ["a", "b"] {
+        store.insert(stamped(entity, 4));
+    }
+    // Stamped at 5x, then the system's capacity moved under it (the
+    // client leaves existing buckets as they are): back to what it had.
+    let mut moved = stamped("c", 4);
+    moved.insert("b_tpm_cp".into(), Attr::n(20_000_000));
+    store.insert(moved);
+    let done = reset(&store, "ns").await.unwrap();
+    assert_eq!(done[0].buckets_stamped, 3, "{done:?}");
+    assert!(!done[0].superseded && done[0].stamps_lost == 0);
+    for entity in ["a", "b", "c"] {
+        let b = store
+            .item(&format!("ns/BUCKET#{entity}#r#0"), "#STATE")
+            .unwrap();
+        assert_eq!(b["b_tpm_ra"], Attr::n(1_000_000), "{entity}");
+        assert_eq!(b["vu"], Attr::n(0), "{entity}");
+    }
+    let c = store.item("ns/BUCKET#c#r#0", "#STATE").unwrap();
+    assert!(
+        !c.contains_key(&stamp::generation_attr("tpm")),
+        "the record goes"
+    );
+    let (pk, sk) = Target::key("ns", "r", "tpm");
+    let target = Target::from_item(&store.item(&pk, &sk).unwrap()).unwrap();
+    assert_eq!(target.factor, Factor::ONE);
+    assert!(target.generation > 4 && target.stamped == target.generation);
+    assert_eq!(target.history.last().unwrap().reason, "reset");
+}
+
+#[tokio::test]
+async fn the_status_shows_the_last_complete_minute_the_current_apart_and_the_stamped_amounts() {
+    let store = table("ns", 3);
+    five_times(&store, "ns", 0).await;
+    store.insert(stamped("e1", 0));
+    let now = 1_796_032_805_000;
+    let minute = usage::minute_of(now) - 60_000;
+    for (m, tokens) in [(minute, 20_000_000), (minute + 60_000, 90_000_000)] {
+        let used = [("tpm".to_owned(), tokens)].into();
+        store
+            .update(&usage::add("ns", "r", m, &used), Returns::Nothing)
+            .await
+            .unwrap();
+    }
+    let status = status(&store, "ns", None, now).await.unwrap();
+    let t = &status.targets[0];
+    assert_eq!(t.minutes, vec![(minute, 20_000.0)]);
+    let current = t.current.as_ref().unwrap();
+    assert_eq!((current.tokens, current.partial), (90_000.0, true));
+    assert_eq!(
+        t.utilization,
+        Some(0.2),
+        "the minute in progress is no utilization"
+    );
+    assert_eq!((t.factor, t.target_utilization), (5.0, 1.0));
+    assert_eq!((t.levels[0].base, t.levels[0].effective), (1_000, 5_000));
+    let stamped = t.stamped.as_ref().unwrap();
+    // e0 and e2 at base, e1 at 5x.
+    assert_eq!(
+        (stamped.buckets, stamped.min, stamped.median, stamped.max),
+        (3, 1_000.0, 1_000.0, 5_000.0)
+    );
+    let text = render_status(&status, now);
+    for expected in [
+        "utilization 20% (last complete minute)",
+        "in progress: 90000, partial",
+        "base 1000 x 5.00 = 5000",
+        "stamped on 3 bucket(s): min 1000, median 1000, max 5000",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in\n{text}");
+    }
+}
