@@ -14,68 +14,16 @@ use std::process::{Child, Command, Stdio};
 use zae_test_support::emf::validate_emf;
 use zae_test_support::harness::*;
 
-struct Poll {
-    emf: Vec<Value>,
-    summary: Value,
-}
-
-fn poll(
-    table: &str,
-    checkpoint: &Path,
-    endpoint: &str,
-    env: &[(&str, &str)],
-    extra: &[&str],
-) -> Poll {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
-    cmd.args(["poll", "--table", table, "--until-idle", "--checkpoint"])
-        .arg(checkpoint)
-        .args(extra);
-    aws_env(&mut cmd, endpoint);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run the aggregator");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "aggregator poll failed:\n{stderr}");
-    let emf = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"))
-        })
-        .collect();
-    let summary = stderr
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|v| v.get("poll_summary").cloned())
-        .expect("the poller prints its summary");
-    Poll { emf, summary }
+/// `aggregator poll --until-idle` with this build's binary.
+fn poll(table: &str, checkpoint: &Path, endpoint: &str, env: &[(&str, &str)], extra: &[&str]) -> Poll {
+    poll_with(env!("CARGO_BIN_EXE_aggregator"), table, checkpoint, endpoint, env, extra)
 }
 
 struct Scenario {
     table: String,
     namespace: String,
     driven: Value,
-    dir: tempdir::Dir,
-}
-
-mod tempdir {
-    pub struct Dir(pub std::path::PathBuf);
-    impl Dir {
-        pub fn new(name: &str) -> Dir {
-            let path = std::env::temp_dir().join(format!("zae-agg-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).unwrap();
-            Dir(path)
-        }
-        pub fn file(&self, name: &str) -> std::path::PathBuf {
-            self.0.join(name)
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    dir: TempDir,
 }
 
 fn scenario(name: &str, requests: u32) -> Scenario {
@@ -95,7 +43,7 @@ fn scenario(name: &str, requests: u32) -> Scenario {
         namespace: setup["namespace_id"].as_str().unwrap().to_owned(),
         table,
         driven,
-        dir: tempdir::Dir::new(name),
+        dir: TempDir::new(name),
     }
 }
 
@@ -545,7 +493,7 @@ fn agrees_with_the_reference_aggregator_except_for_the_documented_fixes() {
 #[test]
 fn a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter() {
     let table = unique_table("agg-window");
-    let dir = tempdir::Dir::new("window");
+    let dir = TempDir::new("window");
     run_json("client.py", &["setup", "--table", &table]);
     let manifest = dir.file("limits.yaml");
     std::fs::write(
@@ -662,7 +610,7 @@ fn a_hot_bucket_doubles_and_its_new_shard_is_funded_from_the_old_one() {
         "sharding.py",
         &["heat", "--table", &table, "--namespace", &namespace],
     );
-    let dir = tempdir::Dir::new(&table);
+    let dir = TempDir::new(&table);
     let polled = poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
     let read = run_json(
         "sharding.py",
@@ -713,7 +661,7 @@ fn removed_audit_items_reach_the_archive_once_after_deduplication() {
     deleted.sort();
     assert!(deleted.len() >= 2, "{setup}");
     let env = [("ARCHIVE_BUCKET", bucket.as_str())];
-    let dir = tempdir::Dir::new(&table);
+    let dir = TempDir::new(&table);
     let events = |read: &Value| {
         let mut ids: Vec<String> = read["events"]
             .as_array()
@@ -779,391 +727,3 @@ fn removed_audit_items_reach_the_archive_once_after_deduplication() {
     assert_eq!(expired["removed_by_ttl"], true, "{expired}");
 }
 
-/// The table through the same store the Lambdas use, on moto.
-fn store(table: &str) -> (tokio::runtime::Runtime, zae_table::sdk::DynamoStore) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let config = runtime.block_on(
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .endpoint_url(moto())
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test", "test", None, None, "test",
-            ))
-            .load(),
-    );
-    let client = aws_sdk_dynamodb::Client::new(&config);
-    (runtime, zae_table::sdk::DynamoStore::new(client, table))
-}
-
-/// The real client's requests on a three-level tree (org <- team <- key,
-/// team and key cascading, as the client allows): each request debits its
-/// entity's bucket and, where that bucket cascades, its parent's. Sensed by
-/// the poller into the per-minute usage of a resource that declares an
-/// estimated capacity, every request counts once: 532 tokens asked, 532
-/// sensed, where summing the buckets would give 1,062.
-#[test]
-fn the_sensor_counts_each_request_of_a_three_level_cascade_once() {
-    use zae_table::adaptive::{Declaration, usage};
-    use zae_table::keys::{self, Index};
-    use zae_table::store::{Query, Store};
-    let table = unique_table("sensor");
-    let driven = run_json("adaptive.py", &["cascade", "--table", &table]);
-    let namespace = driven["namespace_id"].as_str().unwrap();
-    let (runtime, store) = store(&table);
-    let declaration = Declaration {
-        capacity: BTreeMap::from([(
-            "gpt-4".to_owned(),
-            BTreeMap::from([("tpm".to_owned(), 100_000)]),
-        )]),
-        levels: Vec::new(),
-        ..Declaration::default()
-    };
-    runtime
-        .block_on(store.put(&declaration.to_item(namespace), None))
-        .unwrap();
-    let dir = tempdir::Dir::new(&table);
-    let polled = poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
-    let query = Query {
-        index: &Index::TABLE,
-        pk: keys::pk_adaptive(namespace),
-        sk_prefix: keys::SK_ADAPTIVE_USAGE.to_owned(),
-        consistent: true,
-    };
-    let minutes = runtime.block_on(store.query(&query)).unwrap();
-    let sensed: i64 = minutes
-        .iter()
-        .filter_map(usage::Minute::from_item)
-        .map(|m| m.used["tpm"])
-        .sum();
-    assert_eq!(driven["tokens"], 532, "{driven}");
-    assert_eq!(sensed, 532_000, "{minutes:?}\n{}", polled.summary);
-}
-
-/// One controller tick at `now_ms` as the Lambda's runs (it writes its
-/// canaries and waits for them), split in two calls with the poller between:
-/// the report of its (first) target, or of the call that retired it.
-fn sensed_tick(table: &str, checkpoint: &Path, now_ms: i64) -> Value {
-    let first = control(table, now_ms);
-    poll(table, checkpoint, moto(), &[], &[]);
-    let second = control(table, now_ms);
-    match second[0]["targets"][0].clone() {
-        Value::Null => first[0]["targets"][0].clone(),
-        target => target,
-    }
-}
-
-/// A table as the client makes it, with namespace `default` registered: its
-/// name and the namespace's id.
-fn client_table(name: &str) -> (String, String) {
-    let table = unique_table(name);
-    let setup = run_json("adaptive.py", &["setup", "--table", &table]);
-    (table, setup["namespace_id"].as_str().unwrap().to_owned())
-}
-
-/// `aggregator control --once --now MS` on `table`: the tick's report.
-fn control(table: &str, now_ms: i64) -> Value {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
-    cmd.args([
-        "control",
-        "--table",
-        table,
-        "--once",
-        "--now",
-        &now_ms.to_string(),
-    ]);
-    aws_env(&mut cmd, moto());
-    control_report_of(cmd.output().expect("run the aggregator"))
-}
-
-fn control_report_of(out: std::process::Output) -> Value {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "aggregator control failed:\n{stderr}");
-    stderr
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|v| v.get("control").cloned())
-        .expect("the controller prints its report")
-}
-
-/// Applies a manifest through the provisioner, as `zae-limits apply` does.
-fn apply(
-    runtime: &tokio::runtime::Runtime,
-    store: &zae_table::sdk::DynamoStore,
-    ns: &str,
-    yaml: &str,
-) {
-    use cfn_limits_resource::apply::{Caller, Provisioner};
-    use cfn_limits_resource::manifest::Manifest;
-    let manifest = Manifest::from_yaml(yaml).unwrap();
-    let provisioner = Provisioner {
-        store,
-        namespace: ns,
-    };
-    let report = runtime
-        .block_on(provisioner.apply(&manifest, false, &Caller::local("test")))
-        .unwrap();
-    assert_eq!(report.errors, Some(vec![]), "{report:?}");
-}
-
-const ADAPTIVE: &str = "namespace: default
-resources:
-  gpt-4:
-    estimated_capacity: {rps: 30000}
-    limits:
-      rps: {capacity: 1000, refill_amount: 100, refill_period: 1, adaptive: utilization}
-";
-
-const NOT_ADAPTIVE: &str = "namespace: default
-resources:
-  gpt-4:
-    estimated_capacity: {rps: 30000}
-    limits:
-      rps: {capacity: 1000, refill_amount: 100, refill_period: 1}
-";
-
-/// The controller against moto with the real, unchanged 0.17.0 client:
-/// `gpt-4` is sized for 30,000 tokens a minute, its `rps` limit is 100
-/// tokens a second with a burst of 1,000 (at most 10x). The controller's
-/// clock is injected (`--now`), one minute per tick, and the sensor's minutes
-/// at a steady 20% are written for the test (the sensor itself is proven by
-/// the cascade test); the canaries go through moto's stream and the poller,
-/// between two calls of the same tick (what the Lambda's wait does).
-/// - the factor comes within 10% of 5 within three ticks that evaluate;
-/// - with every adaptive item in the table, the client's config reads and
-///   list APIs (`get_resource_defaults`, `get_system_defaults`, `get_limits`,
-///   `list_resources_with_defaults`, `list_resources_with_entity_configs`,
-///   `list_entities_with_custom_limits`, `get_resource_capacity`) return what
-///   they return without them, and its `acquire` goes on working;
-/// - the client's bucket, drained, then admits at least 4x its base over
-///   30 s of real time; its refill amount is at most the burst and at least
-///   the base;
-/// - removing `adaptive` from the manifest returns the bucket to base in the
-///   apply itself; made adaptive again and raised, `zae-limits adaptive
-///   reset` returns it to base.
-#[test]
-fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
-    use zae_table::adaptive::usage::{self, MINUTE_MS};
-    use zae_table::store::{Returns, Store};
-    let (table, ns) = client_table("adaptive");
-    let (runtime, store) = store(&table);
-    // The same config items either way: only the adaptive items differ.
-    apply(&runtime, &store, &ns, NOT_ADAPTIVE);
-    run_json("adaptive.py", &["touch", "--table", &table]);
-    let plain = run_json("adaptive.py", &["view", "--table", &table]);
-    apply(&runtime, &store, &ns, ADAPTIVE);
-    let dir = tempdir::Dir::new(&table);
-    let checkpoint = dir.file("checkpoint.json");
-    // A day ahead of moto's clock: the client's own traffic lands in other minutes.
-    let t0 = (chrono::Utc::now().timestamp_millis() / MINUTE_MS + 24 * 60) * MINUTE_MS;
-    let tick = |m: i64, tokens: i64| -> Value {
-        let used = BTreeMap::from([("rps".to_owned(), tokens * 1000)]);
-        let minute = t0 + (m - 1) * MINUTE_MS;
-        runtime
-            .block_on(store.update(&usage::add(&ns, "gpt-4", minute, &used), Returns::Nothing))
-            .unwrap();
-        sensed_tick(&table, &checkpoint, t0 + m * MINUTE_MS + 5_000)
-    };
-    let mut evaluated = Vec::new();
-    let mut m = 0;
-    while evaluated.len() < 3 && m < 10 {
-        let t = tick(m, 6_000);
-        if !t["minutes"].as_array().unwrap().is_empty() {
-            evaluated.push(t["factor"].as_f64().unwrap());
-        }
-        m += 1;
-    }
-    let factor = *evaluated.last().unwrap();
-    assert!((factor - 5.0).abs() <= 0.5, "{evaluated:?}");
-    // Declaration, targets, tick, canaries, sensed marks and usage minutes
-    // are all there now; the client's config reads and list APIs see none.
-    let adaptive = run_json("adaptive.py", &["view", "--table", &table]);
-    assert_eq!(adaptive, plain);
-    assert_eq!(
-        plain["capacity_entities"],
-        serde_json::json!(["e"]),
-        "{plain}"
-    );
-    let admit = run_json(
-        "adaptive.py",
-        &["admit", "--table", &table, "--seconds", "30"],
-    );
-    let admitted = admit["admitted_tokens"].as_i64().unwrap();
-    assert!(admitted >= 4 * 100 * 30, "base is 3,000 in 30 s: {admit}");
-    let ra = admit["ra"].as_i64().unwrap();
-    assert!((100_000..=1_000_000).contains(&ra), "{admit}");
-
-    // The apply itself returns the bucket to base and retires the target.
-    apply(&runtime, &store, &ns, NOT_ADAPTIVE);
-    let after = run_json(
-        "adaptive.py",
-        &["admit", "--table", &table, "--seconds", "0"],
-    );
-    assert_eq!(after["ra"], 100_000, "{after}");
-    let t = tick(m, 6_000);
-    assert!(t.is_null(), "nothing left to control: {t}");
-
-    apply(&runtime, &store, &ns, ADAPTIVE);
-    let mut raised = 1.0;
-    for k in 1..8 {
-        raised = tick(m + k, 6_000)["factor"].as_f64().unwrap();
-        if raised > 2.0 {
-            break;
-        }
-    }
-    assert!(raised > 2.0, "raised again: {raised}");
-    let reset = runtime
-        .block_on(cfn_limits_resource::adaptive::reset(&store, &ns))
-        .unwrap();
-    assert_eq!(reset[0].stamps_lost, 0, "{reset:?}");
-    let after = run_json(
-        "adaptive.py",
-        &["admit", "--table", &table, "--seconds", "0"],
-    );
-    assert_eq!(after["ra"], 100_000, "{after}");
-}
-
-/// Scenarios 2 and 3 against moto with the real client and the real poller,
-/// the controller's clock set near moto's (`gpt-4` as above: at most 10x):
-/// - an idle resource whose canaries come through scales up, to within 10%
-///   of its maximum in three ticks that evaluate;
-/// - the built function, invoked with the schedule's event (the system
-///   clock, and a wait for its own canaries while the poller runs beside
-///   it), evaluates in that one invocation the minute that just ended;
-/// - 150% of the estimated capacity, taken by an entity with limits of its
-///   own (not governed by the adaptive level), is sensed, and the tick after
-///   its minute brings the factor to 1 and the governed bucket to base;
-/// - a stalled stream (the poller stopped) goes blind two ticks after the
-///   last canary that came through, never loosening meanwhile: factor 1,
-///   bucket at base; once the stream is read again the controller sees.
-#[test]
-fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
-    use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
-    use zae_table::keys;
-    use zae_table::store::Store;
-    let (table, ns) = client_table("adaptive-cut");
-    let (runtime, store) = store(&table);
-    apply(&runtime, &store, &ns, ADAPTIVE);
-    run_json("adaptive.py", &["touch", "--table", &table]);
-    let dir = tempdir::Dir::new(&table);
-    let checkpoint = dir.file("checkpoint.json");
-    let ra = || run_json("adaptive.py", &["params", "--table", &table])["ra"].clone();
-    let factor = |t: &Value| t["factor"].as_f64().unwrap();
-    let now = || chrono::Utc::now().timestamp_millis();
-
-    // Idle: ticks over the six minutes just gone, with nothing used in them
-    // but e's one request (the first two prime the new target).
-    let r0 = minute_of(now());
-    let evaluated: Vec<f64> = (1..=6)
-        .rev()
-        .map(|k| sensed_tick(&table, &checkpoint, r0 - k * MINUTE_MS + 5_000))
-        .filter(|t| !t["minutes"].as_array().unwrap().is_empty())
-        .map(|t| factor(&t))
-        .collect();
-    assert_eq!(evaluated.len(), 3, "{evaluated:?}");
-    assert!(evaluated[2] >= 9.0, "{evaluated:?}");
-    let raised = ra().as_i64().unwrap();
-    assert!((900_000..=1_000_000).contains(&raised), "{raised}");
-
-    // The Lambda's way: the built function under a local Lambda endpoint,
-    // invoked by the schedule's event; it waits for its canaries while the
-    // poller (the stream's side) runs beside it.
-    let lambda = Lambda::start(
-        "aggregator",
-        env!("CARGO_BIN_EXE_aggregator"),
-        &[("TABLE_NAME", &table)],
-        &dir.file("lambda.log"),
-    );
-    let scheduled = serde_json::json!({
-        "version": "0", "id": "tick", "source": "aws.events",
-        "detail-type": "Scheduled Event", "detail": {},
-        "time": "2026-12-01T00:00:00Z", "region": "us-east-1", "resources": []
-    });
-    let started = now();
-    let invoked = std::thread::spawn(move || lambda.invoke("aggregator", &scheduled));
-    while !invoked.is_finished() {
-        poll(&table, &checkpoint, moto(), &[], &[]);
-    }
-    let waited = invoked.join().unwrap()["ticks"].clone();
-    let ended = now();
-    assert!(
-        waited[0]["sensed_through"].as_i64().unwrap() >= started,
-        "{waited}"
-    );
-    let minutes = &waited[0]["targets"][0]["minutes"];
-    assert!(
-        minutes
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|m| m[0] == r0 - MINUTE_MS),
-        "the minute before the call is evaluated in the call: {waited}"
-    );
-
-    // The surge, from an entity the adaptive level does not govern.
-    let surge = run_json(
-        "adaptive.py",
-        &["surge", "--table", &table, "--tokens", "45000"],
-    );
-    assert_eq!(surge["one_minute"], true, "{surge}");
-    let m = surge["minute_ms"].as_i64().unwrap();
-    poll(&table, &checkpoint, moto(), &[], &[]);
-    let pk = keys::pk_adaptive(&ns);
-    let item = runtime
-        .block_on(store.get(&pk, &keys::sk_adaptive_usage(m, "gpt-4"), true))
-        .unwrap()
-        .expect("the surge's minute is sensed");
-    let sensed = Minute::from_item(&item).unwrap().used["rps"];
-    assert!(sensed >= 45_000_000, "{sensed} millitokens");
-    // The first tick after its minute (and a canary spacing after the last).
-    let mut at = (m + MINUTE_MS + 5_000).max(ended + 31_000);
-    let cut = sensed_tick(&table, &checkpoint, at);
-    let surged = cut["minutes"].as_array().unwrap();
-    assert!(
-        surged
-            .iter()
-            .any(|u| u[0] == m && u[1].as_f64().unwrap() >= 1.5),
-        "{cut}"
-    );
-    assert_eq!(factor(&cut), 1.0, "{cut}");
-    assert_eq!(ra(), 100_000);
-
-    // Idle again, raised again; then the poller stops.
-    let mut up = 1.0;
-    for _ in 0..8 {
-        at += MINUTE_MS;
-        up = factor(&sensed_tick(&table, &checkpoint, at));
-        if up > 2.0 {
-            break;
-        }
-    }
-    assert!(up > 2.0, "raised again: {up}");
-    let stalled: Vec<Value> = (1..=3)
-        .map(|k| control(&table, at + k * MINUTE_MS)[0].clone())
-        .collect();
-    let blind: Vec<bool> = stalled.iter().map(|t| t["blind"] == true).collect();
-    assert_eq!(blind, [false, false, true], "{stalled:?}");
-    let factors: Vec<f64> = stalled.iter().map(|t| factor(&t["targets"][0])).collect();
-    assert_eq!(factors, [up, up, 1.0], "{stalled:?}");
-    assert_eq!(ra(), 100_000);
-    poll(&table, &checkpoint, moto(), &[], &[]);
-    let seen = control(&table, at + 3 * MINUTE_MS + 1_000);
-    assert_eq!(seen[0]["blind"], false, "{seen}");
-}
-
-/// `--name` (the stack, whose table has its name), `--endpoint-url` and
-/// `--region` in place of the AWS environment's.
-#[test]
-fn the_table_and_the_endpoint_come_from_the_flags() {
-    let (table, _) = client_table("flags");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
-    cmd.args(["control", "-n", &table, "--endpoint-url", moto()])
-        .args(["--region", "us-east-1", "--once", "--now", "60000"]);
-    aws_env(&mut cmd, "http://127.0.0.1:1");
-    cmd.env_remove("AWS_REGION")
-        .env_remove("AWS_DEFAULT_REGION");
-    let report = control_report_of(cmd.output().expect("run the aggregator"));
-    assert_eq!(report, serde_json::json!([]));
-}

@@ -16,6 +16,23 @@
                                      drains e's bucket, then requests without pause for S
                                      seconds; prints the tokens admitted and e's parameters
                                      as the client reads them back
+    adaptive.py greedy --table T --entities N --seconds S --tokens K
+                                     N entities g00.. each take all they are admitted, K rps
+                                     tokens a request, for S seconds: two requesters each,
+                                     each waiting out a rejection's retry_after, so that the
+                                     bucket is drained as tokens accrue, the requests' own
+                                     latency notwithstanding; prints the tokens admitted per
+                                     entity and per minute of the clock
+    adaptive.py cascade-limits --table T
+                                     parent "lead" with rpm only, child "dev" with rpm and tpm,
+                                     dev cascading; requests of dev; prints the tpm asked
+    adaptive.py touch --table T --entity E
+                                     one request of entity E (rps 1)
+    adaptive.py params --table T --entity E
+                                     E's rps parameters as the client reads them back
+    adaptive.py set --table T --level system|resource|entity [--entity E] --capacity C --rate R
+                                     the client's own set_system_defaults, set_resource_defaults
+                                     or set_limits(E) of rps on gpt-4: C burst, R a second
 """
 import argparse
 import asyncio
@@ -63,17 +80,17 @@ async def setup(table: str) -> dict:
     return {"namespace_id": namespace}
 
 
-async def touch(table: str) -> dict:
+async def touch(table: str, entity: str = ENTITY) -> dict:
     repo = await open_repo(table)
     limiter = RateLimiter(repository=repo)
-    async with limiter.acquire(entity_id=ENTITY, resource=RESOURCE, consume={"rps": 1}):
+    async with limiter.acquire(entity_id=entity, resource=RESOURCE, consume={"rps": 1}):
         pass
     await repo.close()
-    return {"touched": ENTITY}
+    return {"touched": entity}
 
 
-async def parameters(repo: Repository) -> dict:
-    states = await repo.get_buckets(ENTITY, RESOURCE)
+async def parameters(repo: Repository, entity: str = ENTITY) -> dict:
+    states = await repo.get_buckets(entity, RESOURCE)
     rps = next(s for s in states if s.limit_name == "rps")
     return {"cp": rps.capacity_milli, "ra": rps.refill_amount_milli, "rp": rps.refill_period_ms}
 
@@ -101,11 +118,83 @@ async def admit(table: str, seconds: float) -> dict:
     return {"admitted_tokens": admitted, "seconds": seconds, **read}
 
 
-async def params(table: str) -> dict:
+async def params(table: str, entity: str = ENTITY) -> dict:
     repo = await open_repo(table)
-    read = await parameters(repo)
+    read = await parameters(repo, entity)
     await repo.close()
     return read
+
+
+async def greedy(table: str, entities: int, seconds: float, tokens: int) -> dict:
+    """Each entity takes all it is admitted: a request as soon as the last
+    one is through, or as soon as a rejection's retry_after has passed."""
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    names = [f"g{i:02d}" for i in range(entities)]
+    per_entity = {n: 0 for n in names}
+    per_minute: dict[int, int] = {}
+    deadline = time.monotonic() + seconds
+
+    async def take(name: str) -> None:
+        while time.monotonic() < deadline:
+            try:
+                async with limiter.acquire(entity_id=name, resource=RESOURCE, consume={"rps": tokens}):
+                    pass
+            except RateLimitExceeded as e:
+                wait = getattr(e, "retry_after_seconds", None) or 0.05
+                await asyncio.sleep(min(max(wait, 0.01), 1.0))
+                continue
+            per_entity[name] += tokens
+            minute = int(time.time() // 60) * 60_000
+            per_minute[minute] = per_minute.get(minute, 0) + tokens
+
+    await asyncio.gather(*(take(n) for n in names for _ in range(REQUESTERS)))
+    await repo.close()
+    return {"per_entity": per_entity, "per_minute": sorted(per_minute.items())}
+
+
+# Requesters per greedy entity: one alone leaves tokens unused while its
+# requests are on the wire.
+REQUESTERS = 2
+
+LEAD, DEV = "lead", "dev"
+
+
+async def cascade_limits(table: str) -> dict:
+    """A parent that tracks rpm only, a child that tracks rpm and tpm: the
+    client debits the parent only for rpm, so dev's tpm has no copy above."""
+    raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
+    await raw.create_table()
+    await raw.close()
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    await limiter.create_entity(LEAD)
+    await limiter.create_entity(DEV, parent_id=LEAD, cascade=True)
+    await limiter.set_limits(LEAD, [Limit.per_minute("rpm", 1_000_000)], resource=RESOURCE)
+    await limiter.set_limits(
+        DEV, [Limit.per_minute("rpm", 1_000_000), Limit.per_minute("tpm", 1_000_000)], resource=RESOURCE
+    )
+    asked = 0
+    for tokens in (100, 250, 40):
+        async with limiter.acquire(entity_id=DEV, resource=RESOURCE, consume={"rpm": 1, "tpm": tokens}):
+            asked += tokens
+    namespace = repo.namespace_id
+    await repo.close()
+    return {"namespace_id": namespace, "tpm": asked}
+
+
+async def set_level(table: str, level: str, entity: str, capacity: int, rate: int) -> dict:
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    limit = Limit.per_second("rps", rate, burst=capacity)
+    if level == "system":
+        await limiter.set_system_defaults([limit])
+    elif level == "resource":
+        await limiter.set_resource_defaults(RESOURCE, [limit])
+    else:
+        await limiter.set_limits(entity, [limit], resource=RESOURCE)
+    await repo.close()
+    return {"set": level, "capacity": capacity, "rate": rate}
 
 
 OTHER, SURGE_CHUNK = "other", 5_000
@@ -159,22 +248,34 @@ async def view(table: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("cascade", "setup", "touch", "admit", "view", "params", "surge"):
+    for name in ("cascade", "cascade-limits", "setup", "touch", "admit", "view", "params", "surge",
+                 "greedy", "set"):
         c = sub.add_parser(name)
         c.add_argument("--table", required=True)
-        if name == "admit":
+        if name in ("admit", "greedy"):
             c.add_argument("--seconds", type=float, required=True)
-        if name == "surge":
+        if name in ("surge", "greedy"):
             c.add_argument("--tokens", type=int, required=True)
+        if name in ("touch", "params", "set"):
+            c.add_argument("--entity", default=ENTITY)
+        if name == "greedy":
+            c.add_argument("--entities", type=int, required=True)
+        if name == "set":
+            c.add_argument("--level", choices=["system", "resource", "entity"], required=True)
+            c.add_argument("--capacity", type=int, required=True)
+            c.add_argument("--rate", type=int, required=True)
     args = parser.parse_args()
     run = {
         "cascade": lambda: cascade(args.table),
+        "cascade-limits": lambda: cascade_limits(args.table),
         "setup": lambda: setup(args.table),
-        "touch": lambda: touch(args.table),
+        "touch": lambda: touch(args.table, args.entity),
         "admit": lambda: admit(args.table, args.seconds),
         "view": lambda: view(args.table),
-        "params": lambda: params(args.table),
+        "params": lambda: params(args.table, args.entity),
         "surge": lambda: surge(args.table, args.tokens),
+        "greedy": lambda: greedy(args.table, args.entities, args.seconds, args.tokens),
+        "set": lambda: set_level(args.table, args.level, args.entity, args.capacity, args.rate),
     }[args.command]
     print(json.dumps(asyncio.run(run())))
 

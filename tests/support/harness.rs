@@ -193,3 +193,66 @@ pub fn read_http(stream: &mut TcpStream) -> (String, Vec<u8>) {
     reader.read_exact(&mut body).expect("the message's body");
     (head, body)
 }
+
+/// What `aggregator poll` printed: its EMF documents and its summary.
+pub struct Poll {
+    pub emf: Vec<Value>,
+    pub summary: Value,
+}
+
+/// `aggregator poll --until-idle` (the binary at `aggregator`) on `table`
+/// with `checkpoint`, against `endpoint`, with `env` and `extra` arguments.
+pub fn poll_with(
+    aggregator: &str,
+    table: &str,
+    checkpoint: &Path,
+    endpoint: &str,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Poll {
+    let mut cmd = Command::new(aggregator);
+    cmd.args(["poll", "--table", table, "--until-idle", "--checkpoint"])
+        .arg(checkpoint)
+        .args(extra);
+    aws_env(&mut cmd, endpoint);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run the aggregator");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "aggregator poll failed:\n{stderr}");
+    let emf = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"))
+        })
+        .collect();
+    let summary = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|v| v.get("poll_summary").cloned())
+        .expect("the poller prints its summary");
+    Poll { emf, summary }
+}
+
+/// A directory of a test's own, removed with it.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("zae-agg-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("a temporary directory");
+        TempDir(path)
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

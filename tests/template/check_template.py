@@ -47,7 +47,7 @@ ALLOWED_RESOURCES = [
 ALLOWED_ACTIONS = {
     "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
     "dynamodb:ConditionCheckItem", "s3:PutObject",
-    "dynamodb:Query", "dynamodb:DescribeStream", "dynamodb:GetRecords",
+    "dynamodb:Query", "dynamodb:DescribeTable", "dynamodb:DescribeStream", "dynamodb:GetRecords",
     "dynamodb:GetShardIterator", "dynamodb:ListStreams", "sqs:SendMessage",
     "logs:CreateLogStream", "logs:PutLogEvents", "sts:AssumeRole", "lambda:InvokeFunction",
 }
@@ -169,7 +169,8 @@ def dashboard_problems(cfn: dict) -> list[str]:
                 shown.add(row[1])
     problems = [f"the dashboard shows {m}, which the aggregator never emits" for m in sorted(shown - emitted)]
     for wanted in ("SoftLimitOverdrawn", "RecordsProcessed", "RecordsSkipped", "ResourceUtilization",
-                   "AdaptiveFactor", "ControllerTicks"):
+                   "AdaptiveFactor", "ControllerTicks", "ControllerBlind", "CanaryLag", "StampingBehind",
+                   "NamespaceTicksFailed"):
         if wanted not in shown:
             problems.append(f"the dashboard does not show {wanted}")
     if "IteratorAge" not in body or '"Errors"' not in body:
@@ -256,7 +257,8 @@ def shape_problems(cfn: dict) -> list[str]:
     alarms = [r["Properties"] for r in cfn["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
     metrics = {a["MetricName"] for a in alarms}
     for metric in ("SoftLimitOverdrawn", "IteratorAge", "Errors", "ApproximateNumberOfMessagesVisible",
-                   "RecordsSkipped", "UsageSkipped", "DestinationDeliveryFailures"):
+                   "RecordsSkipped", "UsageSkipped", "DestinationDeliveryFailures", "ControllerTicks",
+                   "ControllerBlind"):
         if metric not in metrics:
             problems.append(f"no alarm on {metric}")
     errors_of = {json.dumps(a.get("Dimensions"), sort_keys=True) for a in alarms if a["MetricName"] == "Errors"}

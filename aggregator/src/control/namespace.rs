@@ -204,7 +204,14 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         let wanted = Factor::from_f64(estimator.factor).min(max);
         let moved = matches!(decision.0, Decision::Move(_)) && wanted != target.factor;
         if moved {
-            target.moved(wanted, now_ms, estimator.reason.name(), decision.1);
+            // Minutes caught up on in one tick can cross: the move is named
+            // by where it goes, unless it is a surge, a spike or blindness.
+            let reason = match estimator.reason {
+                Reason::Raise | Reason::Cut if wanted > target.factor => "raise",
+                Reason::Raise | Reason::Cut => "cut",
+                other => other.name(),
+            };
+            target.moved(wanted, now_ms, reason, decision.1);
         }
         target.state = serde_json::to_string(&estimator).ok();
         let declared = declaration.fingerprint(resource, limit);

@@ -3,7 +3,7 @@
 //! namespace, replaced whole, deleted when the manifest declares nothing
 //! adaptive.
 
-use super::plan::{Action, ChangeLine};
+use super::change::{Action, ChangeLine};
 use super::{ApplyError, Caller, Provisioner, store_err};
 use zae_table::adaptive::Declaration;
 use zae_table::adaptive::pass::{self, Writes};

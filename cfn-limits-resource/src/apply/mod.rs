@@ -16,6 +16,7 @@
 
 pub mod adaptive;
 pub mod audit;
+pub mod change;
 pub mod config;
 pub mod fanout;
 pub mod gate;

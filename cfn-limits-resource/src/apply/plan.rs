@@ -3,6 +3,7 @@
 //! dropped, and the report both protocols return.
 
 use super::adaptive::AdaptiveChange;
+pub use super::change::{Action, ChangeLine};
 use super::{ApplyError, Provisioner, store_err};
 use crate::manifest::{Level, Manifest};
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -16,23 +17,6 @@ use zae_table::value::same_item;
 
 /// Reads in flight at once.
 const CONCURRENCY: usize = 16;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Create,
-    Update,
-    Delete,
-}
-
-impl Action {
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::Create => "create",
-            Action::Update => "update",
-            Action::Delete => "delete",
-        }
-    }
-}
 
 /// One level the plan will write.
 #[derive(Debug, Clone)]
@@ -92,12 +76,6 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ChangeLine {
-    pub action: &'static str,
-    pub level: &'static str,
-    pub target: Option<String>,
-}
 
 impl Plan {
     pub fn lines(&self) -> Vec<ChangeLine> {

@@ -1,13 +1,9 @@
 //! The encoding of five-field cron patterns into the client's compact form.
 //! What a pattern matches is [`super::pattern`].
 
-use super::pattern::Pattern;
+use super::pattern::{DAYS, MONTHS, Pattern};
 
 pub(super) const FIELD_TAGS: [char; 5] = ['m', 'h', 'D', 'M', 'w'];
-pub(super) const MONTHS: [&str; 12] = [
-    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
-];
-pub(super) const DAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
 /// Validates a five-field cron pattern as the client's parser (cronsim,
 /// behind `parse_cron`) reads it: numbers, `*`, ranges, steps and lists,

@@ -4,8 +4,13 @@
 //! every field allows it, the two day fields being ORed when both are
 //! restricted.
 
-use super::cron::{DAYS, MONTHS};
 use chrono::{Datelike, NaiveDateTime, Timelike};
+
+/// The names a month or weekday field may use for its numbers.
+pub(super) const MONTHS: [&str; 12] = [
+    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+];
+pub(super) const DAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
 const FIELD_NAMES: [&str; 5] = ["minute", "hour", "day-of-month", "month", "day-of-week"];
 /// Each field's value range; weekday 7 is Sunday as well as 0.

@@ -1,0 +1,731 @@
+//! End-to-end tests of adaptive limits on a real moto server, driven by the
+//! real zae-limiter 0.17.0 client and read back through it, with the built
+//! `aggregator` binary as the poller, the controller and, under the Lambda
+//! stand-in, the function. One moto serves the whole run (see `moto.rs`).
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use zae_test_support::harness::*;
+
+/// `aggregator poll --until-idle` with this build's binary.
+fn poll(table: &str, checkpoint: &Path, endpoint: &str, env: &[(&str, &str)], extra: &[&str]) -> Poll {
+    poll_with(env!("CARGO_BIN_EXE_aggregator"), table, checkpoint, endpoint, env, extra)
+}
+
+/// The table through the same store the Lambdas use, on moto.
+fn store(table: &str) -> (tokio::runtime::Runtime, zae_table::sdk::DynamoStore) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = runtime.block_on(
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(moto())
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "test",
+            ))
+            .load(),
+    );
+    let client = aws_sdk_dynamodb::Client::new(&config);
+    (runtime, zae_table::sdk::DynamoStore::new(client, table))
+}
+
+/// The real client's requests on a three-level tree (org <- team <- key,
+/// team and key cascading, as the client allows): each request debits its
+/// entity's bucket and, where that bucket cascades, its parent's. Sensed by
+/// the poller into the per-minute usage of a resource that declares an
+/// estimated capacity, every request counts once: 532 tokens asked, 532
+/// sensed, where summing the buckets would give 1,062.
+#[test]
+fn the_sensor_counts_each_request_of_a_three_level_cascade_once() {
+    use zae_table::adaptive::{Declaration, usage};
+    use zae_table::keys::{self, Index};
+    use zae_table::store::{Query, Store};
+    let table = unique_table("sensor");
+    let driven = run_json("adaptive.py", &["cascade", "--table", &table]);
+    let namespace = driven["namespace_id"].as_str().unwrap();
+    let (runtime, store) = store(&table);
+    let declaration = Declaration {
+        capacity: BTreeMap::from([(
+            "gpt-4".to_owned(),
+            BTreeMap::from([("tpm".to_owned(), 100_000)]),
+        )]),
+        levels: Vec::new(),
+        ..Declaration::default()
+    };
+    runtime
+        .block_on(store.put(&declaration.to_item(namespace), None))
+        .unwrap();
+    let dir = TempDir::new(&table);
+    let polled = poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    let query = Query {
+        index: &Index::TABLE,
+        pk: keys::pk_adaptive(namespace),
+        sk_prefix: keys::SK_ADAPTIVE_USAGE.to_owned(),
+        consistent: true,
+    };
+    let minutes = runtime.block_on(store.query(&query)).unwrap();
+    let sensed: i64 = minutes
+        .iter()
+        .filter_map(usage::Minute::from_item)
+        .map(|m| m.used["tpm"])
+        .sum();
+    assert_eq!(driven["tokens"], 532, "{driven}");
+    assert_eq!(sensed, 532_000, "{minutes:?}\n{}", polled.summary);
+}
+
+/// One controller tick at `now_ms` as the Lambda's runs (it writes its
+/// canaries and waits for them), split in two calls with the poller between:
+/// the report of the first namespace's first target, or of the call that
+/// retired it.
+fn sensed_tick(table: &str, checkpoint: &Path, now_ms: i64) -> Value {
+    let first = control(table, now_ms);
+    poll(table, checkpoint, moto(), &[], &[]);
+    let second = control(table, now_ms);
+    match first_target(&second) {
+        Value::Null => first_target(&first),
+        target => target,
+    }
+}
+
+/// A table tick's first namespace's first target.
+fn first_target(tick: &Value) -> Value {
+    tick["namespaces"][0]["targets"][0].clone()
+}
+
+/// A table as the client makes it, with namespace `default` registered: its
+/// name and the namespace's id.
+fn client_table(name: &str) -> (String, String) {
+    let table = unique_table(name);
+    let setup = run_json("adaptive.py", &["setup", "--table", &table]);
+    (table, setup["namespace_id"].as_str().unwrap().to_owned())
+}
+
+/// `aggregator control --once --now MS` on `table`: the tick's report.
+fn control(table: &str, now_ms: i64) -> Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
+    cmd.args([
+        "control",
+        "--table",
+        table,
+        "--once",
+        "--now",
+        &now_ms.to_string(),
+    ]);
+    aws_env(&mut cmd, moto());
+    control_report_of(cmd.output().expect("run the aggregator"))
+}
+
+fn control_report_of(out: std::process::Output) -> Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "aggregator control failed:\n{stderr}");
+    stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|v| v.get("control").cloned())
+        .expect("the controller prints its report")
+}
+
+/// Applies a manifest through the provisioner, as `zae-limits apply` does.
+fn apply(
+    runtime: &tokio::runtime::Runtime,
+    store: &zae_table::sdk::DynamoStore,
+    ns: &str,
+    yaml: &str,
+) {
+    use cfn_limits_resource::apply::{Caller, Provisioner};
+    use cfn_limits_resource::manifest::Manifest;
+    let manifest = Manifest::from_yaml(yaml).unwrap();
+    let provisioner = Provisioner {
+        store,
+        namespace: ns,
+    };
+    let report = runtime
+        .block_on(provisioner.apply(&manifest, false, &Caller::local("test")))
+        .unwrap();
+    assert_eq!(report.errors, Some(vec![]), "{report:?}");
+}
+
+const ADAPTIVE: &str = "namespace: default
+resources:
+  gpt-4:
+    estimated_capacity: {rps: 30000}
+    limits:
+      rps: {capacity: 1000, refill_amount: 100, refill_period: 1, adaptive: utilization}
+";
+
+const NOT_ADAPTIVE: &str = "namespace: default
+resources:
+  gpt-4:
+    estimated_capacity: {rps: 30000}
+    limits:
+      rps: {capacity: 1000, refill_amount: 100, refill_period: 1}
+";
+
+/// The controller against moto with the real, unchanged 0.17.0 client:
+/// `gpt-4` is sized for 30,000 tokens a minute, its `rps` limit is 100
+/// tokens a second with a burst of 1,000 (at most 10x). The controller's
+/// clock is injected (`--now`), one minute per tick, and the sensor's minutes
+/// at a steady 20% are written for the test (the sensor itself is proven by
+/// the cascade test); the canaries go through moto's stream and the poller,
+/// between two calls of the same tick (what the Lambda's wait does).
+/// - the factor comes within 10% of 5 within three ticks that evaluate;
+/// - with every adaptive item in the table, the client's config reads and
+///   list APIs (`get_resource_defaults`, `get_system_defaults`, `get_limits`,
+///   `list_resources_with_defaults`, `list_resources_with_entity_configs`,
+///   `list_entities_with_custom_limits`, `get_resource_capacity`) return what
+///   they return without them, and its `acquire` goes on working;
+/// - the client's bucket, drained, then admits at least 4x its base over
+///   30 s of real time; its refill amount is at most the burst and at least
+///   the base;
+/// - removing `adaptive` from the manifest returns the bucket to base in the
+///   apply itself; made adaptive again and raised, `zae-limits adaptive
+///   reset` returns it to base.
+#[test]
+fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
+    use zae_table::adaptive::usage::{self, MINUTE_MS};
+    use zae_table::store::{Returns, Store};
+    let (table, ns) = client_table("adaptive");
+    let (runtime, store) = store(&table);
+    // The same config items either way: only the adaptive items differ.
+    apply(&runtime, &store, &ns, NOT_ADAPTIVE);
+    run_json("adaptive.py", &["touch", "--table", &table]);
+    let plain = run_json("adaptive.py", &["view", "--table", &table]);
+    apply(&runtime, &store, &ns, ADAPTIVE);
+    let dir = TempDir::new(&table);
+    let checkpoint = dir.file("checkpoint.json");
+    // A day ahead of moto's clock: the client's own traffic lands in other minutes.
+    let t0 = (chrono::Utc::now().timestamp_millis() / MINUTE_MS + 24 * 60) * MINUTE_MS;
+    let tick = |m: i64, tokens: i64| -> Value {
+        let used = BTreeMap::from([("rps".to_owned(), tokens * 1000)]);
+        let minute = t0 + (m - 1) * MINUTE_MS;
+        runtime
+            .block_on(store.update(&usage::add(&ns, "gpt-4", minute, &used), Returns::Nothing))
+            .unwrap();
+        sensed_tick(&table, &checkpoint, t0 + m * MINUTE_MS + 5_000)
+    };
+    let mut evaluated = Vec::new();
+    let mut m = 0;
+    while evaluated.len() < 3 && m < 10 {
+        let t = tick(m, 6_000);
+        if !t["minutes"].as_array().unwrap().is_empty() {
+            evaluated.push(t["factor"].as_f64().unwrap());
+        }
+        m += 1;
+    }
+    let factor = *evaluated.last().unwrap();
+    assert!((factor - 5.0).abs() <= 0.5, "{evaluated:?}");
+    // Declaration, targets, tick, canaries, sensed marks and usage minutes
+    // are all there now; the client's config reads and list APIs see none.
+    let adaptive = run_json("adaptive.py", &["view", "--table", &table]);
+    assert_eq!(adaptive, plain);
+    assert_eq!(
+        plain["capacity_entities"],
+        serde_json::json!(["e"]),
+        "{plain}"
+    );
+    let admit = run_json(
+        "adaptive.py",
+        &["admit", "--table", &table, "--seconds", "30"],
+    );
+    let admitted = admit["admitted_tokens"].as_i64().unwrap();
+    assert!(admitted >= 4 * 100 * 30, "base is 3,000 in 30 s: {admit}");
+    let ra = admit["ra"].as_i64().unwrap();
+    assert!((100_000..=1_000_000).contains(&ra), "{admit}");
+
+    // The apply itself returns the bucket to base and retires the target.
+    apply(&runtime, &store, &ns, NOT_ADAPTIVE);
+    let after = run_json(
+        "adaptive.py",
+        &["admit", "--table", &table, "--seconds", "0"],
+    );
+    assert_eq!(after["ra"], 100_000, "{after}");
+    let t = tick(m, 6_000);
+    assert!(t.is_null(), "nothing left to control: {t}");
+
+    apply(&runtime, &store, &ns, ADAPTIVE);
+    let mut raised = 1.0;
+    for k in 1..8 {
+        raised = tick(m + k, 6_000)["factor"].as_f64().unwrap();
+        if raised > 2.0 {
+            break;
+        }
+    }
+    assert!(raised > 2.0, "raised again: {raised}");
+    let reset = runtime
+        .block_on(cfn_limits_resource::adaptive::reset(&store, &ns))
+        .unwrap();
+    assert_eq!(reset[0].stamps_lost, 0, "{reset:?}");
+    let after = run_json(
+        "adaptive.py",
+        &["admit", "--table", &table, "--seconds", "0"],
+    );
+    assert_eq!(after["ra"], 100_000, "{after}");
+}
+
+/// Scenarios 2 and 3 against moto with the real client and the real poller,
+/// the controller's clock set near moto's (`gpt-4` as above: at most 10x):
+/// - an idle resource whose canaries come through scales up, to within 10%
+///   of its maximum in three ticks that evaluate;
+/// - the built function, invoked with the schedule's event (the system
+///   clock, and a wait for its own canaries while the poller runs beside
+///   it), evaluates in that one invocation the minute that just ended;
+/// - 150% of the estimated capacity, taken by an entity with limits of its
+///   own (not governed by the adaptive level), is sensed, and the tick after
+///   its minute brings the factor to 1 and the governed bucket to base;
+/// - a stalled stream (the poller stopped) goes blind two ticks after the
+///   last canary that came through, never loosening meanwhile: factor 1,
+///   bucket at base; once the stream is read again the controller sees.
+#[test]
+fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
+    use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
+    use zae_table::keys;
+    use zae_table::store::Store;
+    let (table, ns) = client_table("adaptive-cut");
+    let (runtime, store) = store(&table);
+    apply(&runtime, &store, &ns, ADAPTIVE);
+    run_json("adaptive.py", &["touch", "--table", &table]);
+    let dir = TempDir::new(&table);
+    let checkpoint = dir.file("checkpoint.json");
+    let ra = || run_json("adaptive.py", &["params", "--table", &table])["ra"].clone();
+    let factor = |t: &Value| t["factor"].as_f64().unwrap();
+    let now = || chrono::Utc::now().timestamp_millis();
+
+    // Idle: ticks over the six minutes just gone, with nothing used in them
+    // but e's one request (the first two prime the new target).
+    let r0 = minute_of(now());
+    let evaluated: Vec<f64> = (1..=6)
+        .rev()
+        .map(|k| sensed_tick(&table, &checkpoint, r0 - k * MINUTE_MS + 5_000))
+        .filter(|t| !t["minutes"].as_array().unwrap().is_empty())
+        .map(|t| factor(&t))
+        .collect();
+    assert_eq!(evaluated.len(), 3, "{evaluated:?}");
+    assert!(evaluated[2] >= 9.0, "{evaluated:?}");
+    let raised = ra().as_i64().unwrap();
+    assert!((900_000..=1_000_000).contains(&raised), "{raised}");
+
+    // The Lambda's way: the built function under a local Lambda endpoint,
+    // invoked by the schedule's event; it waits for its canaries while the
+    // poller (the stream's side) runs beside it.
+    let lambda = Lambda::start(
+        "aggregator",
+        env!("CARGO_BIN_EXE_aggregator"),
+        &[("TABLE_NAME", &table)],
+        &dir.file("lambda.log"),
+    );
+    let scheduled = serde_json::json!({
+        "version": "0", "id": "tick", "source": "aws.events",
+        "detail-type": "Scheduled Event", "detail": {},
+        "time": "2026-12-01T00:00:00Z", "region": "us-east-1", "resources": []
+    });
+    let started = now();
+    let invoked = std::thread::spawn(move || lambda.invoke("aggregator", &scheduled));
+    while !invoked.is_finished() {
+        poll(&table, &checkpoint, moto(), &[], &[]);
+    }
+    let waited = invoked.join().unwrap()["ticks"].clone();
+    let ended = now();
+    assert!(
+        waited["sensed_through"].as_i64().unwrap() >= started,
+        "{waited}"
+    );
+    let minutes = &first_target(&waited)["minutes"];
+    assert!(
+        minutes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m[0] == r0 - MINUTE_MS),
+        "the minute before the call is evaluated in the call: {waited}"
+    );
+
+    // The surge, from an entity the adaptive level does not govern.
+    let surge = run_json(
+        "adaptive.py",
+        &["surge", "--table", &table, "--tokens", "45000"],
+    );
+    assert_eq!(surge["one_minute"], true, "{surge}");
+    let m = surge["minute_ms"].as_i64().unwrap();
+    poll(&table, &checkpoint, moto(), &[], &[]);
+    let pk = keys::pk_adaptive(&ns);
+    let item = runtime
+        .block_on(store.get(&pk, &keys::sk_adaptive_usage(m, "gpt-4"), true))
+        .unwrap()
+        .expect("the surge's minute is sensed");
+    let sensed = Minute::from_item(&item).unwrap().used["rps"];
+    assert!(sensed >= 45_000_000, "{sensed} millitokens");
+    // The first tick after its minute (and a canary spacing after the last).
+    let mut at = (m + MINUTE_MS + 5_000).max(ended + 31_000);
+    let cut = sensed_tick(&table, &checkpoint, at);
+    let surged = cut["minutes"].as_array().unwrap();
+    assert!(
+        surged
+            .iter()
+            .any(|u| u[0] == m && u[1].as_f64().unwrap() >= 1.5),
+        "{cut}"
+    );
+    assert_eq!(factor(&cut), 1.0, "{cut}");
+    assert_eq!(ra(), 100_000);
+
+    // Idle again, raised again; then the poller stops.
+    let mut up = 1.0;
+    for _ in 0..8 {
+        at += MINUTE_MS;
+        up = factor(&sensed_tick(&table, &checkpoint, at));
+        if up > 2.0 {
+            break;
+        }
+    }
+    assert!(up > 2.0, "raised again: {up}");
+    let stalled: Vec<Value> = (1..=3)
+        .map(|k| control(&table, at + k * MINUTE_MS))
+        .collect();
+    let blind: Vec<bool> = stalled.iter().map(|t| t["blind"] == true).collect();
+    assert_eq!(blind, [false, false, true], "{stalled:?}");
+    let factors: Vec<f64> = stalled.iter().map(|t| factor(&first_target(t))).collect();
+    assert_eq!(factors, [up, up, 1.0], "{stalled:?}");
+    assert_eq!(ra(), 100_000);
+    poll(&table, &checkpoint, moto(), &[], &[]);
+    let seen = control(&table, at + 3 * MINUTE_MS + 1_000);
+    assert_eq!(seen["blind"], false, "{seen}");
+}
+
+/// `--name` (the stack, whose table has its name), `--endpoint-url` and
+/// `--region` in place of the AWS environment's.
+#[test]
+fn the_table_and_the_endpoint_come_from_the_flags() {
+    let (table, _) = client_table("flags");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
+    cmd.args(["control", "-n", &table, "--endpoint-url", moto()])
+        .args(["--region", "us-east-1", "--once", "--now", "60000"]);
+    aws_env(&mut cmd, "http://127.0.0.1:1");
+    cmd.env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION");
+    let report = control_report_of(cmd.output().expect("run the aggregator"));
+    assert_eq!(report["namespaces"], serde_json::json!([]), "{report}");
+}
+
+/// `aggregator poll` running on, as a warm Lambda container does: one
+/// process, its caches kept from batch to batch. Stopped when dropped.
+struct Running(std::process::Child);
+
+impl Running {
+    fn poller(table: &str, checkpoint: &Path) -> Running {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
+        cmd.args(["poll", "--table", table, "--checkpoint"])
+            .arg(checkpoint)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        aws_env(&mut cmd, moto());
+        Running(cmd.spawn().expect("start the poller"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits, checking every 200 ms, until `done` holds, at most `limit`.
+fn wait_for(what: &str, limit: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + limit;
+    while !done() {
+        assert!(std::time::Instant::now() < until, "{what}: not within {limit:?}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// A controller tick at `now_ms` with a running poller beside it: the first
+/// call writes the canaries, the second (once they are all sensed) evaluates.
+fn tick_beside(table: &str, runtime: &tokio::runtime::Runtime, store: &zae_table::sdk::DynamoStore, now_ms: i64) -> Value {
+    use zae_table::adaptive::tick::Tick;
+    let first = control(table, now_ms);
+    if let Some(count) = first["canaries_written"].as_u64().filter(|n| *n > 0) {
+        wait_for("the tick's canaries sensed", std::time::Duration::from_secs(30), || {
+            let sensed = runtime.block_on(Tick::sensed(store)).unwrap();
+            sensed.iter().any(|(at, seen)| *at == now_ms && *seen as u64 >= count)
+        });
+    }
+    control(table, now_ms)
+}
+
+/// The cut survives a warm aggregator: `gpt-4`'s four governed buckets are
+/// raised to 10x on an idle resource, with one poller running throughout
+/// (its repair's caches warm with the 10x target); 150% of the estimated
+/// capacity from an entity the adaptive level does not govern cuts the
+/// factor to 1 and the buckets to base; then, while the poller reads the
+/// stamps' records and the clients' next requests on every bucket, the four
+/// stay at base.
+#[test]
+fn a_warm_poller_never_undoes_the_controllers_cut() {
+    use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
+    use zae_table::keys;
+    use zae_table::store::Store;
+    let (table, ns) = client_table("adaptive-warm");
+    let (runtime, store) = store(&table);
+    apply(&runtime, &store, &ns, ADAPTIVE);
+    let governed = ["w0", "w1", "w2", "w3"];
+    for e in governed {
+        run_json("adaptive.py", &["touch", "--table", &table, "--entity", e]);
+    }
+    let dir = TempDir::new(&table);
+    let _poller = Running::poller(&table, &dir.file("checkpoint.json"));
+    let ra = |e: &str| run_json("adaptive.py", &["params", "--table", &table, "--entity", e])["ra"].clone();
+    let now = || chrono::Utc::now().timestamp_millis();
+    // Idle minutes just gone: raised to the maximum.
+    let r0 = minute_of(now());
+    let mut factor = 0.0;
+    for k in (1..=6).rev() {
+        factor = first_target(&tick_beside(&table, &runtime, &store, r0 - k * MINUTE_MS + 5_000))["factor"]
+            .as_f64()
+            .unwrap();
+    }
+    assert!(factor >= 9.0, "{factor}");
+    for e in governed {
+        assert_eq!(ra(e), 1_000_000, "{e} at 10x");
+    }
+    // The surge, sensed by the running poller.
+    let surge = run_json("adaptive.py", &["surge", "--table", &table, "--tokens", "45000"]);
+    assert_eq!(surge["one_minute"], true, "{surge}");
+    let m = surge["minute_ms"].as_i64().unwrap();
+    let pk = keys::pk_adaptive(&ns);
+    wait_for("the surge sensed", std::time::Duration::from_secs(60), || {
+        let item = runtime.block_on(store.get(&pk, &keys::sk_adaptive_usage(m, "gpt-4"), true)).unwrap();
+        item.and_then(|i| Minute::from_item(&i)).is_some_and(|u| u.used.get("rps") >= Some(&45_000_000))
+    });
+    let cut = tick_beside(&table, &runtime, &store, (m + MINUTE_MS + 5_000).max(now()));
+    assert_eq!(first_target(&cut)["factor"], 1.0, "{cut}");
+    // The poller reads the stamps, then every bucket's next request.
+    for e in governed {
+        run_json("adaptive.py", &["touch", "--table", &table, "--entity", e]);
+    }
+    wait_for("the requests read", std::time::Duration::from_secs(60), || {
+        let sensed = runtime.block_on(store.query(&zae_table::store::Query {
+            index: &keys::Index::TABLE,
+            pk: keys::pk_adaptive(&ns),
+            sk_prefix: keys::sk_adaptive_usage(minute_of(now()), ""),
+            consistent: true,
+        }));
+        sensed.is_ok_and(|items| !items.is_empty())
+    });
+    for round in 0..3 {
+        for e in governed {
+            assert_eq!(ra(e), 100_000, "{e} at base, round {round}");
+            run_json("adaptive.py", &["touch", "--table", &table, "--entity", e]);
+        }
+    }
+}
+
+/// The real client's cascade debits a parent only for the limits the parent
+/// has: `dev` (rpm and tpm) cascades to `lead` (rpm only), and every tpm
+/// token of dev's requests is sensed once, on dev's bucket.
+#[test]
+fn a_childs_limit_its_parent_does_not_track_is_sensed_once() {
+    use zae_table::adaptive::{Declaration, usage};
+    use zae_table::keys::{self, Index};
+    use zae_table::store::{Query, Store};
+    let table = unique_table("sensor-limits");
+    let driven = run_json("adaptive.py", &["cascade-limits", "--table", &table]);
+    let namespace = driven["namespace_id"].as_str().unwrap();
+    let (runtime, store) = store(&table);
+    let declaration = Declaration {
+        capacity: BTreeMap::from([(
+            "gpt-4".to_owned(),
+            BTreeMap::from([("tpm".to_owned(), 100_000), ("rpm".to_owned(), 1_000)]),
+        )]),
+        ..Declaration::default()
+    };
+    runtime
+        .block_on(store.put(&declaration.to_item(namespace), None))
+        .unwrap();
+    let dir = TempDir::new(&table);
+    poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    let query = Query {
+        index: &Index::TABLE,
+        pk: keys::pk_adaptive(namespace),
+        sk_prefix: keys::SK_ADAPTIVE_USAGE.to_owned(),
+        consistent: true,
+    };
+    let minutes = runtime.block_on(store.query(&query)).unwrap();
+    let sum = |limit: &str| -> i64 {
+        minutes
+            .iter()
+            .filter_map(usage::Minute::from_item)
+            .filter_map(|m| m.used.get(limit).copied())
+            .sum()
+    };
+    assert_eq!(driven["tpm"], 390, "{driven}");
+    assert_eq!(sum("tpm"), 390_000, "{minutes:?}");
+    // rpm: the three requests, each on dev's bucket and copied on lead's.
+    assert_eq!(sum("rpm"), 3_000, "{minutes:?}");
+}
+
+/// `rps` on `gpt-4` at `level` (system, resource, or entity `e`'s): a burst
+/// of `capacity` tokens and `rate` a second, adaptive; `gpt-4` sized for
+/// 30,000 tokens a minute.
+fn manifest_at(level: &str, capacity: i64, rate: i64) -> String {
+    let limit = format!(
+        "{{rps: {{capacity: {capacity}, refill_amount: {rate}, refill_period: 1, adaptive: utilization}}}}"
+    );
+    let sized = "gpt-4: {estimated_capacity: {rps: 30000}";
+    match level {
+        "system" => format!("namespace: default\nsystem: {{limits: {limit}}}\nresources: {{{sized}}}}}\n"),
+        "resource" => format!("namespace: default\nresources: {{{sized}, limits: {limit}}}}}\n"),
+        _ => format!(
+            "namespace: default\nresources: {{{sized}}}}}\n\
+             entities: {{e: {{resources: {{gpt-4: {{limits: {limit}}}}}}}}}\n"
+        ),
+    }
+}
+
+/// A bucket stamped at 5x whose level's capacity then moves, at `level`:
+/// - through our apply: at the system or resource level the bucket keeps
+///   its capacity (the client's rule), so the apply's restamp puts back the
+///   amount it had before its first stamp; at the entity level the apply's
+///   sync writes the new parameters and the factor is stamped on them;
+/// - through the Python client's `set_system_defaults`,
+///   `set_resource_defaults` or `set_limits`: the same, done by the
+///   aggregator's repair on the bucket's next request.
+fn a_stamp_follows_its_capacity_at(level: &str) {
+    use zae_table::adaptive::usage::{self, MINUTE_MS};
+    use zae_table::store::{Returns, Store};
+    let (table, ns) = client_table(&format!("adaptive-moved-{level}"));
+    let (runtime, store) = store(&table);
+    apply(&runtime, &store, &ns, &manifest_at(level, 1_000, 100));
+    run_json("adaptive.py", &["touch", "--table", &table]);
+    let dir = TempDir::new(&table);
+    let checkpoint = dir.file("checkpoint.json");
+    let ra = || run_json("adaptive.py", &["params", "--table", &table])["ra"].as_i64().unwrap();
+    // A day ahead of moto's clock: the client's own traffic lands in other minutes.
+    let t0 = (chrono::Utc::now().timestamp_millis() / MINUTE_MS + 24 * 60) * MINUTE_MS;
+    for m in 0..6 {
+        let used = BTreeMap::from([("rps".to_owned(), 6_000_000)]);
+        let minute = t0 + (m - 1) * MINUTE_MS;
+        runtime
+            .block_on(store.update(&usage::add(&ns, "gpt-4", minute, &used), Returns::Nothing))
+            .unwrap();
+        sensed_tick(&table, &checkpoint, t0 + m * MINUTE_MS + 5_000);
+    }
+    assert_eq!(ra(), 500_000, "{level}: 5x of 100 a second");
+    // Our apply moves the capacity.
+    apply(&runtime, &store, &ns, &manifest_at(level, 2_000, 200));
+    let expected = if level == "entity" { 1_000_000 } else { 100_000 };
+    assert_eq!(ra(), expected, "{level}: after our apply");
+    apply(&runtime, &store, &ns, &manifest_at(level, 1_000, 100));
+    assert_eq!(ra(), 500_000, "{level}: back, and stamped again");
+    // The Python client moves it; the bucket's next request is repaired.
+    let args = ["set", "--table", &table, "--level", level, "--entity", "e"];
+    run_json("adaptive.py", &[&args[..], &["--capacity", "3000", "--rate", "300"]].concat());
+    run_json("adaptive.py", &["touch", "--table", &table]);
+    poll(&table, &checkpoint, moto(), &[], &[]);
+    let expected = if level == "entity" { 1_500_000 } else { 100_000 };
+    assert_eq!(ra(), expected, "{level}: after the client's own change");
+}
+
+#[test]
+fn a_stamp_follows_a_system_capacity_moved_by_apply_or_the_client() {
+    a_stamp_follows_its_capacity_at("system");
+}
+
+#[test]
+fn a_stamp_follows_a_resource_capacity_moved_by_apply_or_the_client() {
+    a_stamp_follows_its_capacity_at("resource");
+}
+
+#[test]
+fn a_stamp_follows_an_entity_capacity_moved_by_apply_or_the_client() {
+    a_stamp_follows_its_capacity_at("entity");
+}
+
+/// Six users who take all they are admitted (two requesters each, 100
+/// tokens a request), 20% of `gpt-4`'s estimated capacity at base (18,000
+/// rps tokens a minute; each user 10 a second, burst 100), everything real
+/// and in real time: the unchanged client's
+/// traffic, one poller and the controller's own loop (`aggregator
+/// control`: a tick two seconds into each minute, waiting for its
+/// canaries). The first minute at base is evaluated, the factor goes to
+/// `t / 0.2 = 5`, and every minute wholly after the raise uses 90-105% of
+/// the capacity. About four minutes.
+#[test]
+fn users_who_take_all_they_get_settle_at_the_target_over_their_use_at_base() {
+    use zae_table::adaptive::target::Target;
+    use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
+    use zae_table::keys;
+    use zae_table::store::{Query, Store};
+    const GREEDY: &str = "namespace: default
+resources:
+  gpt-4:
+    estimated_capacity: {rps: 18000}
+    limits:
+      rps: {capacity: 100, refill_amount: 10, refill_period: 1, adaptive: utilization}
+";
+    let (table, ns) = client_table("adaptive-greedy");
+    let (runtime, store) = store(&table);
+    apply(&runtime, &store, &ns, GREEDY);
+    let now = || chrono::Utc::now().timestamp_millis();
+    // The target, made as if two minutes ago: its minutes start now.
+    control(&table, now() - 2 * MINUTE_MS);
+    // Start the traffic late in a minute, so that the next one is whole.
+    let into = now() % MINUTE_MS;
+    if into < 45_000 {
+        std::thread::sleep(std::time::Duration::from_millis((45_000 - into) as u64));
+    }
+    let dir = TempDir::new(&table);
+    let _poller = Running::poller(&table, &dir.file("checkpoint.json"));
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_aggregator"));
+    controller
+        .args(["control", "--table", &table])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    aws_env(&mut controller, moto());
+    let _controller = Running(controller.spawn().expect("start the controller"));
+    let started = now();
+    let traffic = run_json(
+        "adaptive.py",
+        &["greedy", "--table", &table, "--entities", "6", "--seconds", "200", "--tokens", "100"],
+    );
+    // Every shard read past the traffic before the minutes are read.
+    poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    let (pk, sk) = Target::key(&ns, "gpt-4", "rps");
+    let target = Target::from_item(&runtime.block_on(store.get(&pk, &sk, true)).unwrap().unwrap()).unwrap();
+    let raise = target
+        .history
+        .iter()
+        .find(|m| m.to.as_f64() > 1.0)
+        .unwrap_or_else(|| panic!("no raise: {target:?}\n{traffic}"));
+    let query = Query {
+        index: &keys::Index::TABLE,
+        pk: keys::pk_adaptive(&ns),
+        sk_prefix: keys::SK_ADAPTIVE_USAGE.to_owned(),
+        consistent: true,
+    };
+    let minutes: Vec<(i64, f64)> = runtime
+        .block_on(store.query(&query))
+        .unwrap()
+        .iter()
+        .filter_map(Minute::from_item)
+        .filter(|m| m.minute_ms >= minute_of(started))
+        .map(|m| (m.minute_ms, m.used.get("rps").copied().unwrap_or(0) as f64 / 18_000_000.0))
+        .collect();
+    let context = format!("raise {raise:?}\nminutes {minutes:?}\n{traffic}");
+    eprintln!("{context}");
+    let at_base = raise.minute_ms;
+    let base = minutes.iter().find(|(m, _)| *m == at_base).expect(&context).1;
+    assert!((base - 0.2).abs() <= 0.02, "20% at base: {context}");
+    assert!((raise.to.as_f64() - 5.0).abs() <= 0.5, "t / 0.2: {context}");
+    let raised: Vec<f64> = minutes
+        .iter()
+        .filter(|(m, _)| *m >= minute_of(raise.at_ms) + MINUTE_MS && *m + MINUTE_MS <= started + 200_000)
+        .map(|(_, u)| *u)
+        .collect();
+    assert!(!raised.is_empty(), "a whole minute after the raise: {context}");
+    for u in raised {
+        assert!((0.9..=1.05).contains(&u), "use at the target: {context}");
+    }
+}
