@@ -20,3 +20,6 @@ cargo test -p cfn-limits-resource --lib manifest::properties -- --nocapture
 export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 ZAE_FUZZ_CASES="${MODEL_CASES:-20000}" cargo test -p zae-aggregator --test refill_model --test shard_model -- --nocapture
 ZAE_FUZZ_CASES="${ORACLE_CASES:-3000}" cargo test -p zae-aggregator --test schedule_oracle -- --nocapture
+# The adaptive controller's simulation: its safety properties with
+# CONTROLLER_CASES scenarios each, and its convergence populations of that size.
+ZAE_FUZZ_CASES="${CONTROLLER_CASES:-30000}" cargo test -p zae-aggregator --test controller_model -- --nocapture

@@ -1,13 +1,14 @@
 //! The adaptive controller's cost, on the in-memory twin of the table with
-//! DynamoDB's latency modelled (every call takes `LATENCY` on tokio's clock,
+//! DynamoDB's latency modelled (every call takes a fixed time on tokio's clock,
 //! which is paused: the times are what that latency gives, with the calls
 //! overlapped as the controller overlaps them, not this machine's speed).
 //!
 //! 1. Calls and time per tick at 1, 10 and 100 namespaces (one target of 10
 //!    buckets each), steady and with every factor moving.
-//! 2. A move on a resource of 100,000 buckets: the ticks (each stopped 57 s
-//!    into a 60 s invocation, after a 15 s canary wait) until every bucket
-//!    carries the newest factor, when the factor moves again during the lap.
+//! 2. A move on a resource of 100,000 buckets, at 10 ms a call so that a lap
+//!    needs more than one tick: the ticks (each stopped 57 s into a 60 s
+//!    invocation, after a 15 s canary wait) until every bucket carries the
+//!    newest factor, when the factor moves again during the lap.
 //!
 //! Run: `cargo run --release -p zae-aggregator --example bench_control`.
 
@@ -27,24 +28,26 @@ use zae_test_support::memory::MemoryStore;
 const T0: i64 = 1_796_032_800_000;
 /// A DynamoDB call's round trip from a Lambda in the same region.
 const LATENCY: Duration = Duration::from_millis(5);
+/// A slow one: the 100,000-bucket lap then needs more than one tick.
+const SLOW: Duration = Duration::from_millis(10);
 
-struct Latency;
+struct Latency(Duration);
 impl Faults for Latency {
     fn delay(&self, _: &Call<'_>) -> Option<Duration> {
-        Some(LATENCY)
+        Some(self.0)
     }
 }
 
 type Table = Counted<Injected<MemoryStore, Latency>>;
 
-fn table(namespaces: usize, buckets: usize) -> Table {
+fn table(namespaces: usize, buckets: usize, latency: Duration) -> Table {
     let store = MemoryStore::with_page_items(1_000);
     for n in 0..namespaces {
         add_namespace(&store, &format!("ns{n:03}"), buckets);
     }
     Counted::new(Injected {
         inner: store,
-        faults: Latency,
+        faults: Latency(latency),
     })
 }
 
@@ -92,7 +95,7 @@ async fn per_namespace_count() {
     println!("| namespaces | steady tick: calls | time | tick moving every factor: calls | time |");
     println!("|---|---|---|---|---|");
     for namespaces in [1usize, 10, 100] {
-        let store = table(namespaces, 10);
+        let store = table(namespaces, 10, LATENCY);
         for m in 0..8 {
             tick(&store, namespaces, m, 20_000).await;
         }
@@ -125,7 +128,7 @@ fn all_at(store: &Table, factor: i64) -> usize {
 
 async fn hundred_thousand() {
     const BUCKETS: usize = 100_000;
-    let store = table(1, 0);
+    let store = table(1, 0, SLOW);
     for i in 0..BUCKETS {
         store
             .inner()
@@ -204,6 +207,9 @@ async fn main() {
         LATENCY.as_millis()
     );
     per_namespace_count().await;
-    println!("\n== a move on 100,000 buckets, moved again during its lap\n");
+    println!(
+        "\n== a move on 100,000 buckets, moved again during its lap, {} ms a call\n",
+        SLOW.as_millis()
+    );
     hundred_thousand().await;
 }

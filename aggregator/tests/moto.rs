@@ -551,8 +551,8 @@ fn a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter() {
     assert!(hourly["counters"].get("window").is_none(), "{usage}");
 }
 
-/// A steady workload of the real client (three entities, 15 one-token
-/// acquires a second each, under a 20/s limit with a burst of 40), the
+/// A steady workload of the real client (three entities, 5 one-token
+/// acquires a second each, under a 20/s limit with a burst of 15), the
 /// stream fed to the built binary under the Lambda stand-in every second,
 /// against the same workload with no aggregator. The refill pass keeps the
 /// stored balances ahead of the fast path, so the client falls back to its
@@ -570,6 +570,14 @@ fn refills_spare_the_real_client_most_of_its_slow_paths() {
                 mode,
                 "--seconds",
                 "10",
+                // Below moto's pace: one single-threaded moto serves an
+                // acquire in about 27 ms here, so the default 3 x 15/s
+                // saturates it, the stream lags by seconds, and a 40-token
+                // burst drains between two batches whoever refills it.
+                "--rate",
+                "5",
+                "--burst",
+                "15",
                 "--aggregator",
                 env!("CARGO_BIN_EXE_aggregator"),
             ],
