@@ -22,4 +22,4 @@ ZAE_FUZZ_CASES="${MODEL_CASES:-20000}" cargo test -p zae-aggregator --test refil
 ZAE_FUZZ_CASES="${ORACLE_CASES:-3000}" cargo test -p zae-aggregator --test schedule_oracle -- --nocapture
 # The adaptive controller's simulation: its safety properties with
 # CONTROLLER_CASES scenarios each, and its convergence populations of that size.
-ZAE_FUZZ_CASES="${CONTROLLER_CASES:-30000}" cargo test -p zae-aggregator --test controller_model -- --nocapture
+ZAE_FUZZ_CASES="${CONTROLLER_CASES:-300000}" cargo test -p zae-aggregator --test controller_model -- --nocapture

@@ -60,9 +60,10 @@ fn controller(store: &Table, stop: Option<Instant>) -> Controller<'_, Table, Fix
     }
 }
 
-/// Minute `m`'s usage of every namespace written and the tick's canaries
-/// sensed, then the tick: `(moved targets, modelled time)`.
-async fn tick(store: &Table, namespaces: usize, m: i64, tokens: i64) -> (usize, Duration) {
+/// What the aggregator would have written by tick `m`: minute `m - 1`'s
+/// usage of `tokens` on every namespace's resource, and the tick's canaries
+/// sensed. Returns the tick's time.
+async fn sense(store: &Table, namespaces: usize, m: i64, tokens: i64) -> i64 {
     let used = BTreeMap::from([("tpm".to_owned(), tokens * 1000)]);
     for n in 0..namespaces {
         let update = usage::add(&format!("ns{n:03}"), "r", T0 + (m - 1) * MINUTE_MS, &used);
@@ -74,6 +75,12 @@ async fn tick(store: &Table, namespaces: usize, m: i64, tokens: i64) -> (usize, 
         .update(&canary::sense(now, &all), Returns::Nothing)
         .await
         .unwrap();
+    now
+}
+
+/// Minute `m` sensed, then the tick: `(moved targets, modelled time)`.
+async fn tick(store: &Table, namespaces: usize, m: i64, tokens: i64) -> (usize, Duration) {
+    let now = sense(store, namespaces, m, tokens).await;
     store.reset();
     let started = Instant::now();
     let tick = controller(store, None).tick_all(now).await.unwrap();
@@ -142,15 +149,7 @@ async fn hundred_thousand() {
         m += 1;
         let store = &store;
         async move {
-            let used = BTreeMap::from([("tpm".to_owned(), tokens * 1000)]);
-            let update = usage::add("ns000", "r", T0 + (m - 1) * MINUTE_MS, &used);
-            store.update(&update, Returns::Nothing).await.unwrap();
-            let now = T0 + m * MINUTE_MS + 5_000;
-            let all: Vec<u32> = (0..canary::count_for(1)).collect();
-            store
-                .update(&canary::sense(now, &all), Returns::Nothing)
-                .await
-                .unwrap();
+            let now = sense(store, 1, m, tokens).await;
             let stop = Instant::now() + budget;
             let tick = controller(store, Some(stop)).tick_all(now).await.unwrap();
             tick.namespaces[0].targets[0].clone()

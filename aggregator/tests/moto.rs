@@ -15,8 +15,21 @@ use zae_test_support::emf::validate_emf;
 use zae_test_support::harness::*;
 
 /// `aggregator poll --until-idle` with this build's binary.
-fn poll(table: &str, checkpoint: &Path, endpoint: &str, env: &[(&str, &str)], extra: &[&str]) -> Poll {
-    poll_with(env!("CARGO_BIN_EXE_aggregator"), table, checkpoint, endpoint, env, extra)
+fn poll(
+    table: &str,
+    checkpoint: &Path,
+    endpoint: &str,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Poll {
+    poll_with(
+        env!("CARGO_BIN_EXE_aggregator"),
+        table,
+        checkpoint,
+        endpoint,
+        env,
+        extra,
+    )
 }
 
 struct Scenario {
@@ -734,4 +747,3 @@ fn removed_audit_items_reach_the_archive_once_after_deduplication() {
         .expect("archived");
     assert_eq!(expired["removed_by_ttl"], true, "{expired}");
 }
-

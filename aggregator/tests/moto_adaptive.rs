@@ -10,8 +10,21 @@ use std::process::Command;
 use zae_test_support::harness::*;
 
 /// `aggregator poll --until-idle` with this build's binary.
-fn poll(table: &str, checkpoint: &Path, endpoint: &str, env: &[(&str, &str)], extra: &[&str]) -> Poll {
-    poll_with(env!("CARGO_BIN_EXE_aggregator"), table, checkpoint, endpoint, env, extra)
+fn poll(
+    table: &str,
+    checkpoint: &Path,
+    endpoint: &str,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Poll {
+    poll_with(
+        env!("CARGO_BIN_EXE_aggregator"),
+        table,
+        checkpoint,
+        endpoint,
+        env,
+        extra,
+    )
 }
 
 /// The table through the same store the Lambdas use, on moto.
@@ -33,6 +46,61 @@ fn store(table: &str) -> (tokio::runtime::Runtime, zae_table::sdk::DynamoStore) 
     (runtime, zae_table::sdk::DynamoStore::new(client, table))
 }
 
+/// The usage minutes sensed on `namespace`, read back consistently.
+fn usage_minutes(
+    runtime: &tokio::runtime::Runtime,
+    store: &zae_table::sdk::DynamoStore,
+    namespace: &str,
+) -> Vec<zae_table::adaptive::usage::Minute> {
+    use zae_table::keys::{self, Index};
+    use zae_table::store::{Query, Store};
+    let query = Query {
+        index: &Index::TABLE,
+        pk: keys::pk_adaptive(namespace),
+        sk_prefix: keys::SK_ADAPTIVE_USAGE.to_owned(),
+        consistent: true,
+    };
+    let items = runtime.block_on(store.query(&query)).unwrap();
+    items
+        .iter()
+        .filter_map(zae_table::adaptive::usage::Minute::from_item)
+        .collect()
+}
+
+/// Declares `gpt-4`'s estimated capacities on the client's table, runs the
+/// poller over its whole stream, and sums the tokens sensed per limit.
+fn sensed_on_gpt4(
+    table: &str,
+    namespace: &str,
+    capacity: &[(&str, i64)],
+) -> (BTreeMap<String, i64>, Poll) {
+    use zae_table::adaptive::Declaration;
+    use zae_table::store::Store;
+    let (runtime, store) = store(table);
+    let declaration = Declaration {
+        capacity: BTreeMap::from([(
+            "gpt-4".to_owned(),
+            capacity
+                .iter()
+                .map(|(l, c)| ((*l).to_owned(), *c))
+                .collect(),
+        )]),
+        ..Declaration::default()
+    };
+    runtime
+        .block_on(store.put(&declaration.to_item(namespace), None))
+        .unwrap();
+    let dir = TempDir::new(table);
+    let polled = poll(table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    let mut sensed = BTreeMap::new();
+    for minute in usage_minutes(&runtime, &store, namespace) {
+        for (limit, used) in minute.used {
+            *sensed.entry(limit).or_insert(0) += used;
+        }
+    }
+    (sensed, polled)
+}
+
 /// The real client's requests on a three-level tree (org <- team <- key,
 /// team and key cascading, as the client allows): each request debits its
 /// entity's bucket and, where that bucket cascades, its parent's. Sensed by
@@ -41,40 +109,12 @@ fn store(table: &str) -> (tokio::runtime::Runtime, zae_table::sdk::DynamoStore) 
 /// sensed, where summing the buckets would give 1,062.
 #[test]
 fn the_sensor_counts_each_request_of_a_three_level_cascade_once() {
-    use zae_table::adaptive::{Declaration, usage};
-    use zae_table::keys::{self, Index};
-    use zae_table::store::{Query, Store};
     let table = unique_table("sensor");
     let driven = run_json("adaptive.py", &["cascade", "--table", &table]);
     let namespace = driven["namespace_id"].as_str().unwrap();
-    let (runtime, store) = store(&table);
-    let declaration = Declaration {
-        capacity: BTreeMap::from([(
-            "gpt-4".to_owned(),
-            BTreeMap::from([("tpm".to_owned(), 100_000)]),
-        )]),
-        levels: Vec::new(),
-        ..Declaration::default()
-    };
-    runtime
-        .block_on(store.put(&declaration.to_item(namespace), None))
-        .unwrap();
-    let dir = TempDir::new(&table);
-    let polled = poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
-    let query = Query {
-        index: &Index::TABLE,
-        pk: keys::pk_adaptive(namespace),
-        sk_prefix: keys::SK_ADAPTIVE_USAGE.to_owned(),
-        consistent: true,
-    };
-    let minutes = runtime.block_on(store.query(&query)).unwrap();
-    let sensed: i64 = minutes
-        .iter()
-        .filter_map(usage::Minute::from_item)
-        .map(|m| m.used["tpm"])
-        .sum();
+    let (sensed, polled) = sensed_on_gpt4(&table, namespace, &[("tpm", 100_000)]);
     assert_eq!(driven["tokens"], 532, "{driven}");
-    assert_eq!(sensed, 532_000, "{minutes:?}\n{}", polled.summary);
+    assert_eq!(sensed["tpm"], 532_000, "{sensed:?}\n{}", polled.summary);
 }
 
 /// One controller tick at `now_ms` as the Lambda's runs (it writes its
@@ -436,21 +476,35 @@ impl Drop for Running {
 fn wait_for(what: &str, limit: std::time::Duration, mut done: impl FnMut() -> bool) {
     let until = std::time::Instant::now() + limit;
     while !done() {
-        assert!(std::time::Instant::now() < until, "{what}: not within {limit:?}");
+        assert!(
+            std::time::Instant::now() < until,
+            "{what}: not within {limit:?}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
 
 /// A controller tick at `now_ms` with a running poller beside it: the first
 /// call writes the canaries, the second (once they are all sensed) evaluates.
-fn tick_beside(table: &str, runtime: &tokio::runtime::Runtime, store: &zae_table::sdk::DynamoStore, now_ms: i64) -> Value {
+fn tick_beside(
+    table: &str,
+    runtime: &tokio::runtime::Runtime,
+    store: &zae_table::sdk::DynamoStore,
+    now_ms: i64,
+) -> Value {
     use zae_table::adaptive::tick::Tick;
     let first = control(table, now_ms);
     if let Some(count) = first["canaries_written"].as_u64().filter(|n| *n > 0) {
-        wait_for("the tick's canaries sensed", std::time::Duration::from_secs(30), || {
-            let sensed = runtime.block_on(Tick::sensed(store)).unwrap();
-            sensed.iter().any(|(at, seen)| *at == now_ms && *seen as u64 >= count)
-        });
+        wait_for(
+            "the tick's canaries sensed",
+            std::time::Duration::from_secs(30),
+            || {
+                let sensed = runtime.block_on(Tick::sensed(store)).unwrap();
+                sensed
+                    .iter()
+                    .any(|(at, seen)| *at == now_ms && *seen as u64 >= count)
+            },
+        );
     }
     control(table, now_ms)
 }
@@ -476,13 +530,20 @@ fn a_warm_poller_never_undoes_the_controllers_cut() {
     }
     let dir = TempDir::new(&table);
     let _poller = Running::poller(&table, &dir.file("checkpoint.json"));
-    let ra = |e: &str| run_json("adaptive.py", &["params", "--table", &table, "--entity", e])["ra"].clone();
+    let ra = |e: &str| {
+        run_json("adaptive.py", &["params", "--table", &table, "--entity", e])["ra"].clone()
+    };
     let now = || chrono::Utc::now().timestamp_millis();
     // Idle minutes just gone: raised to the maximum.
     let r0 = minute_of(now());
     let mut factor = 0.0;
     for k in (1..=6).rev() {
-        factor = first_target(&tick_beside(&table, &runtime, &store, r0 - k * MINUTE_MS + 5_000))["factor"]
+        factor = first_target(&tick_beside(
+            &table,
+            &runtime,
+            &store,
+            r0 - k * MINUTE_MS + 5_000,
+        ))["factor"]
             .as_f64()
             .unwrap();
     }
@@ -491,29 +552,43 @@ fn a_warm_poller_never_undoes_the_controllers_cut() {
         assert_eq!(ra(e), 1_000_000, "{e} at 10x");
     }
     // The surge, sensed by the running poller.
-    let surge = run_json("adaptive.py", &["surge", "--table", &table, "--tokens", "45000"]);
+    let surge = run_json(
+        "adaptive.py",
+        &["surge", "--table", &table, "--tokens", "45000"],
+    );
     assert_eq!(surge["one_minute"], true, "{surge}");
     let m = surge["minute_ms"].as_i64().unwrap();
     let pk = keys::pk_adaptive(&ns);
-    wait_for("the surge sensed", std::time::Duration::from_secs(60), || {
-        let item = runtime.block_on(store.get(&pk, &keys::sk_adaptive_usage(m, "gpt-4"), true)).unwrap();
-        item.and_then(|i| Minute::from_item(&i)).is_some_and(|u| u.used.get("rps") >= Some(&45_000_000))
-    });
+    wait_for(
+        "the surge sensed",
+        std::time::Duration::from_secs(60),
+        || {
+            let item = runtime
+                .block_on(store.get(&pk, &keys::sk_adaptive_usage(m, "gpt-4"), true))
+                .unwrap();
+            item.and_then(|i| Minute::from_item(&i))
+                .is_some_and(|u| u.used.get("rps") >= Some(&45_000_000))
+        },
+    );
     let cut = tick_beside(&table, &runtime, &store, (m + MINUTE_MS + 5_000).max(now()));
     assert_eq!(first_target(&cut)["factor"], 1.0, "{cut}");
     // The poller reads the stamps, then every bucket's next request.
     for e in governed {
         run_json("adaptive.py", &["touch", "--table", &table, "--entity", e]);
     }
-    wait_for("the requests read", std::time::Duration::from_secs(60), || {
-        let sensed = runtime.block_on(store.query(&zae_table::store::Query {
-            index: &keys::Index::TABLE,
-            pk: keys::pk_adaptive(&ns),
-            sk_prefix: keys::sk_adaptive_usage(minute_of(now()), ""),
-            consistent: true,
-        }));
-        sensed.is_ok_and(|items| !items.is_empty())
-    });
+    wait_for(
+        "the requests read",
+        std::time::Duration::from_secs(60),
+        || {
+            let sensed = runtime.block_on(store.query(&zae_table::store::Query {
+                index: &keys::Index::TABLE,
+                pk: keys::pk_adaptive(&ns),
+                sk_prefix: keys::sk_adaptive_usage(minute_of(now()), ""),
+                consistent: true,
+            }));
+            sensed.is_ok_and(|items| !items.is_empty())
+        },
+    );
     for round in 0..3 {
         for e in governed {
             assert_eq!(ra(e), 100_000, "{e} at base, round {round}");
@@ -527,43 +602,14 @@ fn a_warm_poller_never_undoes_the_controllers_cut() {
 /// token of dev's requests is sensed once, on dev's bucket.
 #[test]
 fn a_childs_limit_its_parent_does_not_track_is_sensed_once() {
-    use zae_table::adaptive::{Declaration, usage};
-    use zae_table::keys::{self, Index};
-    use zae_table::store::{Query, Store};
     let table = unique_table("sensor-limits");
     let driven = run_json("adaptive.py", &["cascade-limits", "--table", &table]);
     let namespace = driven["namespace_id"].as_str().unwrap();
-    let (runtime, store) = store(&table);
-    let declaration = Declaration {
-        capacity: BTreeMap::from([(
-            "gpt-4".to_owned(),
-            BTreeMap::from([("tpm".to_owned(), 100_000), ("rpm".to_owned(), 1_000)]),
-        )]),
-        ..Declaration::default()
-    };
-    runtime
-        .block_on(store.put(&declaration.to_item(namespace), None))
-        .unwrap();
-    let dir = TempDir::new(&table);
-    poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
-    let query = Query {
-        index: &Index::TABLE,
-        pk: keys::pk_adaptive(namespace),
-        sk_prefix: keys::SK_ADAPTIVE_USAGE.to_owned(),
-        consistent: true,
-    };
-    let minutes = runtime.block_on(store.query(&query)).unwrap();
-    let sum = |limit: &str| -> i64 {
-        minutes
-            .iter()
-            .filter_map(usage::Minute::from_item)
-            .filter_map(|m| m.used.get(limit).copied())
-            .sum()
-    };
+    let (sensed, _) = sensed_on_gpt4(&table, namespace, &[("tpm", 100_000), ("rpm", 1_000)]);
     assert_eq!(driven["tpm"], 390, "{driven}");
-    assert_eq!(sum("tpm"), 390_000, "{minutes:?}");
+    assert_eq!(sensed["tpm"], 390_000, "{sensed:?}");
     // rpm: the three requests, each on dev's bucket and copied on lead's.
-    assert_eq!(sum("rpm"), 3_000, "{minutes:?}");
+    assert_eq!(sensed["rpm"], 3_000, "{sensed:?}");
 }
 
 /// `rps` on `gpt-4` at `level` (system, resource, or entity `e`'s): a burst
@@ -575,7 +621,9 @@ fn manifest_at(level: &str, capacity: i64, rate: i64) -> String {
     );
     let sized = "gpt-4: {estimated_capacity: {rps: 30000}";
     match level {
-        "system" => format!("namespace: default\nsystem: {{limits: {limit}}}\nresources: {{{sized}}}}}\n"),
+        "system" => {
+            format!("namespace: default\nsystem: {{limits: {limit}}}\nresources: {{{sized}}}}}\n")
+        }
         "resource" => format!("namespace: default\nresources: {{{sized}, limits: {limit}}}}}\n"),
         _ => format!(
             "namespace: default\nresources: {{{sized}}}}}\n\
@@ -601,7 +649,11 @@ fn a_stamp_follows_its_capacity_at(level: &str) {
     run_json("adaptive.py", &["touch", "--table", &table]);
     let dir = TempDir::new(&table);
     let checkpoint = dir.file("checkpoint.json");
-    let ra = || run_json("adaptive.py", &["params", "--table", &table])["ra"].as_i64().unwrap();
+    let ra = || {
+        run_json("adaptive.py", &["params", "--table", &table])["ra"]
+            .as_i64()
+            .unwrap()
+    };
     // A day ahead of moto's clock: the client's own traffic lands in other minutes.
     let t0 = (chrono::Utc::now().timestamp_millis() / MINUTE_MS + 24 * 60) * MINUTE_MS;
     for m in 0..6 {
@@ -615,16 +667,27 @@ fn a_stamp_follows_its_capacity_at(level: &str) {
     assert_eq!(ra(), 500_000, "{level}: 5x of 100 a second");
     // Our apply moves the capacity.
     apply(&runtime, &store, &ns, &manifest_at(level, 2_000, 200));
-    let expected = if level == "entity" { 1_000_000 } else { 100_000 };
+    let expected = if level == "entity" {
+        1_000_000
+    } else {
+        100_000
+    };
     assert_eq!(ra(), expected, "{level}: after our apply");
     apply(&runtime, &store, &ns, &manifest_at(level, 1_000, 100));
     assert_eq!(ra(), 500_000, "{level}: back, and stamped again");
     // The Python client moves it; the bucket's next request is repaired.
     let args = ["set", "--table", &table, "--level", level, "--entity", "e"];
-    run_json("adaptive.py", &[&args[..], &["--capacity", "3000", "--rate", "300"]].concat());
+    run_json(
+        "adaptive.py",
+        &[&args[..], &["--capacity", "3000", "--rate", "300"]].concat(),
+    );
     run_json("adaptive.py", &["touch", "--table", &table]);
     poll(&table, &checkpoint, moto(), &[], &[]);
-    let expected = if level == "entity" { 1_500_000 } else { 100_000 };
+    let expected = if level == "entity" {
+        1_500_000
+    } else {
+        100_000
+    };
     assert_eq!(ra(), expected, "{level}: after the client's own change");
 }
 
@@ -659,9 +722,8 @@ fn a_stamp_follows_an_entity_capacity_moved_by_apply_or_the_client() {
 #[test]
 fn users_who_take_all_they_get_settle_at_the_target_over_their_use_at_base() {
     use zae_table::adaptive::target::Target;
-    use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
-    use zae_table::keys;
-    use zae_table::store::{Query, Store};
+    use zae_table::adaptive::usage::{MINUTE_MS, minute_of};
+    use zae_table::store::Store;
     const GREEDY: &str = "namespace: default
 resources:
   gpt-4:
@@ -692,43 +754,64 @@ resources:
     let started = now();
     let traffic = run_json(
         "adaptive.py",
-        &["greedy", "--table", &table, "--entities", "6", "--seconds", "200", "--tokens", "100"],
+        &[
+            "greedy",
+            "--table",
+            &table,
+            "--entities",
+            "6",
+            "--seconds",
+            "200",
+            "--tokens",
+            "100",
+        ],
     );
     // Every shard read past the traffic before the minutes are read.
     poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
     let (pk, sk) = Target::key(&ns, "gpt-4", "rps");
-    let target = Target::from_item(&runtime.block_on(store.get(&pk, &sk, true)).unwrap().unwrap()).unwrap();
+    let target = Target::from_item(
+        &runtime
+            .block_on(store.get(&pk, &sk, true))
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
     let raise = target
         .history
         .iter()
         .find(|m| m.to.as_f64() > 1.0)
         .unwrap_or_else(|| panic!("no raise: {target:?}\n{traffic}"));
-    let query = Query {
-        index: &keys::Index::TABLE,
-        pk: keys::pk_adaptive(&ns),
-        sk_prefix: keys::SK_ADAPTIVE_USAGE.to_owned(),
-        consistent: true,
-    };
-    let minutes: Vec<(i64, f64)> = runtime
-        .block_on(store.query(&query))
-        .unwrap()
-        .iter()
-        .filter_map(Minute::from_item)
+    let minutes: Vec<(i64, f64)> = usage_minutes(&runtime, &store, &ns)
+        .into_iter()
         .filter(|m| m.minute_ms >= minute_of(started))
-        .map(|m| (m.minute_ms, m.used.get("rps").copied().unwrap_or(0) as f64 / 18_000_000.0))
+        .map(|m| {
+            (
+                m.minute_ms,
+                m.used.get("rps").copied().unwrap_or(0) as f64 / 18_000_000.0,
+            )
+        })
         .collect();
     let context = format!("raise {raise:?}\nminutes {minutes:?}\n{traffic}");
     eprintln!("{context}");
     let at_base = raise.minute_ms;
-    let base = minutes.iter().find(|(m, _)| *m == at_base).expect(&context).1;
+    let base = minutes
+        .iter()
+        .find(|(m, _)| *m == at_base)
+        .expect(&context)
+        .1;
     assert!((base - 0.2).abs() <= 0.02, "20% at base: {context}");
     assert!((raise.to.as_f64() - 5.0).abs() <= 0.5, "t / 0.2: {context}");
     let raised: Vec<f64> = minutes
         .iter()
-        .filter(|(m, _)| *m >= minute_of(raise.at_ms) + MINUTE_MS && *m + MINUTE_MS <= started + 200_000)
+        .filter(|(m, _)| {
+            *m >= minute_of(raise.at_ms) + MINUTE_MS && *m + MINUTE_MS <= started + 200_000
+        })
         .map(|(_, u)| *u)
         .collect();
-    assert!(!raised.is_empty(), "a whole minute after the raise: {context}");
+    assert!(
+        !raised.is_empty(),
+        "a whole minute after the raise: {context}"
+    );
     for u in raised {
         assert!((0.8..=1.05).contains(&u), "use at the target: {context}");
     }

@@ -76,7 +76,6 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
-
 impl Plan {
     pub fn lines(&self) -> Vec<ChangeLine> {
         self.changes

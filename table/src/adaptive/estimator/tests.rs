@@ -7,17 +7,19 @@ fn run(demand: impl Fn(f64) -> f64, law: Law, ticks: usize) -> Vec<f64> {
     (0..ticks)
         .map(|_| {
             let f = e.factor;
-            e.observe(
-                Observation {
-                    utilization: demand(f),
-                    factor: f,
-                    mixed: false,
-                },
-                law,
-            );
+            e.observe(obs(demand(f), f, false), law);
             e.factor
         })
         .collect()
+}
+
+/// Minute use at a factor, clean or mixed (a move part-way through it).
+fn obs(utilization: f64, factor: f64, mixed: bool) -> Observation {
+    Observation {
+        utilization,
+        factor,
+        mixed,
+    }
 }
 
 fn close(a: f64, b: f64, within: f64) -> bool {
@@ -84,14 +86,7 @@ fn from_a_raised_factor_a_fall_in_demand_is_learnt_without_overload() {
     for minute in 0..12 {
         let f = e.factor;
         let u = if minute < 5 { 0.2 * f } else { 0.1 * f };
-        e.observe(
-            Observation {
-                utilization: u,
-                factor: f,
-                mixed: false,
-            },
-            law,
-        );
+        e.observe(obs(u, f, false), law);
         assert!(u <= 1.0 + 1e-9, "minute {minute}: use {u} at {f}");
         path.push(e.factor);
     }
@@ -104,24 +99,10 @@ fn a_surge_is_cut_at_once_and_idle_goes_to_the_maximum() {
     let mut e = Estimator::default();
     for _ in 0..3 {
         let f = e.factor;
-        e.observe(
-            Observation {
-                utilization: 0.2,
-                factor: f,
-                mixed: false,
-            },
-            law,
-        );
+        e.observe(obs(0.2, f, false), law);
     }
     assert!(close(e.factor, 5.0, 0.01));
-    let decision = e.observe(
-        Observation {
-            utilization: 1.5,
-            factor: e.factor,
-            mixed: false,
-        },
-        law,
-    );
+    let decision = e.observe(obs(1.5, e.factor, false), law);
     assert_eq!(decision, Decision::Move(1.0));
     assert_eq!(e.reason, Reason::Surge);
     assert_eq!(run(|_| 0.0, law, 1), vec![10.0]);
@@ -132,32 +113,11 @@ fn a_surge_is_cut_at_once_and_idle_goes_to_the_maximum() {
 fn a_surge_in_a_mixed_minute_is_cut_too_and_nothing_else_moves_it() {
     let law = Law::full(10.0);
     let mut e = Estimator::default();
-    e.observe(
-        Observation {
-            utilization: 0.2,
-            factor: 1.0,
-            mixed: false,
-        },
-        law,
-    );
+    e.observe(obs(0.2, 1.0, false), law);
     assert!(close(e.factor, 5.0, 0.01));
-    let calm = e.observe(
-        Observation {
-            utilization: 0.5,
-            factor: 3.0,
-            mixed: true,
-        },
-        law,
-    );
+    let calm = e.observe(obs(0.5, 3.0, true), law);
     assert_eq!(calm, Decision::Hold);
-    let surge = e.observe(
-        Observation {
-            utilization: 2.0,
-            factor: 3.0,
-            mixed: true,
-        },
-        law,
-    );
+    let surge = e.observe(obs(2.0, 3.0, true), law);
     assert_eq!(surge, Decision::Move(1.0));
 }
 
@@ -165,14 +125,7 @@ fn a_surge_in_a_mixed_minute_is_cut_too_and_nothing_else_moves_it() {
 fn blind_goes_to_base_and_forgets() {
     let law = Law::full(10.0);
     let mut e = Estimator::default();
-    e.observe(
-        Observation {
-            utilization: 0.2,
-            factor: 1.0,
-            mixed: false,
-        },
-        law,
-    );
+    e.observe(obs(0.2, 1.0, false), law);
     assert_eq!(e.blind(), Decision::Move(1.0));
     assert_eq!(
         (e.factor, e.reason, e.points.len()),
@@ -187,14 +140,7 @@ fn the_reading_names_the_response_and_use_at_base() {
     let mut e = Estimator::default();
     for _ in 0..4 {
         let f = e.factor;
-        e.observe(
-            Observation {
-                utilization: 0.2 * f,
-                factor: f,
-                mixed: false,
-            },
-            law,
-        );
+        e.observe(obs(0.2 * f, f, false), law);
     }
     let reading = e.reading(law);
     let (a, b) = reading.response.expect("two factors observed");
@@ -212,13 +158,6 @@ fn state_written_by_the_earlier_estimator_reads_back() {
     let mut e: Estimator = serde_json::from_str(old).unwrap();
     assert_eq!(e.factor, 2.2);
     // Its observations say 0.2 at base: the law on use at base wants 5.
-    e.observe(
-        Observation {
-            utilization: 0.44,
-            factor: 2.2,
-            mixed: false,
-        },
-        Law::full(10.0),
-    );
+    e.observe(obs(0.44, 2.2, false), Law::full(10.0));
     assert!(close(e.factor, 5.0, 0.05), "{e:?}");
 }
