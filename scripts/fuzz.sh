@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The long fuzzing run: every property test of the stream-record parser and
-# planner, of the compact-schedule decoder, and of the manifest parser and the
-# CloudFormation coercion, with ZAE_FUZZ_CASES cases each (default 200000:
-# six properties, 1.2 million cases in all). The test command runs the same
+# planner (hostile archive keys included), of the compact-schedule decoder,
+# and of the manifest parser and the CloudFormation coercion, with
+# ZAE_FUZZ_CASES cases each (default 200000: seven properties, 1.4 million
+# cases in all). The test command runs the same
 # properties with a few hundred to a few thousand cases every time.
-# Then the refill and shard models (MODEL_CASES, 20000 runs each) and the
+# Then the refill and shard models (MODEL_CASES, 20000 runs each; the shard
+# models with sibling reads failing, siblings unparseable and doublings racing
+# the clones) and the
 # schedule oracle against the client's own code (ORACLE_CASES, 3000).
 # The dev profile is used on purpose: its overflow checks are on.
 set -euo pipefail

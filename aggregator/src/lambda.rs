@@ -75,9 +75,44 @@ pub async fn dispatch<S: Store, M: MetricSink, C: StreamShards>(
         let tick = tick(aggregator, sink, shards, remaining).await?;
         return Ok(serde_json::json!({ "ticks": tick }));
     }
-    let payload: StreamEvent = serde_json::from_str(raw.get())?;
+    let mut payload: StreamEvent = serde_json::from_str(raw.get())?;
+    if let Some(table) = shards.table() {
+        payload
+            .records
+            .retain(|record| !foreign(record.get(), table));
+    }
     let response = handle(aggregator, sink, LambdaEvent::new(payload, context)).await?;
     Ok(serde_json::to_value(response)?)
+}
+
+/// Whether a record names another table's stream in `eventSourceARN`
+/// (`arn:...:table/{name}/stream/...`): a misrouted direct invoke, ignored
+/// and logged. A guard against mistakes, not attackers: whoever may invoke
+/// the function may write that field too. A record without one is ours.
+pub fn foreign(record: &str, table: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Source<'a> {
+        #[serde(rename = "eventSourceARN", borrow)]
+        arn: Option<&'a str>,
+    }
+    let Some(arn) = serde_json::from_str::<Source<'_>>(record)
+        .ok()
+        .and_then(|s| s.arn)
+    else {
+        return false;
+    };
+    let named = arn
+        .split_once(":table/")
+        .map(|(_, rest)| rest.split('/').next().unwrap_or_default());
+    let foreign = named.is_some_and(|name| name != table);
+    if foreign {
+        tracing::warn!(
+            event_source = arn,
+            table,
+            "ignoring a record of another table's stream"
+        );
+    }
+    foreign
 }
 
 /// One controller tick within `remaining`: its metrics are published
@@ -143,9 +178,17 @@ pub async fn handle<S: Store, M: MetricSink>(
         "" => "zae-aggregator",
         arn => arn,
     };
-    let outcome = aggregator
+    let started = Instant::now();
+    let mut outcome = aggregator
         .process(&texts, principal, now_ms.div_euclid(1000), Some(deadline))
         .await;
+    outcome
+        .metrics
+        .push(crate::metrics::MetricEvent::Controller {
+            at_ms: now_ms,
+            name: crate::metrics::STREAM_BATCH_DURATION,
+            value: started.elapsed().as_secs_f64() * 1000.0,
+        });
     publish(sink, &outcome.metrics).await;
     tracing::info!(stats = ?outcome.stats, first_failure = ?outcome.first_failure.as_ref().map(|s| s.as_stream().to_owned()), "batch processed");
     Ok(Response {
@@ -174,6 +217,16 @@ mod tests {
     use zae_table::Window;
     use zae_test_support::memory::MemoryStore;
 
+    fn settings() -> Settings {
+        Settings {
+            windows: vec![Window::Hourly],
+            snapshot_ttl_days: 90,
+            concurrency: 4,
+            retry: RetryPolicy::default(),
+            refill: true,
+        }
+    }
+
     /// Discards what it is given.
     struct NoMetrics;
 
@@ -195,14 +248,7 @@ mod tests {
         .unwrap();
         let payload: StreamEvent = serde_json::from_str(&text).unwrap();
         let records = payload.records.len();
-        let settings = Settings {
-            windows: vec![Window::Hourly],
-            snapshot_ttl_days: 90,
-            concurrency: 4,
-            retry: RetryPolicy::default(),
-            refill: true,
-        };
-        let aggregator = Aggregator::new(MemoryStore::new(), settings);
+        let aggregator = Aggregator::new(MemoryStore::new(), settings());
         let event = LambdaEvent::new(payload, lambda_runtime::Context::default());
         let answer = handle(&aggregator, &NoMetrics, event).await.unwrap();
         let json = serde_json::to_value(&answer).unwrap();
@@ -225,6 +271,53 @@ mod tests {
             serde_json::to_value(&failed).unwrap()["batchItemFailures"],
             serde_json::json!([{"itemIdentifier": "1100000000017454423835"}])
         );
+    }
+
+    #[test]
+    fn a_record_of_another_tables_stream_is_foreign_and_one_without_a_source_is_not() {
+        let of = |arn: &str| format!(r#"{{"eventSourceARN":"{arn}","eventName":"MODIFY"}}"#);
+        let ours = "arn:aws:dynamodb:us-east-1:1:table/rate_limits/stream/2026-01-01T00:00:00.000";
+        assert!(!foreign(&of(ours), "rate_limits"));
+        assert!(foreign(
+            &of(&ours.replace("rate_limits", "other")),
+            "rate_limits"
+        ));
+        assert!(foreign(
+            &of(&ours.replace("rate_limits", "rate_limits2")),
+            "rate_limits"
+        ));
+        assert!(!foreign(r#"{"eventName":"MODIFY"}"#, "rate_limits"));
+        assert!(
+            !foreign("not json", "rate_limits"),
+            "left to the planner to skip"
+        );
+    }
+
+    /// A direct invoke with another table's records changes nothing.
+    #[tokio::test]
+    async fn a_batch_naming_another_tables_stream_is_ignored() {
+        struct Named;
+        impl StreamShards for Named {
+            async fn open_shards(&self) -> Result<usize, String> {
+                Ok(1)
+            }
+            fn table(&self) -> Option<&str> {
+                Some("not-the-sample-table")
+            }
+        }
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/lambda_event_sample.json"
+        ))
+        .unwrap();
+        let aggregator = Aggregator::new(MemoryStore::new(), settings());
+        let raw = RawValue::from_string(text).unwrap();
+        let event = LambdaEvent::new(raw, lambda_runtime::Context::default());
+        let answer = dispatch(&aggregator, &NoMetrics, &Named, event)
+            .await
+            .unwrap();
+        assert_eq!(answer["body"]["processed"], 0, "{answer}");
+        assert!(aggregator.store().items().is_empty());
     }
 
     /// `aws_lambda_events` (1.2.1 here) reads `.653` s as `.000653` s. The

@@ -127,6 +127,7 @@ async fn main() -> ExitCode {
             .retry_config(RetryConfig::disabled())
             .build(),
     );
+    zae_aggregator::write::set_clock_skew(environment.clock_skew_ms);
     let mut aggregator = Aggregator::new(
         DynamoStore::new(dynamodb.clone(), &environment.table_name),
         environment.settings.clone(),

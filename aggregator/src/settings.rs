@@ -29,6 +29,9 @@ pub struct Environment {
     /// Where removed audit items are archived (`ARCHIVE_BUCKET`); none when
     /// unset or empty.
     pub archive_bucket: Option<String>,
+    /// `ZAE_CLOCK_SKEW_MS`: added to the aggregator's clock, for clock-skew
+    /// measurements only (0 unless set).
+    pub clock_skew_ms: i64,
 }
 
 /// Reads a variable through `lookup`, so tests need not touch the process environment.
@@ -100,11 +103,14 @@ pub fn from_lookup(
             reason: "longer than 255 characters".into(),
         });
     }
+    let day_ms = 86_400_000;
+    let clock_skew_ms = int("ZAE_CLOCK_SKEW_MS", 0, -day_ms..=day_ms)?;
     let archive_bucket = lookup("ARCHIVE_BUCKET")
         .map(|b| b.trim().to_owned())
         .filter(|b| !b.is_empty());
     Ok(Environment {
         archive_bucket,
+        clock_skew_ms,
         warnings,
         table_name,
         metric_namespace,

@@ -616,6 +616,46 @@ fn refills_spare_the_real_client_most_of_its_slow_paths() {
     );
 }
 
+/// The aggregator's clock 10 s ahead of its client's, then 10 s behind
+/// (`ZAE_CLOCK_SKEW_MS`), under one entity asking a little more than its
+/// limit refills: the real client is admitted what it is without skew (all
+/// of it, here), because a refill never stamps `rf` past the newest image's
+/// own time. Without that bound, an `rf` in the client's future made its
+/// slow paths credit nothing until its clock caught up: about 100 of 250
+/// requests admitted at +10 s (123 at +1 s, 92 at +100 s). Behind, our
+/// refills credit nothing and the client refills itself.
+#[test]
+fn a_refill_never_stamps_rf_past_the_tables_clock() {
+    for skew in ["10000", "-10000"] {
+        let run = run_json(
+            "slow_paths.py",
+            &[
+                "run",
+                "--mode",
+                "ours",
+                "--seconds",
+                "10",
+                "--entities",
+                "1",
+                "--rate",
+                "25",
+                "--burst",
+                "15",
+                "--skew-ms",
+                skew,
+                "--aggregator",
+                env!("CARGO_BIN_EXE_aggregator"),
+            ],
+        );
+        let (admitted, requests) = (
+            run["admitted"].as_u64().unwrap(),
+            run["requests"].as_u64().unwrap(),
+        );
+        assert!(admitted * 100 >= requests * 95, "skew {skew} ms: {run}");
+        assert_eq!(run["fed"]["errors"], 0, "{run}");
+    }
+}
+
 /// A shard 0 whose `wcu` runs low (set by hand: moto cannot take the write
 /// rate that would run it down) is doubled by the poller; the raised count
 /// is propagated and shard 1 pre-created, its rps at half the capacity and
@@ -666,7 +706,9 @@ fn a_hot_bucket_doubles_and_its_new_shard_is_funded_from_the_old_one() {
 /// every deleted event once the documented query keeps one line per
 /// `event_id`, none of the kept ones, each in its namespace's partition.
 /// A full replay of the stream (a redelivery of everything) adds no event
-/// to what the query returns. A TTL removal, made here since moto never
+/// to what the query returns. Three forged audit items (keys the acquire
+/// policy lets a client write, removed) become no line and are counted as
+/// skipped. A TTL removal, made here since moto never
 /// sets `userIdentity`, goes through the built binary under the Lambda
 /// stand-in and is archived as removed by TTL.
 #[test]
@@ -693,9 +735,10 @@ fn removed_audit_items_reach_the_archive_once_after_deduplication() {
         ids.sort();
         ids
     };
-    poll(&table, &dir.file("first.json"), moto(), &env, &[]);
+    let polled = poll(&table, &dir.file("first.json"), moto(), &env, &[]);
     let first = run_json("archive.py", &["read", "--bucket", &bucket]);
-    assert_eq!(events(&first), deleted, "{first}");
+    assert_eq!(events(&first), deleted, "no forged line: {first}");
+    assert_eq!(polled.summary["archive_skipped"], 3, "{}", polled.summary);
     let prefix = format!("audit/namespace={namespace}/year=");
     assert!(
         first["objects"]

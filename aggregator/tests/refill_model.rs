@@ -3,7 +3,8 @@
 //! that never refills), client slow-path writes (read, refill drift-free,
 //! `rf`-locked write), aggregator refills computed from lagging stream
 //! images, admin syncs (`cp`/`ra` with `vu = 0`), `ra`-only changes (an
-//! adaptive factor) and shard doublings. The table is the in-memory twin,
+//! adaptive factor), syncs that change only the item's schedule, and shard
+//! doublings. The table is the in-memory twin,
 //! which evaluates every update and condition expression; the refill's
 //! decision and write are the production code's.
 //!
@@ -12,6 +13,8 @@
 //!   landed refills, client and aggregator alike, form one chain;
 //! - an aggregator refill credits at most the current rate over its
 //!   interval and never lifts a balance above the current ceiling;
+//! - a refill never lands across a change of the parameters or schedules
+//!   it was decided from;
 //! - a hard limit admits over any interval `(t1, t2]` at most its ceiling
 //!   plus its rate over `(rf at t1, t2]`, both per shard share, plus the
 //!   documented surplus a doubling leaves until the next slow pass.
@@ -47,6 +50,9 @@ enum Op {
         ra: i64,
     },
     RateOnly(i64),
+    /// A sync that changes only the item's parameter schedule (at most 1x,
+    /// so the stored parameters stay the bound).
+    ScheduleOnly(Option<&'static str>),
     Double,
 }
 
@@ -58,6 +64,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (prop::sample::select(vec![4i64, 10, 20]), prop::sample::select(vec![500i64, 1000, 3000]))
             .prop_map(|(cp, ra)| Op::AdminSync { cp, ra }),
         1 => prop::sample::select(vec![250i64, 1000, 4000]).prop_map(Op::RateOnly),
+        1 => prop::sample::select(vec![None, Some("1h0-23s500"), Some("1h0-11s800")]).prop_map(Op::ScheduleOnly),
         1 => Just(Op::Double),
     ]
 }
@@ -187,6 +194,11 @@ impl Run {
                 (ceiling, rate),
                 "a refill never lands across a parameter change"
             );
+            assert_eq!(
+                prior.get("sched"),
+                image_item.get("sched"),
+                "a refill never lands across a schedule change"
+            );
             if delta > 0 {
                 assert!(
                     delta <= rate * (self.now - read_rf) / PERIOD,
@@ -210,6 +222,16 @@ impl Run {
         if close {
             b.set("vu", Attr::n(0));
         }
+        let update = b.build(PK, SK, Some("attribute_exists(PK)".into()));
+        self.write(table, update).await;
+    }
+
+    async fn schedule(&mut self, table: &MemoryStore, sched: Option<&str>) {
+        let mut b = UpdateBuilder::new();
+        match sched {
+            Some(s) => b.set("sched", Attr::s(s)),
+            None => b.remove("sched"),
+        };
         let update = b.build(PK, SK, Some("attribute_exists(PK)".into()));
         self.write(table, update).await;
     }
@@ -333,6 +355,7 @@ proptest! {
                         let lower = ra < n(run.current(), "b_rps_ra").unwrap();
                         run.params(&table, None, ra, lower).await
                     }
+                    Op::ScheduleOnly(sched) => run.schedule(&table, sched).await,
                     Op::Double => run.double(&table).await,
                 }
             }

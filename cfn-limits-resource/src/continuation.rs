@@ -17,6 +17,28 @@ pub const MAX_GENERATIONS: u64 = 50;
 /// The most an asynchronous invoke may take before the stack is answered.
 const INVOKE_BUDGET: Duration = Duration::from_secs(5);
 
+/// The environment variable naming the alias follow-ups invoke (the
+/// stack's `follow-up`, with its own retries and failure queue).
+pub const ALIAS_VARIABLE: &str = "FOLLOW_UP_ALIAS";
+
+/// Where a follow-up goes: this function's `alias` when there is one
+/// (CloudFormation's own requests reach the bare function, which keeps no
+/// failure queue for them), else the function as invoked. Any qualifier of
+/// the invoked ARN (a follow-up's own) is dropped first.
+pub fn target(function_arn: &str, alias: Option<&str>) -> String {
+    // arn:partition:lambda:region:account:function:name[:qualifier]
+    let parts: Vec<&str> = function_arn.splitn(8, ':').collect();
+    let bare = if parts.len() == 8 {
+        parts[..7].join(":")
+    } else {
+        function_arn.to_owned()
+    };
+    match alias.filter(|a| !a.is_empty()) {
+        Some(alias) if bare.contains(":function:") => format!("{bare}:{alias}"),
+        _ => bare,
+    }
+}
+
 /// Starts an invocation of a function and does not wait for it.
 pub trait Continuer: Send + Sync + 'static {
     fn invoke_async(
@@ -101,36 +123,60 @@ impl Continuation {
     }
 }
 
-/// Asks for a follow-up within `budget` (at most five seconds), and says
-/// what happens next, for the stack's `Reason` and the logs.
+/// Asks for a follow-up within `budget` (at most five seconds). `Ok` says
+/// what happens next; `Err`, that no follow-up started (the chain at its
+/// limit, an invoke refused or timed out), for the stack's `Reason`, the
+/// direct invoke's `errors` and the logs. A failure is also counted
+/// (`FollowUpsFailed`, per table), so that an alarm sees a stalled fan-out.
 pub async fn request<C: Continuer>(
     continuer: &C,
     function: &str,
     next: &Continuation,
     budget: Duration,
-) -> String {
+) -> Result<String, String> {
+    let failed = |sentence: String| {
+        tracing::error!(namespace = %next.namespace_id, table = %next.table, "{sentence}");
+        crate::metrics::follow_up_failed(&next.table);
+        Err(sentence)
+    };
     if next.generation > MAX_GENERATIONS {
-        tracing::error!(namespace = %next.namespace_id, "follow-up chain at its limit");
-        return format!(
+        return failed(format!(
             "after {MAX_GENERATIONS} follow-up invocations the chain stops; the next apply \
              goes on from there"
-        );
+        ));
     }
-    let invoke = continuer.invoke_async(function, next.payload());
+    let alias = std::env::var(ALIAS_VARIABLE).ok();
+    let function = target(function, alias.as_deref());
+    let invoke = continuer.invoke_async(&function, next.payload());
     match tokio::time::timeout(budget.min(INVOKE_BUDGET), invoke).await {
         Ok(Ok(())) => {
             tracing::info!(namespace = %next.namespace_id, generation = next.generation, "follow-up invocation started");
-            "the rest continues in follow-up invocations of this function".into()
+            Ok("the rest continues in follow-up invocations of this function".into())
         }
-        Ok(Err(err)) => {
-            tracing::error!(error = %err, "could not start a follow-up invocation");
-            format!(
-                "a follow-up invocation could not be started ({err}); the next apply goes on from there"
-            )
-        }
-        Err(_) => {
-            tracing::error!("starting a follow-up invocation timed out");
-            "starting a follow-up invocation timed out; the next apply goes on from there".into()
-        }
+        Ok(Err(err)) => failed(format!(
+            "a follow-up invocation could not be started ({err}); the next apply goes on from there"
+        )),
+        Err(_) => failed(
+            "starting a follow-up invocation timed out; the next apply goes on from there".into(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_follow_up_targets_the_alias_of_the_bare_function() {
+        let bare = "arn:aws:lambda:us-east-1:123456789012:function:stack-limits-provisioner";
+        let alias = Some("follow-up");
+        assert_eq!(target(bare, alias), format!("{bare}:follow-up"));
+        assert_eq!(
+            target(&format!("{bare}:follow-up"), alias),
+            format!("{bare}:follow-up")
+        );
+        assert_eq!(target(&format!("{bare}:$LATEST"), None), bare);
+        assert_eq!(target(bare, None), bare, "a migrated stack has no alias");
+        assert_eq!(target("arn:fn", alias), "arn:fn", "not an ARN: as it is");
     }
 }

@@ -163,6 +163,7 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
             reserve(remaining),
         )
         .await;
+        let next = next.unwrap_or_else(|failed| failed);
         outcome.reason = format!("{}: {next}", outcome.reason);
     }
     tracing::info!(
@@ -179,14 +180,14 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
 }
 
 /// Asks for a follow-up with the time left once `keep` (what the answer
-/// needs) is set aside; says what happens next.
+/// needs) is set aside; says what happens next, or why nothing does.
 async fn follow_up<T, R, C: Continuer>(
     deps: &Deps<T, R, C>,
     function_arn: &str,
     next: &Continuation,
     deadline_ms: u64,
     keep: Duration,
-) -> String {
+) -> Result<String, String> {
     let budget = zae_runtime::deadline::remaining(deadline_ms).saturating_sub(keep);
     continuation::request(&deps.continuer, function_arn, next, budget).await
 }
@@ -253,7 +254,7 @@ async fn answer_invoke<T, R, C: Continuer>(
 ) -> Result<Value, Failure> {
     let remaining = zae_runtime::deadline::remaining(deadline_ms);
     let limit = remaining.saturating_sub(reserve(remaining));
-    let report = match guarded(limit, work).await {
+    let mut report = match guarded(limit, work).await {
         Ok(Ok(report)) => report,
         Ok(Err(err)) => return Err(Failure::new(err.error_type(), err.to_string())),
         Err(Stopped::Deadline) => {
@@ -273,7 +274,7 @@ async fn answer_invoke<T, R, C: Continuer>(
         }
     };
     if report.stopped > 0 {
-        follow_up(
+        let started = follow_up(
             deps,
             function_arn,
             &next(&report),
@@ -281,6 +282,11 @@ async fn answer_invoke<T, R, C: Continuer>(
             RETURN_BUDGET,
         )
         .await;
+        // After commit, as the invoke protocol reports problems: a Lambda
+        // error here would make the Python CLI call a committed apply failed.
+        if let Err(sentence) = started {
+            report.errors.get_or_insert_with(Vec::new).push(sentence);
+        }
     }
     serde_json::to_value(&report).map_err(|e| Failure::new("ProvisionerError", e.to_string()))
 }

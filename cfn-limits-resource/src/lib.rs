@@ -19,6 +19,7 @@ pub mod continuation;
 pub mod invoke;
 pub mod lambda;
 pub mod manifest;
+pub mod metrics;
 pub mod registry;
 pub mod report;
 pub mod suggest;

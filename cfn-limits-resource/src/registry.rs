@@ -33,6 +33,26 @@ pub enum RegistryError {
     Stamp(#[source] StoreError),
     #[error("registering namespace '{0}': every new id was taken ({ATTEMPTS} attempts)")]
     IdsTaken(String),
+    /// Another stack's resource owns the stamp (or a stack stamped it before
+    /// owners existed): only it may stamp or restore the record.
+    #[error(
+        "the table's version record is stamped by {0}; only that resource may stamp or restore it \
+         (an earlier deployment's unowned stamp is adopted by that stack's next Update)"
+    )]
+    OwnedElsewhere(String),
+}
+
+/// Who stamps the version record, and how.
+pub enum Stamper<'a> {
+    /// `zae-limits init` and `--create-namespace`: no owner.
+    Cli(&'a str),
+    /// A stack's `Custom::ZaeLimiterTable`: `owner` is `<StackId>|<LogicalResourceId>`;
+    /// `adopt` on its Update (an unowned stamp of a stack's becomes its own).
+    Stack {
+        by: &'a str,
+        owner: &'a str,
+        adopt: bool,
+    },
 }
 
 /// A namespace and its id, and whether this call registered it.
@@ -43,24 +63,65 @@ pub struct Registered {
     pub created: bool,
 }
 
-/// Stamps the version record (creating it when missing), then registers
-/// each namespace that is not registered yet.
+/// Checks every name, registers each namespace that is not registered yet,
+/// then stamps the version record (creating it when missing): a name
+/// refused, an id taken or a failed call leaves the record as it was.
 pub async fn initialise(
     store: &impl Store,
     namespaces: &[String],
-    by: &str,
+    stamper: &Stamper<'_>,
     now_ms: i64,
 ) -> Result<Vec<Registered>, RegistryError> {
-    let stamp = registry::stamp_version(LAMBDA_VERSION_STAMP, by, now_ms);
-    store
-        .update(&stamp, Returns::Nothing)
-        .await
-        .map_err(RegistryError::Stamp)?;
+    for name in namespaces {
+        check_name(name)?;
+    }
     let mut registered = Vec::new();
     for name in namespaces {
         registered.push(register(store, name, now_ms).await?);
     }
+    stamp(store, stamper, now_ms).await?;
     Ok(registered)
+}
+
+async fn stamp(
+    store: &impl Store,
+    stamper: &Stamper<'_>,
+    now_ms: i64,
+) -> Result<(), RegistryError> {
+    let update = match stamper {
+        Stamper::Cli(by) => registry::stamp_version(LAMBDA_VERSION_STAMP, by, now_ms),
+        Stamper::Stack { by, owner, adopt } => {
+            registry::stamp_version_owned(LAMBDA_VERSION_STAMP, by, owner, *adopt, now_ms)
+        }
+    };
+    match store.update(&update, Returns::Nothing).await {
+        Ok(_) => Ok(()),
+        Err(StoreError::ConditionFailed { .. }) => Err(RegistryError::OwnedElsewhere(
+            stamp_holder(store).await.map_err(RegistryError::Stamp)?,
+        )),
+        Err(e) => Err(RegistryError::Stamp(e)),
+    }
+}
+
+/// Who holds the version record's stamp, in words.
+async fn stamp_holder(store: &impl Store) -> Result<String, StoreError> {
+    let record = store
+        .get(&keys::pk_registry(), keys::SK_VERSION, true)
+        .await?
+        .unwrap_or_default();
+    let text = |k: &str| {
+        record
+            .get(k)
+            .and_then(zae_table::Attr::as_s)
+            .map(str::to_owned)
+    };
+    Ok(match text(registry::STAMP_OWNER) {
+        Some(owner) => format!("the resource {owner}"),
+        None => format!(
+            "an earlier deployment ({}) that recorded no owner",
+            text("updated_by").unwrap_or_else(|| "unknown".into())
+        ),
+    })
 }
 
 /// Whether the table has a version record at all (a client or a stack
@@ -120,10 +181,17 @@ pub async fn register(
 }
 
 /// Puts `lambda_version` back to the protocol level the Python Lambdas
-/// stamp, if it still carries this project's stamp; `false` when someone
-/// stamped it since (or there is no record).
-pub async fn unstamp(store: &impl Store, by: &str, now_ms: i64) -> Result<bool, StoreError> {
-    let update = registry::restore_version(LAMBDA_VERSION_STAMP, PROTOCOL_VERSION, by, now_ms);
+/// stamp, if it still carries this project's stamp (and, with `owner`, is
+/// still that resource's); `false` when someone stamped it since, another
+/// resource owns it, or there is no record.
+pub async fn unstamp(
+    store: &impl Store,
+    by: &str,
+    owner: Option<&str>,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    let update =
+        registry::restore_version(LAMBDA_VERSION_STAMP, PROTOCOL_VERSION, by, owner, now_ms);
     match store.update(&update, Returns::Nothing).await {
         Ok(_) => Ok(true),
         Err(StoreError::ConditionFailed { .. }) => Ok(false),
@@ -156,10 +224,14 @@ mod tests {
         let store = MemoryStore::new();
         assert!(!initialised(&store).await.unwrap());
         let names = vec!["default".to_owned(), "tenant-a".to_owned()];
-        let first = initialise(&store, &names, "test", 1_000).await.unwrap();
+        let first = initialise(&store, &names, &Stamper::Cli("test"), 1_000)
+            .await
+            .unwrap();
         assert!(first.iter().all(|r| r.created), "{first:?}");
         assert!(initialised(&store).await.unwrap());
-        let again = initialise(&store, &names, "test", 2_000).await.unwrap();
+        let again = initialise(&store, &names, &Stamper::Cli("test"), 2_000)
+            .await
+            .unwrap();
         assert!(again.iter().all(|r| !r.created), "{again:?}");
         assert_eq!(
             first.iter().map(|r| &r.id).collect::<Vec<_>>(),
@@ -192,7 +264,9 @@ mod tests {
     #[tokio::test]
     async fn a_stamp_keeps_the_client_minimum_and_unstamping_restores_only_its_own() {
         let store = MemoryStore::new();
-        initialise(&store, &[], "test", 1_000).await.unwrap();
+        initialise(&store, &[], &Stamper::Cli("test"), 1_000)
+            .await
+            .unwrap();
         // A gate raised the minimum, then a Python deploy stamped its Lambdas.
         let mut raise = UpdateBuilder::new();
         raise.set(registry::CLIENT_MIN_VERSION, Attr::s("0.17.0"));
@@ -201,10 +275,12 @@ mod tests {
         let python = registry::stamp_version(PROTOCOL_VERSION, "cli:0.17.0", 1_500);
         store.update(&python, Returns::Nothing).await.unwrap();
         assert!(
-            !unstamp(&store, "test", 2_000).await.unwrap(),
+            !unstamp(&store, "test", None, 2_000).await.unwrap(),
             "not ours now"
         );
-        initialise(&store, &[], "test", 3_000).await.unwrap();
+        initialise(&store, &[], &Stamper::Cli("test"), 3_000)
+            .await
+            .unwrap();
         let read = || async {
             store
                 .get(&keys::pk_registry(), keys::SK_VERSION, true)
@@ -215,7 +291,7 @@ mod tests {
         let record = read().await;
         assert_eq!(record[LAMBDA_VERSION].as_s(), Some(LAMBDA_VERSION_STAMP));
         assert_eq!(record[registry::CLIENT_MIN_VERSION].as_s(), Some("0.17.0"));
-        assert!(unstamp(&store, "test", 4_000).await.unwrap());
+        assert!(unstamp(&store, "test", None, 4_000).await.unwrap());
         assert_eq!(read().await[LAMBDA_VERSION].as_s(), Some(PROTOCOL_VERSION));
     }
 
@@ -227,5 +303,73 @@ mod tests {
             assert!(matches!(err, RegistryError::BadName(..)), "{err}");
         }
         assert!(store.items().is_empty());
+    }
+
+    fn stack<'a>(owner: &'a str, adopt: bool) -> Stamper<'a> {
+        Stamper::Stack {
+            by: "cfn:0.17.0+rust",
+            owner,
+            adopt,
+        }
+    }
+
+    /// A name refused fails before anything is written: no stamp, no namespace.
+    #[tokio::test]
+    async fn a_refused_name_among_several_writes_nothing() {
+        let store = MemoryStore::new();
+        let names = vec!["default".to_owned(), "_".to_owned()];
+        let err = initialise(&store, &names, &stack("A|TableInit", false), 1)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::BadName(..)), "{err}");
+        assert!(store.items().is_empty(), "{:?}", store.items());
+    }
+
+    /// The stamp records its owner; another stack's resource can neither
+    /// stamp it (its error names the owner) nor restore it; the owner's
+    /// Delete restores it and drops the owner.
+    #[tokio::test]
+    async fn only_the_owner_of_the_stamp_may_stamp_or_restore_it() {
+        let store = MemoryStore::new();
+        initialise(&store, &[], &stack("A|TableInit", false), 1)
+            .await
+            .unwrap();
+        let err = initialise(&store, &[], &stack("B|Hijack", false), 2)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("A|TableInit"), "{err}");
+        let err = initialise(&store, &[], &stack("B|Hijack", true), 2)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::OwnedElsewhere(_)), "{err}");
+        assert!(!unstamp(&store, "cfn", Some("B|Hijack"), 3).await.unwrap());
+        let read = || store.item(&keys::pk_registry(), keys::SK_VERSION).unwrap();
+        assert_eq!(read()[LAMBDA_VERSION].as_s(), Some(LAMBDA_VERSION_STAMP));
+        assert!(
+            unstamp(&store, "cfn", Some("A|TableInit"), 4)
+                .await
+                .unwrap()
+        );
+        assert_eq!(read()[LAMBDA_VERSION].as_s(), Some(PROTOCOL_VERSION));
+        assert!(!read().contains_key(registry::STAMP_OWNER));
+    }
+
+    /// A stamp a stack made before owners existed: a new stack's Create is
+    /// refused, naming the earlier deployment; the Update of the stack whose
+    /// resource it is adopts it.
+    #[tokio::test]
+    async fn an_unowned_stack_stamp_is_adopted_by_an_update_and_refused_to_a_create() {
+        let store = MemoryStore::new();
+        let legacy = registry::stamp_version(LAMBDA_VERSION_STAMP, "cfn:0.17.0+rust", 1);
+        store.update(&legacy, Returns::Nothing).await.unwrap();
+        let err = initialise(&store, &[], &stack("B|Other", false), 2)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("recorded no owner"), "{err}");
+        initialise(&store, &[], &stack("A|TableInit", true), 3)
+            .await
+            .unwrap();
+        let record = store.item(&keys::pk_registry(), keys::SK_VERSION).unwrap();
+        assert_eq!(record[registry::STAMP_OWNER].as_s(), Some("A|TableInit"));
     }
 }

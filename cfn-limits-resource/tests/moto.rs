@@ -1656,6 +1656,28 @@ fn zae_limits_exit_codes_flags_and_errors() {
     exits(&["diff", "-f", good, "-n", &table, "--exit-code"], 0, "");
     let quiet = zae_limits(&["apply", "-f", good, "-n", &table, "--no-progress"]);
     assert!(!stderr(&quiet).contains("config:"), "{}", stderr(&quiet));
+    // 6: an apply stopped at --max-seconds with a fan-out left says so, and
+    // the same apply again finishes it.
+    let uncascaded = write_manifest(
+        "cli-uncascade.yaml",
+        &CASCADING.replace("cascade: true", "cascade: false"),
+    );
+    let uncascaded = uncascaded.to_str().unwrap();
+    let stopped = [
+        "apply",
+        "-f",
+        uncascaded,
+        "-n",
+        &table,
+        "--max-seconds",
+        "0",
+    ];
+    exits(
+        &stopped,
+        6,
+        "Unfinished: 1 bucket fan-out(s) stopped at --max-seconds",
+    );
+    exits(&["apply", "-f", uncascaded, "-n", &table], 0, "");
     // init: idempotent, JSON on request.
     let init = ok(&zae_limits(&[
         "init", "-n", &table, "-N", "default", "-N", "tenant-a", "--json",

@@ -5,7 +5,7 @@
 //! a key fixed by the records it holds, so a redelivered batch writes the
 //! same object again.
 
-use crate::keys::SK_AUDIT;
+use crate::keys::{AUDIT_PREFIX, SK_AUDIT};
 use crate::stream::{EventName, StreamRecord};
 use chrono::{DateTime, Datelike, NaiveDate};
 use serde_json::{Map, Number, Value};
@@ -14,17 +14,52 @@ use serde_json::{Map, Number, Value};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Archived {
     pub namespace: String,
+    /// The removed item's partition key, for logs.
+    pub key: String,
     /// The day of the event's own `timestamp` (or of its removal).
     pub day: NaiveDate,
     pub line: Value,
 }
 
+/// The longest namespace id an archive object key is built from. The
+/// client's ids are 11 characters; this bounds the object key far below
+/// S3's 1,024 bytes whatever a key holds.
+pub const MAX_NAMESPACE_BYTES: usize = 128;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArchiveError {
     #[error("audit record has no OldImage")]
     NoOldImage,
-    #[error("audit key `{0}` has no namespace")]
-    NoNamespace(String),
+    /// Only `{namespace id}/AUDIT#{entity}` is the table's own audit
+    /// partition. Anything else with an `#AUDIT#` sort key was written by
+    /// someone else (the acquire policy may put any key matching
+    /// `*/BUCKET#*`), and must not become an archive line.
+    #[error("`{0}` is not an audit partition key ({{namespace id}}/AUDIT#{{entity}}): {1}")]
+    NotAuditKey(String, &'static str),
+}
+
+/// The namespace id of a partition key that is the table's own audit
+/// partition, `{ns}/AUDIT#{entity}`: a bounded namespace id, and an entity
+/// the client writes audit events under (never a `#`, so no key the acquire
+/// policy's `*/BUCKET#*` allows passes; a `/` only in a resource's name,
+/// as in the client's own `$RESOURCE:openai/gpt-4`).
+pub fn audit_namespace(pk: &str) -> Result<&str, ArchiveError> {
+    let refuse = |why| ArchiveError::NotAuditKey(pk.to_owned(), why);
+    let (namespace, rest) = pk.split_once('/').ok_or_else(|| refuse("no namespace"))?;
+    let entity = rest
+        .strip_prefix(AUDIT_PREFIX)
+        .ok_or_else(|| refuse("not an AUDIT# partition"))?;
+    if namespace.is_empty() || namespace.len() > MAX_NAMESPACE_BYTES {
+        return Err(refuse("namespace id empty or too long"));
+    }
+    let id_chars = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if !namespace.chars().all(id_chars) {
+        return Err(refuse("namespace id outside [A-Za-z0-9_-]"));
+    }
+    if !crate::audit::is_audit_entity(entity) {
+        return Err(refuse("not $SYSTEM, $RESOURCE:<resource> or an entity id"));
+    }
+    Ok(namespace)
 }
 
 /// Whether a record is the removal of an audit item.
@@ -75,12 +110,8 @@ pub fn archived(record: &StreamRecord<'_>, raw: &Value) -> Result<Archived, Arch
         .pointer("/dynamodb/OldImage")
         .and_then(Value::as_object)
         .ok_or(ArchiveError::NoOldImage)?;
-    let pk = record.partition_key().unwrap_or_default();
-    let namespace = pk
-        .split_once('/')
-        .map(|(ns, _)| ns)
-        .filter(|ns| !ns.is_empty());
-    let namespace = namespace.ok_or_else(|| ArchiveError::NoNamespace(pk.to_owned()))?;
+    let key = record.partition_key().unwrap_or_default();
+    let namespace = audit_namespace(key)?;
     let mut line = Map::new();
     for field in [
         "event_id",
@@ -122,6 +153,7 @@ pub fn archived(record: &StreamRecord<'_>, raw: &Value) -> Result<Archived, Arch
         .unwrap_or_default();
     Ok(Archived {
         namespace: namespace.into(),
+        key: key.into(),
         day,
         line: Value::Object(line),
     })
@@ -190,5 +222,38 @@ mod tests {
             archived(&record, &raw).unwrap().line["removed_by_ttl"],
             false
         );
+    }
+
+    #[test]
+    fn only_the_tables_own_audit_partition_names_a_namespace() {
+        assert_eq!(
+            audit_namespace("AbC-_09xyz1/AUDIT#key-a"),
+            Ok("AbC-_09xyz1")
+        );
+        assert_eq!(audit_namespace("ns/AUDIT#user@x.io"), Ok("ns"));
+        assert_eq!(audit_namespace("ns/AUDIT#$SYSTEM"), Ok("ns"));
+        assert_eq!(audit_namespace("ns/AUDIT#$RESOURCE:openai/gpt-4"), Ok("ns"));
+        let long_ns = format!("{}/AUDIT#e", "n".repeat(MAX_NAMESPACE_BYTES + 1));
+        let long_entity = format!("ns/AUDIT#{}", "e".repeat(257));
+        for forged in [
+            "victim/AUDIT#x/BUCKET#y",
+            "victim/AUDIT#a#b",
+            "ghost/BUCKET#e#r#0",
+            "/AUDIT#e",
+            "ns/AUDIT#",
+            "AUDIT#e",
+            "n s/AUDIT#e",
+            "ns/AUDIT#-e",
+            "ns/AUDIT#$OTHER",
+            "ns/AUDIT#$RESOURCE:x/BUCKET#y",
+            "ns/AUDIT#e/x",
+            long_ns.as_str(),
+            long_entity.as_str(),
+        ] {
+            assert!(
+                matches!(audit_namespace(forged), Err(ArchiveError::NotAuditKey(..))),
+                "{forged}"
+            );
+        }
     }
 }

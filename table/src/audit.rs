@@ -60,6 +60,25 @@ impl Action {
     }
 }
 
+/// The audit partition of system-level config events.
+pub const SYSTEM_AUDIT_ENTITY: &str = "$SYSTEM";
+/// The audit partition of a resource's config events: this, then the resource.
+pub const RESOURCE_AUDIT_PREFIX: &str = "$RESOURCE:";
+
+/// Whether `entity` names an audit partition the client writes: `$SYSTEM`,
+/// `$RESOURCE:<resource>` (a resource name may hold `/` and `:`), or an
+/// entity id under the client's identifier rules. None holds a `#`.
+pub fn is_audit_entity(entity: &str) -> bool {
+    use crate::names::{NameKind, check};
+    if entity == SYSTEM_AUDIT_ENTITY {
+        return true;
+    }
+    match entity.strip_prefix(RESOURCE_AUDIT_PREFIX) {
+        Some(resource) => check(NameKind::Resource, resource).is_ok(),
+        None => check(NameKind::Entity, entity).is_ok(),
+    }
+}
+
 /// One audit event, before it becomes an item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEvent<'a> {

@@ -13,6 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const NAMESPACE_ID: &str = "namespace_id";
 /// On the version record: the version of the table's Lambdas.
 pub const LAMBDA_VERSION: &str = "lambda_version";
+/// On the version record: the stack resource (`<StackId>|<LogicalResourceId>`)
+/// whose `Custom::ZaeLimiterTable` stamped it, and alone may restore it.
+pub const STAMP_OWNER: &str = "stamp_owner";
+/// `updated_by` of a stamp a stack's resource made (before owners existed too).
+pub const STACK_STAMP_PREFIX: &str = "cfn:";
 /// On the version record: the oldest client allowed to open the table.
 pub const CLIENT_MIN_VERSION: &str = "client_min_version";
 const RESOURCES: &str = "resources";
@@ -107,6 +112,10 @@ pub const NAMESPACE_NAME: &str = "namespace_name";
 /// creating it as the client would when it is missing (schema version,
 /// `client_min_version` and index keys kept when present).
 pub fn stamp_version(lambda_version: &str, by: &str, now_ms: i64) -> Update {
+    stamping(lambda_version, by, now_ms).build(&keys::pk_registry(), keys::SK_VERSION, None)
+}
+
+fn stamping(lambda_version: &str, by: &str, now_ms: i64) -> crate::store::UpdateBuilder {
     let mut update = crate::store::UpdateBuilder::new();
     update
         .set(LAMBDA_VERSION, Attr::s(lambda_version))
@@ -116,12 +125,42 @@ pub fn stamp_version(lambda_version: &str, by: &str, now_ms: i64) -> Update {
         .set_if_absent(CLIENT_MIN_VERSION, Attr::s(ANY_CLIENT))
         .set_if_absent(keys::Index::GSI4.pk, Attr::s(keys::RESERVED_NAMESPACE))
         .set_if_absent(keys::Index::GSI4.sk, Attr::s(keys::pk_registry()));
-    update.build(&keys::pk_registry(), keys::SK_VERSION, None)
+    update
+}
+
+/// The same stamp, owned by a stack's resource: it lands where nobody owns
+/// the record or `owner` does. An unowned stamp of `lambda_version` a stack
+/// made (a deployment from before owners) is taken only with `adopt` (that
+/// stack's own Update); anything else leaves it to its stack.
+pub fn stamp_version_owned(
+    lambda_version: &str,
+    by: &str,
+    owner: &str,
+    adopt: bool,
+    now_ms: i64,
+) -> Update {
+    let mut update = stamping(lambda_version, by, now_ms);
+    update.set(STAMP_OWNER, Attr::s(owner));
+    let o = update.name(STAMP_OWNER);
+    let me = update.value(Attr::s(owner));
+    let unowned = format!("attribute_not_exists({o})");
+    let condition = if adopt {
+        format!("{unowned} OR {o} = {me}")
+    } else {
+        let (ver, by_name) = (update.name(LAMBDA_VERSION), update.name("updated_by"));
+        let ours = update.value(Attr::s(lambda_version));
+        let cfn = update.value(Attr::s(STACK_STAMP_PREFIX));
+        format!(
+            "({unowned} AND NOT ({ver} = {ours} AND begins_with({by_name}, {cfn}))) OR {o} = {me}"
+        )
+    };
+    update.build(&keys::pk_registry(), keys::SK_VERSION, Some(condition))
 }
 
 /// Puts `lambda_version` back to `to` only while it still reads `from`
-/// (nobody has stamped it since).
-pub fn restore_version(from: &str, to: &str, by: &str, now_ms: i64) -> Update {
+/// (nobody has stamped it since) and, with `owner`, only while `owner`
+/// holds it; the owner is then dropped.
+pub fn restore_version(from: &str, to: &str, by: &str, owner: Option<&str>, now_ms: i64) -> Update {
     let mut update = crate::store::UpdateBuilder::new();
     update
         .set(LAMBDA_VERSION, Attr::s(to))
@@ -129,11 +168,14 @@ pub fn restore_version(from: &str, to: &str, by: &str, now_ms: i64) -> Update {
         .set("updated_by", Attr::s(by));
     let name = update.name(LAMBDA_VERSION);
     let value = update.value(Attr::s(from));
-    update.build(
-        &keys::pk_registry(),
-        keys::SK_VERSION,
-        Some(format!("{name} = {value}")),
-    )
+    let mut condition = format!("{name} = {value}");
+    if let Some(owner) = owner {
+        update.remove(STAMP_OWNER);
+        let o = update.name(STAMP_OWNER);
+        let v = update.value(Attr::s(owner));
+        condition = format!("{condition} AND {o} = {v}");
+    }
+    update.build(&keys::pk_registry(), keys::SK_VERSION, Some(condition))
 }
 
 /// A new namespace id as the client makes them: eight random bytes in

@@ -3,7 +3,9 @@ wrote are removed, and the aggregator puts them in an S3 bucket.
 
     archive.py setup --table T --bucket B   table, bucket, two entities with limits
                                             (audit events), then half of the audit
-                                            items deleted; prints what was deleted
+                                            items deleted, and three forged audit
+                                            items (keys the acquire policy allows)
+                                            put and deleted; prints what was deleted
     archive.py ttl --table T --bucket B --aggregator BIN
                                             a TTL removal (moto never expires items
                                             nor sets userIdentity, so the record is
@@ -54,6 +56,26 @@ def audit_items(table: str, namespace: str) -> list:
     return items
 
 
+def forge(table: str, namespace: str) -> list:
+    """Items a client holding only the acquire policy may write (any key
+    matching `*/BUCKET#*`), made to look like audit items with a past ttl,
+    then removed: one aimed at this namespace's archive, one at a namespace
+    the table does not hold, one whose key would push the archive object's
+    key past S3's 1,024 bytes."""
+    ddb = boto3.client("dynamodb")
+    keys = [f"{namespace}/AUDIT#x/BUCKET#y", "ghost/BUCKET#e#r#0", f"{namespace}/BUCKET#{'e' * 950}#r#0"]
+    forged = []
+    for i, pk in enumerate(keys):
+        event_id = f"forged-{i}"
+        key = {"PK": {"S": pk}, "SK": {"S": f"#AUDIT#{event_id}"}}
+        ddb.put_item(TableName=table, Item={**key, "event_id": {"S": event_id}, "entity_id": {"S": "x"},
+                                            "action": {"S": "limits_set"},
+                                            "timestamp": {"S": "2026-11-29T10:00:00Z"}, "ttl": {"N": "1"}})
+        ddb.delete_item(TableName=table, Key=key)
+        forged.append(event_id)
+    return forged
+
+
 def setup(args) -> dict:
     boto3.client("s3").create_bucket(Bucket=args.bucket)
     namespace = asyncio.run(make_events(args.table))
@@ -63,7 +85,8 @@ def setup(args) -> dict:
     for item in items[::2]:
         ddb.delete_item(TableName=args.table, Key={"PK": item["PK"], "SK": item["SK"]})
         deleted.append(item["event_id"]["S"])
-    return {"namespace_id": namespace, "deleted": deleted, "kept": len(items) - len(deleted)}
+    forged = forge(args.table, namespace)
+    return {"namespace_id": namespace, "deleted": deleted, "kept": len(items) - len(deleted), "forged": forged}
 
 
 def ttl(args) -> dict:

@@ -4,6 +4,7 @@ aggregator, or with none.
 
     slow_paths.py run --mode ours|reference|none --seconds S [--entities E]
                       [--rate Q] [--burst B] [--window W] [--aggregator BIN]
+                      [--skew-ms MS]
 
 E entities each send Q one-token acquires a second, paced, against a hard
 per-second limit (RATE a second, burst --burst, 40 by default). The client talks to moto
@@ -15,7 +16,9 @@ in batches of 100: to our aggregator binary running under the Lambda
 stand-in (lambda_shim.py), or to the reference's `process_stream_records`,
 or to nobody. Both aggregators write to the same table the client uses.
 Prints one JSON object. Endpoint and credentials come from the AWS
-environment (AWS_ENDPOINT_URL is moto).
+environment (AWS_ENDPOINT_URL is moto). --skew-ms runs our aggregator's
+clock that far ahead of the client's (behind when negative), through its
+ZAE_CLOCK_SKEW_MS.
 """
 import argparse
 import asyncio
@@ -212,6 +215,7 @@ def run(args) -> None:
              "--env", f"TABLE_NAME={table}", "--env", f"AWS_ENDPOINT_URL={endpoint()}",
              "--env", "AWS_ACCESS_KEY_ID=test", "--env", "AWS_SECRET_ACCESS_KEY=test",
              "--env", f"AWS_REGION={region()}", "--env", "METRICS=off", "--env", "RUST_LOG=warn",
+             "--env", f"ZAE_CLOCK_SKEW_MS={args.skew_ms}",
              "--log", f"/tmp/{table}.log"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         esm_args += ["--shim", shim.stdout.readline().strip()]
@@ -229,7 +233,7 @@ def run(args) -> None:
     refused = sum(counts.refused.values())
     reads = sum(counts.calls.get(op, 0) for op in READS)
     print(json.dumps({
-        "mode": args.mode, "table": table, **tally, "fed": fed,
+        "mode": args.mode, "table": table, "skew_ms": args.skew_ms, **tally, "fed": fed,
         "refused_writes": refused, "reads": reads, "slow_paths": refused + reads,
         "calls": counts.calls, "refused": counts.refused,
     }))
@@ -246,6 +250,7 @@ def main() -> None:
     r.add_argument("--burst", type=int, default=40)
     r.add_argument("--window", type=float, default=1.0)
     r.add_argument("--aggregator")
+    r.add_argument("--skew-ms", type=int, default=0)
     e = sub.add_parser("esm")
     e.add_argument("--mode", required=True)
     e.add_argument("--table", required=True)

@@ -20,11 +20,7 @@ pub fn table(namespace: &str, buckets: usize) -> MemoryStore {
 
 /// Another namespace like [`table`]'s in `store`.
 pub fn add_namespace(store: &MemoryStore, namespace: &str, buckets: usize) {
-    for write in zae_table::registry::register_namespace(namespace, namespace, 0) {
-        if let zae_table::store::TxWrite::Put { item, .. } = write {
-            store.insert(item);
-        }
-    }
+    store.register_namespace(namespace);
     let config = LevelConfig {
         limits: vec![LimitConfig::drip("tpm", 10_000, 1_000, 60)],
         ..LevelConfig::default()

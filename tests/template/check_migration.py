@@ -78,7 +78,9 @@ def our_provisioner_actions() -> set:
     statements = [s for p in ours["Resources"]["ProvisionerRole"]["Properties"]["Policies"]
                   for s in p["PolicyDocument"]["Statement"]]
     # Log writes go to the function's own log group, granted by either stack.
-    return {a for a in actions(statements) if not a.startswith("logs:")}
+    # The follow-ups' failure queue belongs to our stack's alias; a migrated
+    # stack has neither (no FOLLOW_UP_ALIAS: follow-ups invoke the function).
+    return {a for a in actions(statements) if not a.startswith("logs:") and a != "sqs:SendMessage"}
 
 
 def main() -> int:

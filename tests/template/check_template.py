@@ -33,13 +33,14 @@ ALLOWED_RESOURCES = [
     {"Fn::Sub": TABLE_ARN + "/index/*"},
     {"Fn::Sub": TABLE_ARN + "/stream/*"},
     {"Fn::GetAtt": ["AggregatorDeadLetters", "Arn"]},
+    {"Fn::GetAtt": ["FollowUpDeadLetters", "Arn"]},
     {"Fn::GetAtt": ["AggregatorLogs", "Arn"]},
     {"Fn::GetAtt": ["ProvisionerLogs", "Arn"]},
     # The audit archive's objects, when it is on.
     {"Fn::Sub": "${AuditArchiveBucket.Arn}/audit/*"},
-    # The provisioner's follow-ups: an asynchronous invoke of itself.
+    # The provisioner's follow-ups: an asynchronous invoke of its own alias.
     {"Fn::Sub": [
-        "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${Prefix}-limits-provisioner",
+        "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${Prefix}-limits-provisioner:follow-up",
         {"Prefix": {"Fn::If": ["DefaultPrefix", {"Ref": "AWS::StackName"}, {"Ref": "FunctionNamePrefix"}]}},
     ]},
 ]
@@ -159,7 +160,8 @@ def dashboard_problems(cfn: dict) -> list[str]:
     except (ValueError, KeyError) as e:
         return [f"the dashboard body is not JSON with widgets: {e}"]
     emitted = set()
-    for path in ("aggregator/src/metrics/mod.rs", "aggregator/src/plan/overdraw.rs"):
+    for path in ("aggregator/src/metrics/mod.rs", "aggregator/src/plan/overdraw.rs",
+                 "cfn-limits-resource/src/metrics.rs"):
         with open(os.path.join(ROOT, path)) as f:
             emitted |= set(re.findall(r'"([A-Z][A-Za-z]+)"', f.read()))
     shown = set(re.findall(r'MetricName=\\"([A-Za-z]+)\\"', body))
@@ -170,7 +172,8 @@ def dashboard_problems(cfn: dict) -> list[str]:
     problems = [f"the dashboard shows {m}, which the aggregator never emits" for m in sorted(shown - emitted)]
     for wanted in ("SoftLimitOverdrawn", "RecordsProcessed", "RecordsSkipped", "ResourceUtilization",
                    "AdaptiveFactor", "ControllerTicks", "ControllerBlind", "CanaryLag", "StampingBehind",
-                   "NamespaceTicksFailed"):
+                   "NamespaceTicksFailed", "ArchiveSkipped", "PropagationsFailed", "StreamBatchDuration",
+                   "FollowUpsFailed"):
         if wanted not in shown:
             problems.append(f"the dashboard does not show {wanted}")
     if "IteratorAge" not in body or '"Errors"' not in body:
@@ -199,6 +202,12 @@ def policy_problems(cfn: dict) -> list[str]:
                 for action in actions:
                     if "*" in action or action not in ALLOWED_ACTIONS:
                         problems.append(f"{name}: action {action} is not one the code calls")
+                    leading = statement.get("Condition", {}).get("ForAllValues:StringLike", {}) \
+                        .get("dynamodb:LeadingKeys")
+                    if name == "AggregatorRole" and action == "dynamodb:DeleteItem" and (
+                        leading != ["*/ADAPTIVE#"] or actions != ["dynamodb:DeleteItem"]
+                    ):
+                        problems.append(f"{name}: DeleteItem beyond the adaptive partitions ({{ns}}/ADAPTIVE#)")
                     if action == "lambda:InvokeFunction" and (
                         name != "ProvisionerRole" or statement["Resource"] != ALLOWED_RESOURCES[-1]
                     ):
@@ -234,6 +243,15 @@ def shape_problems(cfn: dict) -> list[str]:
             problems.append(f"event source mapping: {key} must be bounded")
     if "OnFailure" not in mapping.get("DestinationConfig", {}):
         problems.append("event source mapping: no on-failure destination")
+    # Follow-ups: bounded retries and a queue, on their alias only (never on
+    # the bare function CloudFormation invokes with a pre-signed URL).
+    configs = [r["Properties"] for r in cfn["Resources"].values() if r["Type"] == "AWS::Lambda::EventInvokeConfig"
+               and r["Properties"]["FunctionName"] == {"Ref": "Provisioner"}]
+    env = functions["Provisioner"]["Properties"]["Environment"]["Variables"]
+    if len(configs) != 1 or configs[0].get("Qualifier") != env.get("FOLLOW_UP_ALIAS") \
+            or not isinstance(configs[0].get("MaximumRetryAttempts"), int) \
+            or "OnFailure" not in configs[0].get("DestinationConfig", {}):
+        problems.append("follow-ups need bounded retries and a failure queue on their own alias")
     filters = mapping["FilterCriteria"]["Filters"]
     always = [json.loads(f["Pattern"]) for f in filters if "Pattern" in f]
     archiving = [f["Fn::If"] for f in filters if "Fn::If" in f]
@@ -254,11 +272,19 @@ def shape_problems(cfn: dict) -> list[str]:
             ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets")) \
             or not bucket.get("LifecycleConfiguration"):
         problems.append("the audit archive bucket must be encrypted, closed to the public and expire its objects")
+    rules = bucket.get("LifecycleConfiguration", {}).get("Rules", [])
+    if bucket.get("VersioningConfiguration") != {"Status": "Enabled"} or \
+            not all(r.get("NoncurrentVersionExpiration") for r in rules):
+        problems.append("the audit archive bucket must keep versions and expire the noncurrent ones")
+    lock = bucket.get("ObjectLockConfiguration", {})
+    if not (isinstance(lock, dict) and lock.get("Fn::If", [None])[0] == "ArchiveLocked"):
+        problems.append("the archive's Object Lock must be optional (condition ArchiveLocked)")
     alarms = [r["Properties"] for r in cfn["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
     metrics = {a["MetricName"] for a in alarms}
     for metric in ("SoftLimitOverdrawn", "IteratorAge", "Errors", "ApproximateNumberOfMessagesVisible",
                    "RecordsSkipped", "UsageSkipped", "DestinationDeliveryFailures", "ControllerTicks",
-                   "ControllerBlind"):
+                   "ControllerBlind", "ArchiveSkipped", "FollowUpsFailed", "StreamBatchDuration",
+                   "ReadThrottleEvents", "WriteThrottleEvents"):
         if metric not in metrics:
             problems.append(f"no alarm on {metric}")
     errors_of = {json.dumps(a.get("Dimensions"), sort_keys=True) for a in alarms if a["MetricName"] == "Errors"}
@@ -384,6 +410,13 @@ def main() -> None:
     writing["Resources"]["ReadOnlyPolicy"]["Properties"]["PolicyDocument"]["Statement"][0]["Action"].append("dynamodb:PutItem")
     unconditioned = copy.deepcopy(cfn)
     del unconditioned["Resources"]["AcquireOnlyPolicy"]["Properties"]["PolicyDocument"]["Statement"][1]["Condition"]
+    deleting = copy.deepcopy(cfn)
+    statements = deleting["Resources"]["AggregatorRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    for statement in conditional(statements):
+        if "Condition" in statement and statement.get("Action") == "dynamodb:DeleteItem":
+            del statement["Condition"]
+    if not policy_problems(deleting):
+        problems.append("the policy check accepted the aggregator deleting anywhere in the table")
     for broken, what in ((writing, "a read-only policy that writes"), (unconditioned, "acquire writes beyond buckets")):
         if not client_policy_problems(broken):
             problems.append(f"the client policy check accepted {what}")

@@ -8,6 +8,11 @@ use std::future::Future;
 /// The stream's open shards, counted once a tick.
 pub trait StreamShards: Sync {
     fn open_shards(&self) -> impl Future<Output = Result<usize, String>> + Send;
+    /// The table whose stream this is, when known: a stream batch naming
+    /// another table's stream is ignored.
+    fn table(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A known count: tests, and streams whose shards are counted elsewhere.
@@ -28,6 +33,10 @@ pub struct TableStream {
 }
 
 impl StreamShards for TableStream {
+    fn table(&self) -> Option<&str> {
+        Some(&self.table)
+    }
+
     async fn open_shards(&self) -> Result<usize, String> {
         let stream = DynamoStreams::for_table(&self.dynamodb, self.streams.clone(), &self.table)
             .await

@@ -19,6 +19,12 @@ pub const RECORDS_PROCESSED: &str = "RecordsProcessed";
 pub const USAGE_SKIPPED: &str = "UsageSkipped";
 /// Refill writes dropped after their retries.
 pub const REFILLS_DROPPED: &str = "RefillsDropped";
+/// Audit removals left out of the archive: a key that is not the table's own
+/// audit partition, an unregistered namespace, or an object S3 can never take.
+pub const ARCHIVE_SKIPPED: &str = "ArchiveSkipped";
+/// Shard-count propagations stopped on a sibling that failed to read or parse
+/// (retried by a later batch).
+pub const PROPAGATIONS_FAILED: &str = "PropagationsFailed";
 /// One per controller tick of the table: the alarm on a stopped controller
 /// watches it.
 pub const CONTROLLER_TICKS: &str = "ControllerTicks";
@@ -27,6 +33,10 @@ pub const CONTROLLER_TICKS: &str = "ControllerTicks";
 pub const CONTROLLER_BLIND: &str = "ControllerBlind";
 /// Seconds from the latest canary tick through on every shard to the tick.
 pub const CANARY_LAG: &str = "CanaryLag";
+/// Milliseconds a stream batch took in the handler (not the controller's
+/// scheduled ticks, which run to their deadline by design): the duration
+/// alarm's metric.
+pub const STREAM_BATCH_DURATION: &str = "StreamBatchDuration";
 /// Namespaces whose tick failed.
 pub const NAMESPACE_TICKS_FAILED: &str = "NamespaceTicksFailed";
 /// Per namespace, resource and limit: the last complete minute's use over
@@ -67,27 +77,19 @@ pub enum MetricEvent {
         balance: i64,
         event_id: String,
     },
-    RecordsSkipped {
+    /// A table-wide count of a batch (`name` says which: records skipped or
+    /// processed, usage skipped, refills dropped, archive removals skipped,
+    /// propagations failed).
+    Count {
         at_ms: i64,
-        count: u64,
-    },
-    RecordsProcessed {
-        at_ms: i64,
-        count: u64,
-    },
-    UsageSkipped {
-        at_ms: i64,
-        count: u64,
-    },
-    /// Refill writes that failed after their retries (never a batch failure).
-    RefillsDropped {
-        at_ms: i64,
+        name: &'static str,
         count: u64,
     },
     ControllerTick {
         at_ms: i64,
     },
-    /// A table-wide measure of the controller's tick (`name` says which).
+    /// A table-wide measure (`name` says which): of the controller's tick,
+    /// or a stream batch's duration.
     Controller {
         at_ms: i64,
         name: &'static str,
@@ -108,12 +110,10 @@ impl MetricEvent {
     pub fn name(&self) -> &'static str {
         match self {
             MetricEvent::Transition { kind, .. } => kind.metric(),
-            MetricEvent::RecordsSkipped { .. } => RECORDS_SKIPPED,
-            MetricEvent::RecordsProcessed { .. } => RECORDS_PROCESSED,
-            MetricEvent::UsageSkipped { .. } => USAGE_SKIPPED,
-            MetricEvent::RefillsDropped { .. } => REFILLS_DROPPED,
             MetricEvent::ControllerTick { .. } => CONTROLLER_TICKS,
-            MetricEvent::Controller { name, .. } | MetricEvent::Adaptive { name, .. } => name,
+            MetricEvent::Count { name, .. }
+            | MetricEvent::Controller { name, .. }
+            | MetricEvent::Adaptive { name, .. } => name,
         }
     }
 
@@ -122,6 +122,9 @@ impl MetricEvent {
         match self {
             MetricEvent::Adaptive { .. } => "None",
             MetricEvent::Controller { name, .. } if *name == CANARY_LAG => "Seconds",
+            MetricEvent::Controller { name, .. } if *name == STREAM_BATCH_DURATION => {
+                "Milliseconds"
+            }
             MetricEvent::Controller { name, .. } if *name == CONTROLLER_BLIND => "None",
             _ => "Count",
         }
@@ -131,20 +134,14 @@ impl MetricEvent {
         match self {
             MetricEvent::Transition { .. } | MetricEvent::ControllerTick { .. } => 1.0,
             MetricEvent::Adaptive { value, .. } | MetricEvent::Controller { value, .. } => *value,
-            MetricEvent::RecordsSkipped { count, .. }
-            | MetricEvent::RecordsProcessed { count, .. }
-            | MetricEvent::UsageSkipped { count, .. }
-            | MetricEvent::RefillsDropped { count, .. } => *count as f64,
+            MetricEvent::Count { count, .. } => *count as f64,
         }
     }
 
     pub fn at_ms(&self) -> i64 {
         match self {
             MetricEvent::Transition { at_ms, .. }
-            | MetricEvent::RecordsSkipped { at_ms, .. }
-            | MetricEvent::RecordsProcessed { at_ms, .. }
-            | MetricEvent::UsageSkipped { at_ms, .. }
-            | MetricEvent::RefillsDropped { at_ms, .. }
+            | MetricEvent::Count { at_ms, .. }
             | MetricEvent::ControllerTick { at_ms }
             | MetricEvent::Controller { at_ms, .. }
             | MetricEvent::Adaptive { at_ms, .. } => *at_ms,
@@ -177,10 +174,7 @@ impl MetricEvent {
                 dimensions.insert(1, ("Namespace", namespace.as_str()));
                 (dimensions, ADAPTIVE_DIMENSIONS.to_vec())
             }
-            MetricEvent::RecordsSkipped { .. }
-            | MetricEvent::RecordsProcessed { .. }
-            | MetricEvent::UsageSkipped { .. }
-            | MetricEvent::RefillsDropped { .. }
+            MetricEvent::Count { .. }
             | MetricEvent::ControllerTick { .. }
             | MetricEvent::Controller { .. } => (vec![("Table", table)], vec![&["Table"]]),
         }

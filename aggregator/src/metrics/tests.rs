@@ -53,7 +53,11 @@ fn skipped_record_documents_follow_the_emf_specification() {
     let doc = emf_document(
         "Custom/Ns",
         "t",
-        &MetricEvent::RecordsSkipped { at_ms: 5, count: 3 },
+        &MetricEvent::Count {
+            at_ms: 5,
+            name: RECORDS_SKIPPED,
+            count: 3,
+        },
     );
     validate_emf(&doc).unwrap();
     assert_eq!(doc["RecordsSkipped"], json!(3.0));

@@ -71,10 +71,23 @@ pub struct BatchPlan {
     pub raises: Vec<shard::Raise>,
     /// Audit items removed from the table (expired or deleted), for the archive.
     pub removed_audit: Vec<(SequenceNumber, archive::Archived)>,
+    /// Removals with an `#AUDIT#` sort key that are not the table's own
+    /// audit items (`ArchiveSkipped`): their keys and why.
+    pub archive_skipped: Vec<ArchiveSkip>,
     /// Admitted consumption per bucket, limit and minute, for the adaptive sensor.
     pub sensed: Vec<utilization::Sensed>,
     /// The adaptive controller's canaries that came through.
     pub canaries: Vec<utilization::Canary>,
+}
+
+/// An audit removal left out of the archive, logged with its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveSkip {
+    pub sequence: SequenceNumber,
+    pub key: String,
+    pub reason: String,
+    /// The audit events it held.
+    pub events: usize,
 }
 
 /// One bucket the batch touched: where its latest image is, and the net
@@ -241,6 +254,14 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
                 .and_then(|raw| archive::archived(&record, &raw).map_err(SkipReason::from))
             {
                 Ok(a) => plan.removed_audit.push((record.sequence_number.clone(), a)),
+                Err(SkipReason::Archive(e @ archive::ArchiveError::NotAuditKey(..))) => {
+                    plan.archive_skipped.push(ArchiveSkip {
+                        sequence: record.sequence_number.clone(),
+                        key: record.partition_key().unwrap_or_default().to_owned(),
+                        reason: e.to_string(),
+                        events: 1,
+                    })
+                }
                 Err(reason) => plan.skipped.push(skip(reason)),
             }
             continue;
@@ -299,7 +320,13 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
         );
         if let Some((from, to)) = y.raised.filter(|_| shard == 0) {
             let key = grouping.buckets[pk].1.clone();
-            plan.raises.push(shard::Raise { key, from, to });
+            let sequence = record.sequence_number.clone();
+            plan.raises.push(shard::Raise {
+                key,
+                from,
+                to,
+                sequence,
+            });
         }
         activity(
             &mut plan.buckets,

@@ -20,6 +20,9 @@ pub struct Raise {
     pub key: zae_table::BucketKey,
     pub from: i64,
     pub to: i64,
+    /// The record that raised it: a propagation that must be tried again
+    /// fails the batch from here.
+    pub sequence: zae_table::SequenceNumber,
 }
 
 /// `wcu` projected to now below this share of its capacity: double.
@@ -92,8 +95,22 @@ impl Rule {
 #[derive(Debug, Clone)]
 pub struct CloneLimit {
     pub name: String,
+    /// The scheduled capacity the share is cut from.
+    pub capacity: i64,
     pub share: i64,
     pub quota: Option<Rule>,
+}
+
+impl CloneLimit {
+    /// Tokens a clone of a non-quota limit, started at the share of
+    /// `count` shards, holds above the share of `current` shards. `wcu` is
+    /// per shard, never split, and a quota's grant is frozen instead.
+    pub fn excess(&self, count: i64, current: i64) -> i64 {
+        if self.quota.is_some() || self.name == WCU_LIMIT || count <= 0 || current <= count {
+            return 0;
+        }
+        self.capacity.div_euclid(count) - self.capacity.div_euclid(current)
+    }
 }
 
 /// Shard 0's limits, by `cp`, for shards of `to`; `Err` for a schedule the
@@ -110,6 +127,7 @@ pub fn clone_limits(
         if name == WCU_LIMIT {
             out.push(CloneLimit {
                 name: name.into(),
+                capacity: cp,
                 share: cp,
                 quota: None,
             });
@@ -127,6 +145,7 @@ pub fn clone_limits(
         });
         out.push(CloneLimit {
             name: name.into(),
+            capacity: scp,
             share: scp.div_euclid(to),
             quota,
         });

@@ -313,4 +313,50 @@ proptest! {
         let plan = plan_batch(&[record.to_string()], &Window::ALL);
         prop_assert_eq!(plan.skipped.len() + plan.ignored + plan.bucket_records, 1);
     }
+
+    /// Hostile archive keys: any partition key built from namespace, prefix
+    /// and entity pieces, good or bad by construction, with an `#AUDIT#` sort
+    /// key and removed. Only the table's own audit partitions become archive
+    /// lines, every other one is an archive skip, and an archived object's key
+    /// stays within S3's 1,024 bytes.
+    #[test]
+    fn the_archive_takes_only_the_tables_own_audit_partitions(
+        (ns, ns_ok) in prop_oneof![
+            "[A-Za-z0-9_-]{1,20}".prop_map(|s| (s, true)),
+            "[A-Za-z0-9_-]{129,140}".prop_map(|s| (s, false)),
+            Just((String::new(), false)),
+            "[a-z]{1,5}[ #@.][a-z]{1,5}".prop_map(|s| (s, false)),
+        ],
+        (prefix, prefix_ok) in prop_oneof![
+            Just(("AUDIT#", true)), Just(("BUCKET#", false)), Just(("AUDIT", false)),
+        ],
+        (entity, entity_ok) in prop_oneof![
+            "[a-zA-Z0-9][a-zA-Z0-9_.:@-]{0,40}".prop_map(|s| (s, true)),
+            Just(("$SYSTEM".to_owned(), true)),
+            "[a-z]{1,8}(/[a-z0-9:.]{1,8})?".prop_map(|r| (format!("$RESOURCE:{r}"), true)),
+            "[a-z]{1,5}#[a-z]{0,5}".prop_map(|s| (s, false)),
+            "[a-z]{1,5}/BUCKET#[a-z]{1,5}(#0)?".prop_map(|s| (s, false)),
+            "[a-z]{1,5}/[a-z]{1,5}".prop_map(|s| (s, false)),
+            "[a-z]{257,260}".prop_map(|s| (s, false)),
+            Just((String::new(), false)),
+            Just(("$OTHER".to_owned(), false)),
+        ],
+        seq in "[1-9][0-9]{0,39}",
+    ) {
+        let pk = format!("{ns}/{prefix}{entity}");
+        let record = json!({"eventName": "REMOVE", "dynamodb": {
+            "ApproximateCreationDateTime": 1_795_970_136.0, "SequenceNumber": seq,
+            "Keys": {"PK": {"S": pk}, "SK": {"S": "#AUDIT#01J"}},
+            "OldImage": {"event_id": {"S": "01J"}, "timestamp": {"S": "2026-11-29T10:00:00Z"}}}});
+        let plan = plan_batch(&[record.to_string()], &Window::ALL);
+        let own = ns_ok && prefix_ok && entity_ok;
+        prop_assert_eq!(plan.removed_audit.len(), usize::from(own), "{}", pk);
+        prop_assert_eq!(plan.archive_skipped.len(), usize::from(!own), "{}", pk);
+        prop_assert!(plan.skipped.is_empty());
+        for (sequence, archived) in &plan.removed_audit {
+            let key = zae_table::archive::object_key(
+                &archived.namespace, archived.day, sequence.as_stream(), "0123456789abcdef");
+            prop_assert!(key.len() <= 1024, "{}", key);
+        }
+    }
 }

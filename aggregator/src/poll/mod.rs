@@ -117,6 +117,9 @@ pub struct PollSummary {
     pub doublings: usize,
     pub shards_cloned: usize,
     pub events_archived: usize,
+    /// Audit removals left out of the archive (not the table's own audit
+    /// items, an unregistered namespace, or an object S3 refuses for good).
+    pub archive_skipped: usize,
 }
 
 fn record_sequence(record: &Value) -> Option<SequenceNumber> {
@@ -395,6 +398,7 @@ impl<R: StreamSource, H: Handler, M: MetricSink> Poller<'_, R, H, M> {
         summary.doublings += stats.doublings;
         summary.shards_cloned += stats.shards_cloned;
         summary.events_archived += stats.events_archived;
+        summary.archive_skipped += stats.archive_skipped;
         if let Err(e) = self.sink.publish(&outcome.metrics).await {
             tracing::error!(error = %e, "publishing metrics failed");
         }

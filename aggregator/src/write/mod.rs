@@ -4,6 +4,7 @@
 //! must redeliver from if anything could not be written.
 
 pub mod archive;
+mod bounded;
 pub mod overdraw;
 mod refill;
 pub mod retry;
@@ -13,13 +14,12 @@ pub mod utilization;
 
 pub use retry::RetryPolicy;
 
-use crate::metrics::MetricEvent;
-use crate::plan::{BatchPlan, SnapshotUpdate, Transition, plan_batch};
+use crate::metrics::{self, MetricEvent};
+use crate::plan::{ArchiveSkip, BatchPlan, SnapshotUpdate, Transition, plan_batch};
 use futures::StreamExt;
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
-use zae_table::store::Store;
+use zae_table::store::{Store, StoreError};
 use zae_table::{SequenceNumber, Window};
 
 #[derive(Debug, Clone)]
@@ -62,6 +62,9 @@ pub struct BatchStats {
     /// Removed audit events written to the archive, and the objects holding them.
     pub events_archived: usize,
     pub archive_objects: usize,
+    /// Audit removals left out of the archive: not the table's own audit
+    /// key, an unregistered namespace, or an object S3 refuses for good.
+    pub archive_skipped: usize,
     /// Adaptive sensor: usage items written, canaries sensed, and cascade
     /// stamps that could not be read (their buckets counted).
     pub usage_writes: usize,
@@ -86,14 +89,25 @@ pub struct BatchOutcome {
 /// Epoch milliseconds now; a seam so tests can fix the refill pass's clock.
 pub type Clock = fn() -> i64;
 
+/// Milliseconds added to the system clock (`ZAE_CLOCK_SKEW_MS`): for the
+/// clock-skew measurements only, so that a poller's clock can run ahead of
+/// or behind its clients' on one machine.
+static CLOCK_SKEW_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+pub fn set_clock_skew(ms: i64) {
+    CLOCK_SKEW_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn system_clock() -> i64 {
-    chrono::Utc::now().timestamp_millis()
+    let skew = CLOCK_SKEW_MS.load(std::sync::atomic::Ordering::Relaxed);
+    chrono::Utc::now().timestamp_millis().saturating_add(skew)
 }
 
 pub struct Aggregator<S> {
     store: S,
     settings: Settings,
-    retention_days: Mutex<HashMap<String, i64>>,
+    /// Audit retention per namespace: bounded, a client may write under any prefix.
+    retention_days: Mutex<bounded::Bounded<String, i64, { utilization::repair::NAMESPACES_KEPT }>>,
     clock: Clock,
     archive: Option<std::sync::Arc<dyn archive::Archive>>,
     declarations: utilization::DeclarationCache,
@@ -117,6 +131,8 @@ enum Done {
     AuditExisting(MetricEvent),
     /// An archive object holding this many removed audit events.
     Archived(usize),
+    /// An archive object S3 refuses for good (its key).
+    ArchiveRejected(ArchiveSkip),
 }
 
 impl<S: Store> Aggregator<S> {
@@ -124,7 +140,7 @@ impl<S: Store> Aggregator<S> {
         Aggregator {
             store,
             settings,
-            retention_days: Mutex::new(HashMap::new()),
+            retention_days: Mutex::new(Default::default()),
             clock: system_clock,
             archive: None,
             declarations: Default::default(),
@@ -172,8 +188,11 @@ impl<S: Store> Aggregator<S> {
         log_skipped(&plan);
         let ttl = now_s + self.settings.snapshot_ttl_days * 86_400;
 
+        for skip in &plan.archive_skipped {
+            outcome.skip_archive(skip.clone());
+        }
         let objects = match self.archive {
-            Some(_) => archive::objects(&plan.removed_audit),
+            Some(_) => archive::objects(&self.registered(&plan.removed_audit, &mut outcome).await),
             None => Vec::new(),
         };
         let jobs = plan
@@ -192,10 +211,20 @@ impl<S: Store> Aggregator<S> {
                 let result = match job {
                     Job::Snapshot(u) => self.write_snapshot(u, ttl, deadline).await,
                     Job::Audit(t) => self.write_audit(t, principal, now_s, deadline).await,
-                    Job::Archive(o) => self
-                        .write_object(o, deadline)
-                        .await
-                        .map(|()| Done::Archived(o.events)),
+                    Job::Archive(o) => match self.write_object(o, deadline).await {
+                        Ok(()) => Ok(Done::Archived(o.events)),
+                        // S3 will never take this object (its key): skipped,
+                        // never a stalled shard.
+                        Err(StoreError::Rejected { message, .. }) => {
+                            Ok(Done::ArchiveRejected(ArchiveSkip {
+                                sequence: o.earliest.clone(),
+                                key: o.key.clone(),
+                                reason: message,
+                                events: o.events,
+                            }))
+                        }
+                        Err(e) => Err(e),
+                    },
                 };
                 (earliest, result)
             })
@@ -209,6 +238,7 @@ impl<S: Store> Aggregator<S> {
                     outcome.stats.archive_objects += 1;
                     outcome.stats.events_archived += events;
                 }
+                Ok(Done::ArchiveRejected(skip)) => outcome.skip_archive(skip),
                 Ok(Done::SnapshotAlreadyApplied) => outcome.stats.snapshots_already_applied += 1,
                 Ok(Done::SnapshotRejected) => outcome.stats.snapshots_rejected += 1,
                 Ok(Done::AuditWritten(metric)) => {
@@ -224,7 +254,8 @@ impl<S: Store> Aggregator<S> {
         }
         drop(done);
         Box::pin(self.sense(&plan, deadline, &mut outcome)).await;
-        let (repaired, failed) = Box::pin(self.repair(records, &plan, (self.clock)())).await;
+        let (repaired, failed) =
+            Box::pin(self.repair(records, &plan, (self.clock)(), deadline)).await;
         outcome.stats.stamps_repaired = repaired;
         outcome.stats.repairs_failed = failed;
         // Stream order, whatever order the writes finished in.
@@ -240,21 +271,31 @@ impl<S: Store> Aggregator<S> {
         }
         let at_ms = now_s.saturating_mul(1000);
         if !records.is_empty() {
-            outcome.metrics.push(MetricEvent::RecordsProcessed {
+            outcome.metrics.push(MetricEvent::Count {
+                name: metrics::RECORDS_PROCESSED,
                 at_ms,
                 count: records.len() as u64,
             });
         }
         if !plan.skipped.is_empty() {
-            outcome.metrics.push(MetricEvent::RecordsSkipped {
+            outcome.metrics.push(MetricEvent::Count {
+                name: metrics::RECORDS_SKIPPED,
                 at_ms,
                 count: plan.skipped.len() as u64,
+            });
+        }
+        if outcome.stats.archive_skipped > 0 {
+            outcome.metrics.push(MetricEvent::Count {
+                at_ms,
+                name: metrics::ARCHIVE_SKIPPED,
+                count: outcome.stats.archive_skipped as u64,
             });
         }
         outcome.stats.counters_left_out = plan.counters_left_out.len();
         let usage_skipped = outcome.stats.snapshots_rejected + outcome.stats.counters_left_out;
         if usage_skipped > 0 {
-            outcome.metrics.push(MetricEvent::UsageSkipped {
+            outcome.metrics.push(MetricEvent::Count {
+                name: metrics::USAGE_SKIPPED,
                 at_ms,
                 count: usage_skipped as u64,
             });
@@ -264,6 +305,18 @@ impl<S: Store> Aggregator<S> {
 }
 
 impl BatchOutcome {
+    /// An audit removal left out of the archive: logged with its key, counted.
+    fn skip_archive(&mut self, skip: ArchiveSkip) {
+        tracing::warn!(
+            sequence_number = skip.sequence.as_stream(),
+            pk = %skip.key,
+            reason = %skip.reason,
+            events = skip.events,
+            "audit removal left out of the archive"
+        );
+        self.stats.archive_skipped += skip.events;
+    }
+
     /// A write that failed: the batch is redelivered from `earliest`.
     fn fail(&mut self, error: &dyn std::fmt::Display, earliest: SequenceNumber) {
         tracing::error!(error = %error, first_record = %earliest, "write failed; the batch will be redelivered from this record");
@@ -312,12 +365,32 @@ impl<S: Store> Aggregator<S> {
             stats.shards_raised += done.raised;
             stats.shards_cloned += done.cloned;
             stats.propagations_failed += usize::from(done.failed);
+            if done.retry {
+                let what = format!(
+                    "shard-count propagation of {} to {}",
+                    raise.key.pk(),
+                    raise.to
+                );
+                outcome.fail(
+                    &format!("{what} stopped on a transient error"),
+                    raise.sequence.clone(),
+                );
+            }
         }
-        if outcome.stats.refills_dropped > 0 {
-            outcome.metrics.push(MetricEvent::RefillsDropped {
-                at_ms: now_ms,
-                count: outcome.stats.refills_dropped as u64,
-            });
+        for (name, count) in [
+            (metrics::REFILLS_DROPPED, outcome.stats.refills_dropped),
+            (
+                metrics::PROPAGATIONS_FAILED,
+                outcome.stats.propagations_failed,
+            ),
+        ] {
+            if count > 0 {
+                outcome.metrics.push(MetricEvent::Count {
+                    name,
+                    at_ms: now_ms,
+                    count: count as u64,
+                });
+            }
         }
     }
 }

@@ -85,7 +85,7 @@ impl<S: Store> Aggregator<S> {
             .retention_days
             .lock()
             .ok()
-            .and_then(|c| c.get(namespace).copied());
+            .and_then(|c| c.get(namespace));
         if let Some(days) = cached {
             return Ok(days);
         }

@@ -17,20 +17,26 @@ use zae_table::{Attr, Item};
 /// An existing shard, as read.
 type Shard<'i> = (u32, BucketState<'i>);
 
-/// Shard 0 as the clones copy it, and the limits they start from.
+/// Shard 0 as the clones copy it, the limits they start from, and the
+/// shard count in force when they land (shard 0's own, if a later doubling
+/// is already there: a late raise never clones under its stale count).
 struct Source<'a> {
     raise: &'a Raise,
     item: &'a Item,
     state: &'a BucketState<'a>,
     limits: &'a [CloneLimit],
+    count: i64,
 }
 
-/// What propagating one raised count did.
+/// What propagating one raised count did. `failed`: it stopped on an error
+/// (a sibling that could not be read or parsed, a write refused); `retry`:
+/// that error was transient, so the batch is redelivered from the raise.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Propagated {
     pub raised: usize,
     pub cloned: usize,
     pub failed: bool,
+    pub retry: bool,
 }
 
 impl<S: Store> Aggregator<S> {
@@ -81,8 +87,9 @@ impl<S: Store> Aggregator<S> {
             return done;
         }
         if let Err(e) = self.propagate_into(raise, now, deadline, &mut done).await {
-            tracing::warn!(error = %e, pk = %raise.key.pk(), "shard-count propagation stopped");
+            tracing::error!(error = %e, pk = %raise.key.pk(), to = raise.to, "shard-count propagation stopped");
             done.failed = true;
+            done.retry = e.is_retryable();
         }
         done
     }
@@ -98,20 +105,31 @@ impl<S: Store> Aggregator<S> {
             return Ok(());
         };
         let state = BucketState::from_item(&item).map_err(|e| fatal(raise, e))?;
-        let limits = clone_limits_or_log(&state, raise, now);
+        let count = raise.to.max(stored_count(&item));
+        if count > MAX_SHARD_COUNT {
+            return Err(fatal(
+                raise,
+                format!("shard 0 holds shard_count {count}, above the ceiling"),
+            ));
+        }
+        let limits = clone_limits_or_log(&state, count, raise, now);
         let quotas = limits
             .as_ref()
             .is_some_and(|l| l.iter().any(|l| l.quota.is_some()));
-        let siblings = self.siblings(raise, quotas, &item).await;
-        // Each sibling read once, for every quota's holdings and freeze.
-        let states: Option<Vec<Shard<'_>>> = siblings.as_ref().ok().map(|s| {
-            s.iter()
-                .filter_map(|(shard, item)| Some((*shard, BucketState::from_item(item).ok()?)))
-                .collect()
-        });
-        let known = limits.as_deref().zip(states.as_deref());
+        // Every sibling read and parsed, or nothing more is written: a raise
+        // never goes ahead with a partial freeze list, and no grant is
+        // planned while a sibling that may hold the slot's allowance is unseen.
+        let siblings = self.siblings(raise, quotas, &item, deadline).await?;
+        let states = siblings
+            .iter()
+            .map(|(shard, item)| match BucketState::from_item(item) {
+                Ok(state) => Ok((*shard, state)),
+                Err(e) => Err(fatal(raise, format!("shard {shard} unreadable: {e}"))),
+            })
+            .collect::<Result<Vec<Shard<'_>>, StoreError>>()?;
+        let known = limits.as_deref().map(|l| (l, states.as_slice()));
         self.raise_siblings(raise, known, done).await?;
-        let (Some(limits), Ok(siblings), Some(states)) = (&limits, &siblings, &states) else {
+        let Some(limits) = &limits else {
             return Ok(());
         };
         let highest = siblings
@@ -127,8 +145,9 @@ impl<S: Store> Aggregator<S> {
             item: &item,
             state: &state,
             limits,
+            count,
         };
-        let mut holdings = holdings(limits, states, now);
+        let mut holdings = holdings(limits, &states, now);
         let mut created = Vec::new();
         for t in raise.from..raise.to {
             let shard = u32::try_from(t).map_err(|e| fatal(raise, e))?;
@@ -143,8 +162,8 @@ impl<S: Store> Aggregator<S> {
                 done.cloned += 1;
             }
         }
-        if quotas && !created.is_empty() {
-            self.repair_clones(raise, highest, limits, &created).await;
+        if !created.is_empty() {
+            self.repair_clones(&source, highest, &created).await;
         }
         Ok(())
     }
@@ -156,6 +175,7 @@ impl<S: Store> Aggregator<S> {
         raise: &Raise,
         quotas: bool,
         source: &Item,
+        deadline: Option<Instant>,
     ) -> Result<Vec<(u32, Item)>, StoreError> {
         let mut out = vec![(0, source.clone())];
         if !quotas {
@@ -163,6 +183,9 @@ impl<S: Store> Aggregator<S> {
         }
         for shard in 1..raise.from {
             let shard = u32::try_from(shard).map_err(|e| fatal(raise, e))?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(out_of_time(raise));
+            }
             if let Some(item) = self.read_bucket(&raise.key.shard(shard)).await? {
                 out.push((shard, item));
             }
@@ -208,7 +231,7 @@ impl<S: Store> Aggregator<S> {
         };
         let raise = source.raise;
         let key = raise.key.shard(shard);
-        let item = clone_item(source.item, &key, raise.to, &plan.tokens, &plan.quotas);
+        let item = clone_item(source.item, &key, source.count, &plan.tokens, &plan.quotas);
         let mut writes = vec![TxWrite::Put {
             item,
             condition: Some(Condition::plain(ITEM_ABSENT)),
@@ -246,15 +269,11 @@ impl<S: Store> Aggregator<S> {
         Ok(true)
     }
 
-    /// A doubling that overtook the clones just made: they take its count,
-    /// keeping the grant count they were funded under.
-    async fn repair_clones(
-        &self,
-        raise: &Raise,
-        highest: i64,
-        limits: &[CloneLimit],
-        created: &[u32],
-    ) {
+    /// A doubling that overtook the clones just made, with or without
+    /// quotas: they take its count, keeping the grant count they were
+    /// funded under, and give back what their shares held above the new one.
+    async fn repair_clones(&self, source: &Source<'_>, highest: i64, created: &[u32]) {
+        let raise = source.raise;
         let projection = [zae_table::bucket::SHARD_COUNT.to_owned()];
         let now_count = match self
             .store
@@ -267,23 +286,39 @@ impl<S: Store> Aggregator<S> {
                 return;
             }
         };
-        let current = highest.max(now_count);
-        if current <= raise.to {
+        let current = highest.max(now_count).min(MAX_SHARD_COUNT);
+        if current <= source.count {
             return;
         }
-        let quotas: Vec<String> = limits
+        let quotas: Vec<String> = source
+            .limits
             .iter()
             .filter(|l| l.quota.is_some())
             .map(|l| l.name.clone())
             .collect();
+        let excess: Vec<(String, i64)> = source
+            .limits
+            .iter()
+            .map(|l| (l.name.clone(), l.excess(source.count, current)))
+            .collect();
         for shard in created {
-            let update = repair(&raise.key.shard(*shard).pk(), current, raise.to, &quotas);
+            let pk = raise.key.shard(*shard).pk();
+            let update = repair(&pk, current, source.count, &quotas, &excess);
             if let Err(e) = self.store.update(&update, Returns::Nothing).await
                 && !matches!(e, StoreError::ConditionFailed { .. })
             {
                 tracing::warn!(error = %e, shard, "clone repair failed");
             }
         }
+    }
+}
+
+/// The deadline came before every sibling was read: retried with the batch.
+fn out_of_time(raise: &Raise) -> StoreError {
+    StoreError::Retryable {
+        operation: "propagate",
+        key: raise.key.pk(),
+        message: "out of time before every sibling was read".into(),
     }
 }
 
@@ -303,10 +338,11 @@ fn stored_count(item: &Item) -> i64 {
 
 fn clone_limits_or_log(
     state: &BucketState<'_>,
+    count: i64,
     raise: &Raise,
     now: i64,
 ) -> Option<Vec<CloneLimit>> {
-    match crate::plan::shard::clone_limits(state, raise.to, now) {
+    match crate::plan::shard::clone_limits(state, count, now) {
         Ok(limits) => Some(limits),
         Err(e) => {
             tracing::warn!(error = %e, pk = %raise.key.pk(), "undecodable stored schedule: not pre-creating shards");

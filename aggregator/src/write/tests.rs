@@ -171,7 +171,7 @@ async fn a_batch_delivered_twice_changes_no_total_and_writes_no_second_event() {
         first
             .metrics
             .iter()
-            .any(|m| matches!(m, MetricEvent::RecordsProcessed { count, .. } if *count == handled)),
+            .any(|m| matches!(m, MetricEvent::Count { name: metrics::RECORDS_PROCESSED, count, .. } if *count == handled)),
         "{:?}",
         first.metrics
     );
@@ -275,8 +275,9 @@ async fn skipped_records_are_counted_in_a_metric() {
     batch.insert(3, "{\"eventName\":\"MODIFY\"}".into());
     let outcome = agg.process(&batch, "p", 7, None).await;
     assert_eq!(outcome.stats.skipped, 1);
-    assert!(outcome.metrics.contains(&MetricEvent::RecordsSkipped {
+    assert!(outcome.metrics.contains(&MetricEvent::Count {
         at_ms: 7000,
+        name: metrics::RECORDS_SKIPPED,
         count: 1
     }));
     assert_eq!(usage(agg.store(), "a").0, 6);
@@ -306,8 +307,9 @@ async fn a_limit_named_like_a_snapshot_attribute_loses_only_its_counter() {
         "its overdraw counter still counts"
     );
     assert_eq!(outcome.stats.counters_left_out, 1);
-    assert!(outcome.metrics.contains(&MetricEvent::UsageSkipped {
+    assert!(outcome.metrics.contains(&MetricEvent::Count {
         at_ms: 7000,
+        name: metrics::USAGE_SKIPPED,
         count: 1
     }));
     let overdrawn: Vec<&str> = outcome
@@ -342,8 +344,9 @@ async fn a_snapshot_item_dynamodb_rejects_is_skipped_and_the_rest_are_written() 
         outcome.stats.snapshots_rejected, 2,
         "b's hourly and daily items"
     );
-    assert!(outcome.metrics.contains(&MetricEvent::UsageSkipped {
+    assert!(outcome.metrics.contains(&MetricEvent::Count {
         at_ms: 7000,
+        name: metrics::USAGE_SKIPPED,
         count: 2
     }));
     assert_eq!(

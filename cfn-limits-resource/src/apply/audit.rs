@@ -4,7 +4,7 @@
 
 use crate::manifest::{Level, LevelDecl, LimitDecl};
 use std::collections::BTreeMap;
-use zae_table::audit::{Action, AuditEvent, ulid};
+use zae_table::audit::{Action, AuditEvent, RESOURCE_AUDIT_PREFIX, SYSTEM_AUDIT_ENTITY, ulid};
 use zae_table::schedule::ScheduleEntry;
 use zae_table::{Attr, Item};
 
@@ -12,8 +12,8 @@ use zae_table::{Attr, Item};
 /// `$RESOURCE:<resource>`, or the entity itself.
 pub fn audit_entity(level: &Level) -> String {
     match level {
-        Level::System => "$SYSTEM".into(),
-        Level::Resource(resource) => format!("$RESOURCE:{resource}"),
+        Level::System => SYSTEM_AUDIT_ENTITY.into(),
+        Level::Resource(resource) => format!("{RESOURCE_AUDIT_PREFIX}{resource}"),
         Level::Entity { entity, .. } => entity.clone(),
     }
 }

@@ -319,6 +319,27 @@ async fn a_registry_transaction_cancelled_by_a_concurrent_one_is_retried() {
     assert_eq!(counts["gpt-4"], Attr::n(1));
 }
 
+/// A stored limit whose schedule the client cannot decode.
+fn undecodable() -> [(&'static str, Attr); 4] {
+    [
+        ("l_rpm_cp", Attr::n(3)),
+        ("l_rpm_ra", Attr::n(3)),
+        ("l_rpm_rp", Attr::n(60)),
+        ("l_rpm_sched", Attr::s("zz!!garbage")),
+    ]
+}
+
+/// The fan-outs of namespace `NS` on `store`, with no deadline.
+fn fan_outs(store: &MemoryStore) -> FanOuts<'_, MemoryStore> {
+    FanOuts {
+        store,
+        namespace: NS,
+        known: None,
+        stop_at: None,
+        resume: None,
+    }
+}
+
 #[tokio::test]
 async fn a_stored_schedule_the_client_cannot_decode_never_reaches_a_bucket() {
     let store = seeded();
@@ -328,25 +349,9 @@ async fn a_stored_schedule_the_client_cannot_decode_never_reaches_a_bucket() {
         resource: "gpt-4".into(),
     };
     let (pk, sk) = config_key(NS, &level);
-    store.insert(item(
-        &pk,
-        &sk,
-        &[
-            ("l_rpm_cp", Attr::n(3)),
-            ("l_rpm_ra", Attr::n(3)),
-            ("l_rpm_rp", Attr::n(60)),
-            ("l_rpm_sched", Attr::s("zz!!garbage")),
-        ],
-    ));
+    store.insert(item(&pk, &sk, &undecodable()));
     let before = bucket_item(&store, "u1", "gpt-4");
-    let fan_outs = FanOuts {
-        store: &*store,
-        namespace: NS,
-        known: None,
-        stop_at: None,
-        resume: None,
-    };
-    let err = fan_outs
+    let err = fan_outs(&store)
         .run(Kind::Sync, &level, &Directive::default())
         .await
         .unwrap_err();
@@ -356,6 +361,34 @@ async fn a_stored_schedule_the_client_cannot_decode_never_reaches_a_bucket() {
         before,
         "the bucket is left alone"
     );
+}
+
+/// As the reference reports it (its #563): with no bucket live, an
+/// undecodable stored schedule is still an error of the sync, which stays
+/// pending, for the level itself and for a deleted level's fallback.
+#[tokio::test]
+async fn an_undecodable_stored_schedule_is_reported_with_no_bucket_live() {
+    let store = seeded();
+    let fan_outs = fan_outs(&store);
+    let entity = |e: &str| Level::Entity {
+        entity: e.into(),
+        resource: "gpt-4".into(),
+    };
+    let (pk, sk) = config_key(NS, &entity("u1"));
+    store.insert(item(&pk, &sk, &undecodable()));
+    let err = fan_outs
+        .run(Kind::Sync, &entity("u1"), &Directive::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("'rpm'"), "{err}");
+    // u2 has no level of its own: it falls back to the resource's, stored undecodable.
+    let (pk, sk) = config_key(NS, &Level::Resource("gpt-4".into()));
+    store.insert(item(&pk, &sk, &undecodable()));
+    let err = fan_outs
+        .run(Kind::Sync, &entity("u2"), &Directive::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("resource"), "{err}");
 }
 
 #[tokio::test]

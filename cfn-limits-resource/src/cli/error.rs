@@ -17,6 +17,8 @@ pub enum Kind {
     InvalidInput,
     Aws,
     Refused,
+    /// An apply stopped at `--max-seconds` with fan-outs left to run.
+    Unfinished,
     Usage,
 }
 
@@ -28,6 +30,7 @@ impl Kind {
             Kind::InvalidInput => 3,
             Kind::Aws => 4,
             Kind::Refused => 5,
+            Kind::Unfinished => 6,
             Kind::Usage => 64,
         }
     }

@@ -30,6 +30,8 @@ pub enum Ended {
     Changes,
     /// An apply ran, and some of its writes failed (reported).
     WithErrors,
+    /// An apply stopped at `--max-seconds` with fan-outs left (said on stderr).
+    Unfinished,
 }
 
 pub async fn main() -> ExitCode {
@@ -52,6 +54,7 @@ pub async fn main() -> ExitCode {
         Ok(Ended::Changes) if exit_code => ExitCode::from(Kind::Drift.code()),
         Ok(Ended::Changes) => ExitCode::SUCCESS,
         Ok(Ended::WithErrors) => ExitCode::from(Kind::ApplyErrors.code()),
+        Ok(Ended::Unfinished) => ExitCode::from(Kind::Unfinished.code()),
         Err(err) => {
             if json {
                 println!("{}", err.json());
@@ -187,7 +190,7 @@ async fn create_namespace(store: &impl Store, name: &str) -> Result<(), CliError
             "the table has no version record: initialising it, stamped {}",
             registry::LAMBDA_VERSION_STAMP
         );
-        registry::initialise(store, &[], "zae-limits-cli", now)
+        registry::initialise(store, &[], &registry::Stamper::Cli("zae-limits-cli"), now)
             .await
             .map_err(registry_error)?;
     }
@@ -213,9 +216,14 @@ fn registry_error(err: registry::RegistryError) -> CliError {
 async fn init(table: &Table, namespaces: &[String], json: bool) -> Result<Ended, CliError> {
     let store = open(table).await;
     let now = chrono::Utc::now().timestamp_millis();
-    let registered = registry::initialise(&store, namespaces, "zae-limits-cli", now)
-        .await
-        .map_err(registry_error)?;
+    let registered = registry::initialise(
+        &store,
+        namespaces,
+        &registry::Stamper::Cli("zae-limits-cli"),
+        now,
+    )
+    .await
+    .map_err(registry_error)?;
     if json {
         let out = serde_json::json!({
             "table": table.table_name(),
@@ -298,6 +306,14 @@ pub async fn on_store(
         }
         return Ok(Ended::WithErrors);
     }
+    if report.stopped > 0 {
+        eprintln!(
+            "Unfinished: {} bucket fan-out(s) stopped at --max-seconds with their place recorded \
+             ({} pending in all); run the same apply again to go on",
+            report.stopped, report.pending
+        );
+        return Ok(Ended::Unfinished);
+    }
     let changed = !report.changes.is_empty();
     Ok(if changed && !matches!(command, Command::Apply { .. }) {
         Ended::Changes
@@ -336,14 +352,10 @@ async fn plan_or_apply(
             .map(|s| tokio::time::Instant::now() + std::time::Duration::from_secs(s)),
         ..Caller::local(principal)
     };
-    let report = provisioner.apply_plan(manifest, plan, &caller).await?;
-    if report.stopped > 0 {
-        tracing::warn!(
-            "{} fan-out(s) stopped at --max-seconds with their place recorded; apply again to go on",
-            report.stopped
-        );
-    }
-    Ok(report)
+    provisioner
+        .apply_plan(manifest, plan, &caller)
+        .await
+        .map_err(Into::into)
 }
 
 fn print_report(command: &Command, target: &Target, report: &Report) -> Result<(), CliError> {

@@ -2,9 +2,13 @@
 //! usable the moment it is deployed. Create and Update stamp the version
 //! record for these Lambdas and register the `Namespaces` property's
 //! namespaces (`default` unless given), as the client's `Repository.open`
-//! would. Delete puts the version stamp back to the Python Lambdas' 0.17.0
-//! if it is still this project's, and keeps the namespaces: they are the
-//! tenants' data, and the table outlives the stack.
+//! would. Everything is checked before the first write, and the stamp is
+//! the last one: a failed Create leaves the version record as it was. The
+//! stamp records its owner (this resource: stack id and logical id); a
+//! second stack's resource on a stamped table fails naming it. Delete puts
+//! the version stamp back to the Python Lambdas' 0.17.0 only when this
+//! resource owns it, and keeps the namespaces: they are the tenants' data,
+//! and the table outlives the stack.
 
 use super::{CfnError, Envelope, Outcome, skipped, unknown_properties};
 use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
@@ -22,7 +26,10 @@ pub fn physical_id(table: &str) -> String {
 
 /// Who the version record says stamped it.
 fn stamped_by() -> String {
-    format!("cfn:{LAMBDA_VERSION_STAMP}")
+    format!(
+        "{}{LAMBDA_VERSION_STAMP}",
+        zae_table::registry::STACK_STAMP_PREFIX
+    )
 }
 
 pub async fn handle(
@@ -36,9 +43,12 @@ pub async fn handle(
         if envelope.physical_resource_id.as_deref() != Some(id.as_str()) {
             return Ok(skipped(envelope, "this resource never initialised a table"));
         }
-        let why = match registry::unstamp(store, &stamped_by(), now_ms).await {
+        let owner = envelope.owner();
+        let why = match registry::unstamp(store, &stamped_by(), Some(&owner), now_ms).await {
             Ok(true) => "version record back to the Python Lambdas' 0.17.0; namespaces kept",
-            Ok(false) => "version record stamped by someone else since: left as it is",
+            Ok(false) => {
+                "version record not this resource's (another owns it, or it was stamped since): left as it is"
+            }
             Err(StoreError::TableMissing { .. }) => "the table no longer exists",
             Err(e) => return Err(CfnError::Unstamp(e)),
         };
@@ -49,7 +59,16 @@ pub async fn handle(
         return Err(invalid(problems));
     }
     let names = namespaces(envelope.property("Namespaces")).map_err(|p| invalid(vec![p]))?;
-    let registered = registry::initialise(store, &names, &stamped_by(), now_ms).await?;
+    let (by, owner) = (stamped_by(), envelope.owner());
+    // Only this stack's own Update adopts a stamp made before owners existed.
+    let adopt =
+        envelope.kind == "Update" && envelope.physical_resource_id.as_deref() == Some(id.as_str());
+    let stamper = registry::Stamper::Stack {
+        by: &by,
+        owner: &owner,
+        adopt,
+    };
+    let registered = registry::initialise(store, &names, &stamper, now_ms).await?;
     let created: Vec<&str> = registered
         .iter()
         .filter(|r| r.created)

@@ -627,3 +627,29 @@ async fn a_follow_up_that_cannot_start_leaves_the_work_to_the_next_apply_and_say
         "the place is recorded: {left:?}"
     );
 }
+
+/// The direct invoke of a fan-out too large for one invocation, when the
+/// follow-up cannot start: the committed apply is answered as applied, not
+/// as a Lambda error, with the refusal in its `errors` (as the protocol
+/// reports problems found after commit), and the place recorded.
+#[tokio::test(start_paused = true)]
+async fn a_direct_invoke_whose_follow_up_cannot_start_reports_it_in_errors() {
+    let (memory, deps) = large_namespace(true);
+    let payload = json!({"action": "apply", "table_name": "t", "namespace_id": NS,
+        "manifest": {"namespace": "default",
+            "resources": {"gpt-4": {"limits": {"rpm": {"capacity": 50, "soft": true}}}}}});
+    let applied = handle(deps.clone(), payload, in_a_minute(), "arn:fn".into())
+        .await
+        .unwrap();
+    assert_eq!(applied["status"], "applied", "{applied}");
+    let errors = applied["errors"].as_array().unwrap();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.as_str().unwrap().contains("could not be started")),
+        "{applied}"
+    );
+    assert_eq!(deps.continuer.asked.lock().unwrap().len(), 1);
+    let left = crate::apply::pending::read(&memory, NS).await.unwrap();
+    assert!(left.iter().any(|p| p.cursor.is_some()), "{left:?}");
+}

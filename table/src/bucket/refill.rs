@@ -2,7 +2,7 @@
 //! conditional UpdateItem that lands a refill pass's changes on a bucket
 //! only if nothing it read has moved since.
 
-use super::{REFILLED_AT, SCHED, SHARD_COUNT, VALID_UNTIL, field, limit_attr};
+use super::{REFILLED_AT, RSCHED, SCHED, SCHED_TZ, SHARD_COUNT, VALID_UNTIL, field, limit_attr};
 use crate::keys::SK_STATE;
 use crate::store::{Update, UpdateBuilder};
 use crate::value::Attr;
@@ -49,6 +49,12 @@ pub struct LimitChange {
     pub ceiling_pin: Option<i64>,
     /// `cp`, `ra`, `rp` as read: a parameter change since makes the write lose.
     pub params_read: [Option<i64>; 3],
+    /// `b_{n}_sched`, `b_{n}_rsched` and `b_{n}_rsa` as read: the schedules
+    /// and window the decision rests on (a sync that changes only them since
+    /// makes the write lose).
+    pub sched_read: Option<String>,
+    pub rsched_read: Option<String>,
+    pub reset_after_read: Option<i64>,
 }
 
 /// A refill pass's write to one bucket.
@@ -60,17 +66,28 @@ pub struct Materialise {
     pub valid_until_read: Option<i64>,
     /// A new `vu`, reopening the client's fast path until the next boundary.
     pub valid_until: Option<i64>,
-    /// The item's `sched` as read; pinned when `vu` is re-stamped.
+    /// The item's `sched`, `rsched` and `sched_tz` as read: every write pins
+    /// them, since resets, rolls and boundaries are decided from them.
     pub sched_read: Option<String>,
+    pub rsched_read: Option<String>,
+    pub tz_read: Option<String>,
     pub shard_count_read: Option<i64>,
     pub limits: Vec<LimitChange>,
 }
 
 /// `attr = value`, or its absence when it was absent.
 fn pinned(b: &mut UpdateBuilder, attr: &str, read: Option<i64>) -> String {
+    pinned_attr(b, attr, read.map(Attr::n))
+}
+
+fn pinned_text(b: &mut UpdateBuilder, attr: &str, read: Option<&str>) -> String {
+    pinned_attr(b, attr, read.map(Attr::s))
+}
+
+fn pinned_attr(b: &mut UpdateBuilder, attr: &str, read: Option<Attr>) -> String {
     let name = b.name(attr);
     match read {
-        Some(v) => format!("{name} = {}", b.value(Attr::n(v))),
+        Some(v) => format!("{name} = {}", b.value(v)),
         None => format!("attribute_not_exists({name})"),
     }
 }
@@ -88,12 +105,13 @@ impl Materialise {
         conditions.push(format!("(attribute_not_exists({sc}) OR {sc} <= {count})"));
         if let Some(vu) = self.valid_until {
             b.set(VALID_UNTIL, Attr::n(vu));
-            let sched = self.sched_read.as_deref().map(Attr::s);
-            let name = b.name(SCHED);
-            conditions.push(match sched {
-                Some(s) => format!("{name} = {}", b.value(s)),
-                None => format!("attribute_not_exists({name})"),
-            });
+        }
+        for (attr, read) in [
+            (SCHED, &self.sched_read),
+            (RSCHED, &self.rsched_read),
+            (SCHED_TZ, &self.tz_read),
+        ] {
+            conditions.push(pinned_text(&mut b, attr, read.as_deref()));
         }
         for limit in &self.limits {
             limit.compose(&mut b, &mut conditions);
@@ -132,6 +150,13 @@ impl LimitChange {
         let params = [field::CAPACITY, field::REFILL_AMOUNT, field::REFILL_PERIOD];
         for (f, read) in params.iter().zip(self.params_read) {
             conditions.push(pinned(b, &attr(f), read));
+        }
+        conditions.push(pinned(b, &attr(field::RESET_AFTER), self.reset_after_read));
+        for (f, read) in [
+            (field::SCHED, &self.sched_read),
+            (field::RSCHED, &self.rsched_read),
+        ] {
+            conditions.push(pinned_text(b, &attr(f), read.as_deref()));
         }
     }
 }
@@ -174,12 +199,16 @@ mod tests {
             valid_until_read: None,
             valid_until: Some(30),
             sched_read: None,
+            rsched_read: Some("-".into()),
+            tz_read: None,
             shard_count_read: Some(2),
             limits: vec![LimitChange {
                 name: "tpm".into(),
                 tokens_read: 5,
                 delta: 7,
                 params_read: [Some(100), Some(10), None],
+                sched_read: Some("c1".into()),
+                reset_after_read: Some(3_600),
                 ..Default::default()
             }],
         };
@@ -200,7 +229,12 @@ mod tests {
         );
         assert_eq!(
             text(update.condition.as_deref().unwrap()),
-            r#"rf = N("10") AND attribute_not_exists(vu) AND (attribute_not_exists(shard_count) OR shard_count <= N("2")) AND attribute_not_exists(sched) AND b_tpm_tk <= N("5") AND b_tpm_cp = N("100") AND b_tpm_ra = N("10") AND attribute_not_exists(b_tpm_rp)"#
+            concat!(
+                r#"rf = N("10") AND attribute_not_exists(vu) AND (attribute_not_exists(shard_count) OR shard_count <= N("2")) "#,
+                r#"AND attribute_not_exists(sched) AND rsched = S("-") AND attribute_not_exists(sched_tz) "#,
+                r#"AND b_tpm_tk <= N("5") AND b_tpm_cp = N("100") AND b_tpm_ra = N("10") AND attribute_not_exists(b_tpm_rp) "#,
+                r#"AND b_tpm_rsa = N("3600") AND b_tpm_sched = S("c1") AND attribute_not_exists(b_tpm_rsched)"#
+            )
         );
     }
 }

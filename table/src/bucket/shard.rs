@@ -27,10 +27,19 @@ pub fn double(pk: &str, count_read: Option<i64>, to: i64) -> Update {
 /// `SET shard_count = to` where it is lower, freezing each quota's grant
 /// count at what it was granted under (`b_{q}_gc`, where absent).
 pub fn raise_count(pk: &str, to: i64, freeze: &[(&str, i64)]) -> Update {
+    raising(pk, to, freeze, &[])
+}
+
+/// A raise to `to` where the count is below it, freezing quotas' grant
+/// counts and taking back `excess` tokens.
+fn raising(pk: &str, to: i64, freeze: &[(&str, i64)], excess: &[(String, i64)]) -> Update {
     let mut b = UpdateBuilder::new();
     b.set(SHARD_COUNT, Attr::n(to));
     for (quota, grants) in freeze {
         b.set_if_absent(&limit_attr(quota, field::GRANT_COUNT), Attr::n(*grants));
+    }
+    for (limit, amount) in excess.iter().filter(|(_, a)| *a > 0) {
+        b.add(&limit_attr(limit, field::TOKENS), Attr::n(-amount));
     }
     let sc = b.name(SHARD_COUNT);
     let condition = format!("{sc} < {}", b.value(Attr::n(to)));
@@ -115,8 +124,17 @@ pub fn debit(pk: &str, debits: &[Debit]) -> Update {
 }
 
 /// A clone created under a count a later doubling has passed: `SET
-/// shard_count = current`, keeping each quota's grant count.
-pub fn repair(pk: &str, current: i64, granted: i64, quotas: &[String]) -> Update {
+/// shard_count = current`, keeping each quota's grant count, and taking
+/// back from each other limit the `excess` its share at the old count held
+/// over its share at `current` (relative, so a client's consumption since
+/// is kept; never minted).
+pub fn repair(
+    pk: &str,
+    current: i64,
+    granted: i64,
+    quotas: &[String],
+    excess: &[(String, i64)],
+) -> Update {
     let freeze: Vec<(&str, i64)> = quotas.iter().map(|q| (q.as_str(), granted)).collect();
-    raise_count(pk, current, &freeze)
+    raising(pk, current, &freeze, excess)
 }

@@ -183,6 +183,15 @@ impl MemoryStore {
     }
 
     /// Writes an item as it is, with no condition: test set-up.
+    /// A namespace registered as the client registers one (its name is its id).
+    pub fn register_namespace(&self, namespace: &str) {
+        for write in zae_table::registry::register_namespace(namespace, namespace, 0) {
+            if let zae_table::store::TxWrite::Put { item, .. } = write {
+                self.insert(item);
+            }
+        }
+    }
+
     pub fn insert(&self, item: Item) {
         if let Some(key) = item_key(&item) {
             self.lock().insert(key, item);

@@ -128,25 +128,74 @@ impl<'s> Pass<'s> {
             // The client opens the next window itself.
             return Ok(None);
         }
-        let verdicts: Vec<Verdict> = limits
-            .iter()
-            .map(|l| self.verdict(l, &resolver, rf))
-            .collect();
-        let justified = verdicts.iter().any(|v| match v {
-            Verdict::Granted { delta, .. } => *delta != 0,
-            Verdict::Drip { delta, justified } => *delta < 0 || *justified,
-            _ => false,
-        });
-        if !justified {
+        let verdicts = self.verdicts(&limits, &resolver, rf);
+        if !justified(&verdicts) {
             return Ok(None);
         }
-        Ok(Some(self.compose(
+        // A write moves `rf` for every limit, and each is credited whole
+        // millitokens only: what a slow drip accrued past its last whole one
+        // would be forfeited. So the write moves `rf` only as far as every
+        // uncapped drip's whole millitokens reach, if that still credits a
+        // limit the write is justified by; otherwise it is left to the
+        // client, whose slow path would forfeit the same (no more).
+        let (pass, verdicts) = match self.whole_reach(&limits, rf).filter(|r| *r < self.now) {
+            Some(reach) => {
+                let earlier = Pass {
+                    now: reach,
+                    ..*self
+                };
+                let verdicts = earlier.verdicts(&limits, &resolver, rf);
+                if !justified(&verdicts) {
+                    return Ok(None);
+                }
+                (earlier, verdicts)
+            }
+            None => (Pass { ..*self }, verdicts),
+        };
+        Ok(Some(pass.compose(
             &limits,
             &verdicts,
             &mut resolver,
             rf,
             count,
         )?))
+    }
+
+    fn verdicts(&self, limits: &[Limit<'s>], resolver: &Resolver<'s>, rf: i64) -> Vec<Verdict> {
+        limits
+            .iter()
+            .map(|l| self.verdict(l, resolver, rf))
+            .collect()
+    }
+
+    /// The latest instant up to which every uncapped drip limit's accrual
+    /// since `rf` is whole millitokens; `None` when a limit has a schedule,
+    /// a reset or a window (their instants decide `rf`), or nothing drips.
+    fn whole_reach(&self, limits: &[Limit<'s>], rf: i64) -> Option<i64> {
+        let plain = limits.iter().all(|l| {
+            l.window.is_none() && l.schedules.resets.is_empty() && l.schedules.params.is_empty()
+        });
+        let elapsed = i128::from(self.now) - i128::from(rf);
+        if !plain || elapsed <= 0 {
+            return None;
+        }
+        limits
+            .iter()
+            .filter_map(|l| {
+                let (amount, period) = (i128::from(l.rate.0), i128::from(l.rate.1));
+                if amount <= 0 || period <= 0 {
+                    return None;
+                }
+                let whole = elapsed * amount / period;
+                // A limit the refill caps forfeits nothing by the move.
+                if i128::from(l.tokens) + whole >= i128::from(l.ceiling) {
+                    return None;
+                }
+                // The first instant its `whole` millitokens have accrued.
+                let covered = (whole * period + amount - 1) / amount;
+                i64::try_from(i128::from(rf) + covered).ok()
+            })
+            .min()
     }
 
     fn limits(
@@ -273,6 +322,16 @@ impl<'s> Pass<'s> {
     }
 }
 
+/// Whether a write is justified: a reset or roll that changes a balance, a
+/// clamp, or a drip the batch's consumption or a cleared debt asks for.
+fn justified(verdicts: &[Verdict]) -> bool {
+    verdicts.iter().any(|v| match v {
+        Verdict::Granted { delta, .. } => *delta != 0,
+        Verdict::Drip { delta, justified } => *delta < 0 || *justified,
+        _ => false,
+    })
+}
+
 impl<'s> Pass<'s> {
     fn compose(
         &self,
@@ -290,6 +349,9 @@ impl<'s> Pass<'s> {
             refilled_at_read: rf,
             refilled_at: window_starts.fold(self.now.max(rf), i64::max),
             valid_until_read: self.state.valid_until,
+            sched_read: self.state.sched.map(str::to_owned),
+            rsched_read: self.state.rsched.map(str::to_owned),
+            tz_read: self.state.sched_tz.map(str::to_owned),
             shard_count_read: self.state.shard_count,
             ..Default::default()
         };
@@ -298,6 +360,9 @@ impl<'s> Pass<'s> {
                 name: l.name.to_owned(),
                 tokens_read: l.tokens,
                 params_read: [l.read.capacity, l.read.refill_amount, l.read.refill_period],
+                sched_read: l.read.sched.map(str::to_owned),
+                rsched_read: l.read.rsched.map(str::to_owned),
+                reset_after_read: l.read.reset_after,
                 ..Default::default()
             };
             if let Some((Some(ws), _)) = l.window
@@ -365,7 +430,6 @@ impl<'s> Pass<'s> {
             return Ok(());
         };
         write.valid_until = Some(boundary);
-        write.sched_read = self.state.sched.map(str::to_owned);
         for ((l, verdict), change) in limits.iter().zip(verdicts).zip(&mut write.limits) {
             if matches!(verdict, Verdict::Unclamped { .. }) {
                 change.ceiling_pin = Some(l.ceiling);

@@ -93,6 +93,7 @@ fn a_clone_whose_quota_has_a_donor_waits_while_shard_0s_grant_is_stale() {
     };
     let limits = [CloneLimit {
         name: "q".into(),
+        capacity: 10_000,
         share: 5_000,
         quota: Some(rule),
     }];

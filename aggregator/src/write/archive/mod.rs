@@ -6,13 +6,16 @@
 //! again, which the documented query drops by `event_id`).
 
 use super::Aggregator;
+use super::BatchOutcome;
+use crate::plan::ArchiveSkip;
 use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::Instant;
 use zae_table::SequenceNumber;
 use zae_table::archive::{Archived, object_key};
+use zae_table::keys;
 use zae_table::store::{Store, StoreError};
 
 /// Where archive objects go: S3 in production, a map in tests.
@@ -75,6 +78,58 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 }
 
 impl<S: Store> Aggregator<S> {
+    /// The removals whose namespace the registry holds (its `#NSID#` entry,
+    /// in any status: a deleted namespace's audit items still expire, and a
+    /// purge removes that entry last). The others are skipped. A registry
+    /// that cannot be read fails the batch from that namespace's earliest
+    /// removal, for a retry.
+    pub(super) async fn registered(
+        &self,
+        removed: &[(SequenceNumber, Archived)],
+        outcome: &mut BatchOutcome,
+    ) -> Vec<(SequenceNumber, Archived)> {
+        let namespaces: BTreeSet<&str> =
+            removed.iter().map(|(_, a)| a.namespace.as_str()).collect();
+        let (mut known, mut unread) = (BTreeSet::new(), BTreeSet::new());
+        for namespace in namespaces {
+            let entry = self
+                .store
+                .get(
+                    &keys::pk_registry(),
+                    &keys::sk_namespace_id(namespace),
+                    true,
+                )
+                .await;
+            match entry {
+                Ok(Some(_)) => {
+                    known.insert(namespace);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let of_it = removed.iter().filter(|(_, a)| a.namespace == namespace);
+                    if let Some(earliest) = of_it.map(|(s, _)| s.clone()).min() {
+                        outcome.fail(&e, earliest);
+                    }
+                    unread.insert(namespace);
+                }
+            }
+        }
+        let mut kept = Vec::new();
+        for (sequence, archived) in removed {
+            if known.contains(archived.namespace.as_str()) {
+                kept.push((sequence.clone(), archived.clone()));
+            } else if !unread.contains(archived.namespace.as_str()) {
+                outcome.skip_archive(ArchiveSkip {
+                    sequence: sequence.clone(),
+                    key: archived.key.clone(),
+                    reason: "namespace id not in the table's registry".into(),
+                    events: 1,
+                });
+            }
+        }
+        kept
+    }
+
     pub(super) async fn write_object(
         &self,
         object: &Object,

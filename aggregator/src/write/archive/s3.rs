@@ -29,13 +29,31 @@ impl Archive for S3Archive {
     }
 }
 
+/// What S3 answers for a key it will never take.
+const KEY_REFUSED: [&str; 3] = ["KeyTooLongError", "InvalidURI", "InvalidObjectName"];
+
 /// Throttling, a 5xx, a timeout or a dropped connection is worth another try.
+/// A key S3 will never take is rejected (the object is skipped, counted and
+/// logged). Anything else, access denied or a missing bucket included, fails
+/// the batch: the item is already gone from the table, so it must wait for
+/// a retry rather than be dropped.
 fn classify<E, R>(bucket: &str, key: &str, err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug,
 {
     let message = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
+    let code = match &err {
+        SdkError::ServiceError(e) => e.err().code(),
+        _ => None,
+    };
+    if code.is_some_and(|c| KEY_REFUSED.contains(&c)) {
+        return StoreError::Rejected {
+            operation: "PutObject",
+            key: format!("s3://{bucket}/{key}"),
+            message,
+        };
+    }
     let retryable = match &err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             true

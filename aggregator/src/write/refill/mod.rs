@@ -47,10 +47,18 @@ impl<S: Store> Aggregator<S> {
             Ok(state) => state,
             Err(e) => return (skipped(bucket, &e), false),
         };
-        let refill = self.materialise(bucket, &state, now_ms, deadline).await;
+        // Never beyond the newest image's own time (DynamoDB's clock when it
+        // was written): an aggregator clock ahead of the table's would stamp
+        // an `rf` in the clients' future, and their slow paths would credit
+        // nothing until their clocks caught up.
+        let horizon = record.created_ms.map_or(now_ms, |at| at.min(now_ms));
+        let refill = self.materialise(bucket, &state, horizon, deadline).await;
         let wcu = bucket.consumed.get(WCU_LIMIT).copied().unwrap_or(0);
-        let doubled =
-            bucket.shard == 0 && self.double_if_hot(&bucket.pk, &state, wcu, now_ms).await;
+        // Past the deadline, a doubling waits for the shard's next batch.
+        let in_time = deadline.is_none_or(|d| Instant::now() < d);
+        let doubled = in_time
+            && bucket.shard == 0
+            && self.double_if_hot(&bucket.pk, &state, wcu, now_ms).await;
         (refill, doubled)
     }
 

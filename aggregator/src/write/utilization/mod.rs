@@ -37,8 +37,13 @@ pub const DECLARATION_TTL: Duration = Duration::from_secs(60);
 /// a damaged table might hold one).
 const CHAIN_LIMIT: usize = 8;
 
-/// Namespaces' declarations as last read, and when.
-pub type Declarations = HashMap<String, (Instant, Option<Arc<Declaration>>)>;
+/// Namespaces' declarations as last read, and when; bounded, since a
+/// client may write buckets under any namespace prefix.
+pub type Declarations = crate::write::bounded::Bounded<
+    String,
+    (Instant, Option<Arc<Declaration>>),
+    { repair::NAMESPACES_KEPT },
+>;
 pub type DeclarationCache = std::sync::Mutex<Declarations>;
 
 /// What a cascade's parent bucket says: where it cascades to, and which of
@@ -242,7 +247,7 @@ impl<S: Store> Aggregator<S> {
         if let Some((read_at, d)) = lock(&self.declarations).get(namespace)
             && read_at.elapsed() < DECLARATION_TTL
         {
-            return Ok(d.clone());
+            return Ok(d);
         }
         let read = self
             .retrying(deadline, || {

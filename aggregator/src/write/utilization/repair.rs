@@ -16,8 +16,7 @@
 use super::super::Aggregator;
 use super::lock;
 use crate::plan::BatchPlan;
-use std::collections::HashMap;
-use std::hash::Hash;
+use crate::write::bounded::Bounded;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zae_table::adaptive::Factor;
@@ -38,6 +37,8 @@ const CACHE_TTL: Duration = Duration::from_secs(60);
 /// entity without one costs no entry), the resources and the systems. Past
 /// half of it, the older half is dropped whole.
 const LEVELS_KEPT: usize = 50_000;
+/// Namespaces whose targets are kept (a client may write under any prefix).
+pub const NAMESPACES_KEPT: usize = 10_000;
 /// A controller silent this long is stopped: buckets seen go back to base.
 pub const STOPPED_AFTER_MS: i64 = 5 * 60_000;
 
@@ -48,39 +49,10 @@ type Pair = (String, String);
 /// What the repair keeps between batches.
 #[derive(Default)]
 pub struct RepairCache {
-    targets: Mutex<HashMap<String, Timed<Arc<Vec<Target>>>>>,
+    targets: Mutex<Bounded<String, Timed<Arc<Vec<Target>>>, NAMESPACES_KEPT>>,
     ticked: Mutex<Option<Timed<i64>>>,
-    configured: Mutex<HashMap<Pair, Timed<Arc<Configured>>>>,
-    levels: Mutex<Bounded<Pair, Timed<Option<LevelConfig>>>>,
-}
-
-/// A map that keeps at least the `LEVELS_KEPT / 2` latest entries: when
-/// the fresh half is full it becomes the old half, and the old one goes.
-struct Bounded<K, V> {
-    fresh: HashMap<K, V>,
-    old: HashMap<K, V>,
-}
-
-impl<K, V> Default for Bounded<K, V> {
-    fn default() -> Self {
-        Bounded {
-            fresh: HashMap::new(),
-            old: HashMap::new(),
-        }
-    }
-}
-
-impl<K: Hash + Eq, V: Clone> Bounded<K, V> {
-    fn get(&self, key: &K) -> Option<V> {
-        self.fresh.get(key).or_else(|| self.old.get(key)).cloned()
-    }
-
-    fn insert(&mut self, key: K, value: V) {
-        if self.fresh.len() >= LEVELS_KEPT / 2 {
-            self.old = std::mem::take(&mut self.fresh);
-        }
-        self.fresh.insert(key, value);
-    }
+    configured: Mutex<Bounded<Pair, Timed<Arc<Configured>>, LEVELS_KEPT>>,
+    levels: Mutex<Bounded<Pair, Timed<Option<LevelConfig>>, LEVELS_KEPT>>,
 }
 
 fn fresh<T: Clone>(hit: Option<&Timed<T>>) -> Option<T> {
@@ -90,14 +62,22 @@ fn fresh<T: Clone>(hit: Option<&Timed<T>>) -> Option<T> {
 
 impl<S: Store> Aggregator<S> {
     /// Repairs the stamps of the batch's buckets; counted, never a failure.
+    /// At the deadline it stops: the buckets left are repaired when the
+    /// stream shows them again.
     pub(in crate::write) async fn repair<R: AsRef<str>>(
         &self,
         records: &[R],
         plan: &BatchPlan,
         now_ms: i64,
+        deadline: Option<Instant>,
     ) -> (usize, usize) {
         let (mut repaired, mut failed) = (0, 0);
-        for bucket in &plan.buckets {
+        for (done, bucket) in plan.buckets.iter().enumerate() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                let left = plan.buckets.len() - done;
+                tracing::warn!(left, "adaptive repair stopped at the deadline");
+                break;
+            }
             let Some(text) = records.get(bucket.last_record) else {
                 continue;
             };
@@ -183,7 +163,7 @@ impl<S: Store> Aggregator<S> {
 
     /// A namespace's targets, at most a minute old.
     async fn targets(&self, namespace: &str) -> Result<Arc<Vec<Target>>, StoreError> {
-        if let Some(targets) = fresh(lock(&self.repair.targets).get(namespace)) {
+        if let Some(targets) = fresh(lock(&self.repair.targets).get(namespace).as_ref()) {
             return Ok(targets);
         }
         let targets = Arc::new(Target::read_all(&self.store, namespace).await?);
@@ -207,7 +187,7 @@ impl<S: Store> Aggregator<S> {
     /// only for entities the entity-config index lists.
     async fn governing(&self, key: &BucketKey) -> Result<Option<(Level, LevelConfig)>, StoreError> {
         let index = (key.namespace.clone(), key.resource.clone());
-        let hit = fresh(lock(&self.repair.configured).get(&index));
+        let hit = fresh(lock(&self.repair.configured).get(&index).as_ref());
         let configured = match hit {
             Some(c) => c,
             None => {

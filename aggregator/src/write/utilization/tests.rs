@@ -380,6 +380,21 @@ async fn a_bucket_seen_at_base_is_stamped_with_its_targets_factor() {
     assert_eq!(again.stats.stamps_repaired, 0);
 }
 
+/// Past the batch's deadline the repair stops: the bucket is repaired when
+/// the stream shows it again, never at the cost of answering late.
+#[tokio::test]
+async fn a_repair_past_the_deadline_waits_for_the_buckets_next_batch() {
+    let (store, records) = adaptive_table(ten_past() - 60_000, 10_000_000, 1_000_000).await;
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let late = agg
+        .process(&records, "p", MINUTE_S, Some(std::time::Instant::now()))
+        .await;
+    assert_eq!(late.stats.stamps_repaired, 0, "{:?}", late.stats);
+    assert_eq!(tpm_ra(agg.store()), Attr::n(1_000_000));
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
+}
+
 #[tokio::test]
 async fn with_the_controller_stopped_five_minutes_a_bucket_seen_goes_back_to_base() {
     let stopped = ten_past() - repair::STOPPED_AFTER_MS - 1;

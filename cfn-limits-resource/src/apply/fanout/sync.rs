@@ -49,6 +49,25 @@ impl<S: Store> FanOuts<'_, S> {
             return Ok(Tally::default());
         };
         let declared: Vec<LimitConfig> = live.map(|c| c.limits.clone()).unwrap_or_default();
+        // As the reference decodes before it discovers: an undecodable
+        // schedule is reported, and the sync kept pending, whether or not
+        // a bucket is live. Per bucket below only for `_default_`, whose
+        // fallback depends on each bucket's resource.
+        match live.filter(|c| !c.limits.is_empty()) {
+            Some(config) => undecodable(level, config)?,
+            None if resource != DEFAULT_RESOURCE => {
+                let fallback: Vec<Level> = Level::resolution(entity, resource, true)
+                    .into_iter()
+                    .skip(1)
+                    .collect();
+                if let Some((decided, config)) =
+                    resolver.limits(entity, resource, &fallback).await?
+                {
+                    undecodable(&decided, &config)?;
+                }
+            }
+            None => {}
+        }
         let previous = &directive.previous;
         let declared_names: BTreeSet<String> = declared.iter().map(|l| l.name.clone()).collect();
         let (declared, declared_names) = (&declared, &declared_names);
