@@ -9,8 +9,8 @@ cd "$ROOT"
 . "$ROOT/scripts/phase.sh"
 phase "Python venv: moto and the zae-limiter 0.17.0 client" "first time: about 1 min"
 "$ROOT/scripts/setup-venv.sh" demo
-phase "release build of aggregator and zae-limits" "cold: about 5 min on 2 cores; warm: seconds"
-cargo build --quiet --release -p zae-aggregator -p cfn-limits-resource --bin aggregator --bin zae-limits
+phase "release build of aggregator and zae-limits" "cold or after a change: 5 to 10 min on 2 cores, cargo shows its progress; warm: seconds"
+cargo build --release -p zae-aggregator -p cfn-limits-resource --bin aggregator --bin zae-limits
 . "$ROOT/scripts/moto.sh"
 py="$ROOT/.venv/bin/python"
 work="$(mktemp -d)"
