@@ -9,28 +9,12 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use zae_test_support::emf::validate_emf;
 use zae_test_support::harness::*;
 
-/// `aggregator poll --until-idle` with this build's binary.
-fn poll(
-    table: &str,
-    checkpoint: &Path,
-    endpoint: &str,
-    env: &[(&str, &str)],
-    extra: &[&str],
-) -> Poll {
-    poll_with(
-        env!("CARGO_BIN_EXE_aggregator"),
-        table,
-        checkpoint,
-        endpoint,
-        env,
-        extra,
-    )
-}
+mod common;
+use common::poll;
 
 struct Scenario {
     table: String,

@@ -9,23 +9,8 @@ use std::path::Path;
 use std::process::Command;
 use zae_test_support::harness::*;
 
-/// `aggregator poll --until-idle` with this build's binary.
-fn poll(
-    table: &str,
-    checkpoint: &Path,
-    endpoint: &str,
-    env: &[(&str, &str)],
-    extra: &[&str],
-) -> Poll {
-    poll_with(
-        env!("CARGO_BIN_EXE_aggregator"),
-        table,
-        checkpoint,
-        endpoint,
-        env,
-        extra,
-    )
-}
+mod common;
+use common::poll;
 
 /// The table through the same store the Lambdas use, on moto.
 fn store(table: &str) -> (tokio::runtime::Runtime, zae_table::sdk::DynamoStore) {

@@ -119,7 +119,7 @@ async fn stamp_holder(store: &impl Store) -> Result<String, StoreError> {
         Some(owner) => format!("the resource {owner}"),
         None => format!(
             "an earlier deployment ({}) that recorded no owner",
-            text("updated_by").unwrap_or_else(|| "unknown".into())
+            text(registry::UPDATED_BY).unwrap_or_else(|| "unknown".into())
         ),
     })
 }

@@ -16,6 +16,8 @@ pub const LAMBDA_VERSION: &str = "lambda_version";
 /// On the version record: the stack resource (`<StackId>|<LogicalResourceId>`)
 /// whose `Custom::ZaeLimiterTable` stamped it, and alone may restore it.
 pub const STAMP_OWNER: &str = "stamp_owner";
+/// On the version record: who stamped it last.
+pub const UPDATED_BY: &str = "updated_by";
 /// `updated_by` of a stamp a stack's resource made (before owners existed too).
 pub const STACK_STAMP_PREFIX: &str = "cfn:";
 /// On the version record: the oldest client allowed to open the table.
@@ -120,7 +122,7 @@ fn stamping(lambda_version: &str, by: &str, now_ms: i64) -> crate::store::Update
     update
         .set(LAMBDA_VERSION, Attr::s(lambda_version))
         .set("updated_at", Attr::s(crate::audit::timestamp(now_ms)))
-        .set("updated_by", Attr::s(by))
+        .set(UPDATED_BY, Attr::s(by))
         .set_if_absent("schema_version", Attr::s(SCHEMA_VERSION))
         .set_if_absent(CLIENT_MIN_VERSION, Attr::s(ANY_CLIENT))
         .set_if_absent(keys::Index::GSI4.pk, Attr::s(keys::RESERVED_NAMESPACE))
@@ -147,7 +149,7 @@ pub fn stamp_version_owned(
     let condition = if adopt {
         format!("{unowned} OR {o} = {me}")
     } else {
-        let (ver, by_name) = (update.name(LAMBDA_VERSION), update.name("updated_by"));
+        let (ver, by_name) = (update.name(LAMBDA_VERSION), update.name(UPDATED_BY));
         let ours = update.value(Attr::s(lambda_version));
         let cfn = update.value(Attr::s(STACK_STAMP_PREFIX));
         format!(
@@ -165,7 +167,7 @@ pub fn restore_version(from: &str, to: &str, by: &str, owner: Option<&str>, now_
     update
         .set(LAMBDA_VERSION, Attr::s(to))
         .set("updated_at", Attr::s(crate::audit::timestamp(now_ms)))
-        .set("updated_by", Attr::s(by));
+        .set(UPDATED_BY, Attr::s(by));
     let name = update.name(LAMBDA_VERSION);
     let value = update.value(Attr::s(from));
     let mut condition = format!("{name} = {value}");

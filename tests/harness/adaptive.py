@@ -41,7 +41,7 @@ import time
 
 from zae_limiter import Limit, RateLimiter, RateLimitExceeded, Repository
 
-from client import endpoint, open_repo, region
+from client import create, endpoint, open_repo, region
 
 RESOURCE = "gpt-4"
 # (entity, parent, requests, tokens each)
@@ -49,9 +49,7 @@ TREE = [("org", None, 2, 1), ("team", "org", 3, 10), ("key", "team", 5, 100)]
 
 
 async def cascade(table: str) -> dict:
-    raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
-    await raw.create_table()
-    await raw.close()
+    await create(table)
     repo = await open_repo(table)
     limiter = RateLimiter(repository=repo)
     for entity, parent, _, _ in TREE:
@@ -71,9 +69,7 @@ ENTITY, TOKENS = "e", 100
 
 
 async def setup(table: str) -> dict:
-    raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
-    await raw.create_table()
-    await raw.close()
+    await create(table)
     repo = await open_repo(table)
     namespace = repo.namespace_id
     await repo.close()
@@ -163,9 +159,7 @@ LEAD, DEV = "lead", "dev"
 async def cascade_limits(table: str) -> dict:
     """A parent that tracks rpm only, a child that tracks rpm and tpm: the
     client debits the parent only for rpm, so dev's tpm has no copy above."""
-    raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
-    await raw.create_table()
-    await raw.close()
+    await create(table)
     repo = await open_repo(table)
     limiter = RateLimiter(repository=repo)
     await limiter.create_entity(LEAD)

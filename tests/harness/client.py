@@ -42,10 +42,15 @@ async def open_repo(table: str) -> Repository:
     return await Repository.open("default", stack=table, region=region(), endpoint_url=endpoint())
 
 
-async def setup(table: str) -> dict:
+async def create(table: str) -> None:
+    """The table as the library defines it, nothing in it."""
     raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
     await raw.create_table()
     await raw.close()
+
+
+async def setup(table: str) -> dict:
+    await create(table)
     boto3.client("dynamodb", endpoint_url=endpoint(), region_name=region()).update_time_to_live(
         TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"}
     )

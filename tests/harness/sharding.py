@@ -16,17 +16,15 @@ import json
 import time
 
 import boto3
-from zae_limiter import Limit, RateLimiter, RateLimitExceeded, Repository
+from zae_limiter import Limit, RateLimiter, RateLimitExceeded
 
-from client import endpoint, open_repo, region
+from client import create, endpoint, open_repo, region
 
 ENTITY, RESOURCE = "hot", "api"
 
 
 async def setup(table: str) -> dict:
-    raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
-    await raw.create_table()
-    await raw.close()
+    await create(table)
     repo = await open_repo(table)
     limiter = RateLimiter(repository=repo)
     await limiter.create_entity(ENTITY)

@@ -39,7 +39,7 @@ import boto3
 from zae_limiter import Limit, RateLimiter, RateLimitExceeded, Repository
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client import endpoint, region  # noqa: E402
+from client import create, endpoint, region  # noqa: E402
 
 RESOURCE = "api"
 RATE = 20
@@ -98,9 +98,7 @@ def entities(n: int) -> list:
 
 
 async def setup(table: str, n: int, burst: int) -> None:
-    raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
-    await raw.create_table()
-    await raw.close()
+    await create(table)
     repo = await Repository.open("default", stack=table, region=region(), endpoint_url=endpoint())
     limiter = RateLimiter(repository=repo)
     for entity in entities(n):
