@@ -18,6 +18,8 @@ echo "== $ZAE_FUZZ_CASES cases per property"
 cargo test -p zae-aggregator --lib plan::tests::the_ -- --nocapture
 cargo test -p zae-table --lib schedule::tests::any_stored_string -- --nocapture
 cargo test -p cfn-limits-resource --lib manifest::properties -- --nocapture
+# The demand share's water-filling, in CONTROLLER_CASES scenarios each.
+ZAE_FUZZ_CASES="${CONTROLLER_CASES:-300000}" cargo test -p zae-table --lib adaptive::share -- --nocapture
 # The bucket models and the schedule oracle (the client's own code) cost more per case.
 "$ROOT/scripts/setup-venv.sh"
 export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"

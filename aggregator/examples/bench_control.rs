@@ -10,6 +10,10 @@
 //!    invocation, after a 15 s canary wait) until every bucket carries the
 //!    newest factor, when the factor moves again during the lap.
 //!
+//! 3. Writes per move at 1,000 and 100,000 entities with 20 saturated,
+//!    `share: base` against `share: demand`, and what the buckets carry in
+//!    all against the resource's capacity (the over-commit).
+//!
 //! Run: `cargo run --release -p zae-aggregator --example bench_control`.
 
 use std::collections::BTreeMap;
@@ -199,6 +203,95 @@ async fn hundred_thousand() {
     );
 }
 
+/// The table for the share comparison: `entities` buckets of `r` (base
+/// 1,000 a minute, at most 10x), `r` sized for all their bases together,
+/// shared by demand or by base.
+fn share_table(entities: usize, demand: bool) -> Table {
+    use zae_table::adaptive::Declaration;
+    let store = table(1, 0, LATENCY);
+    let inner = &store.inner().inner;
+    for i in 0..entities {
+        inner.insert(bucket("ns000", &format!("e{i:06}"), 10_000_000, 1_000_000));
+    }
+    let mut d =
+        Declaration::from_item(&inner.item("ns000/ADAPTIVE#", "#DECLARATION").unwrap()).unwrap();
+    d.capacity
+        .get_mut("r")
+        .unwrap()
+        .insert("tpm".into(), entities as i64 * 1_000);
+    if demand {
+        d.demand.insert("r".to_owned());
+    }
+    inner.insert(d.to_item("ns000"));
+    store
+}
+
+/// One minute as the sensor writes it: everyone at 20% of base, and
+/// `saturated` entities taking all of their base, each listed as saturated.
+async fn share_minute(store: &Table, m: i64, entities: usize, saturated: usize) -> i64 {
+    use zae_table::adaptive::demand::{Listing, Seen};
+    let minute = T0 + (m - 1) * MINUTE_MS;
+    let used = (entities - saturated) as i64 * 200 + saturated as i64 * 1_000;
+    for i in 0..saturated {
+        let entity = format!("e{i:06}");
+        let listing = Listing {
+            namespace: "ns000",
+            resource: "r",
+            minute_ms: minute,
+            entity: &entity,
+        };
+        let seen = Seen {
+            used: BTreeMap::from([("tpm".to_owned(), 1_000_000)]),
+            short: BTreeMap::from([("tpm".to_owned(), [0].into())]),
+            shards: 1,
+        };
+        store.transact(&listing.admit(&seen)).await.unwrap();
+    }
+    sense(store, 1, m, used).await
+}
+
+/// What one move costs under each share, and what it stamps in all.
+async fn writes_per_move() {
+    println!(
+        "| entities | share | writes in the moving tick | buckets stamped | stamped / capacity |"
+    );
+    println!("|---|---|---|---|---|");
+    for entities in [1_000usize, 100_000] {
+        for demand in [false, true] {
+            let store = share_table(entities, demand);
+            let mut now = 0;
+            for m in 0..4 {
+                now = share_minute(&store, m, entities, 20).await;
+                if m < 3 {
+                    controller(&store, None).tick_all(now).await.unwrap();
+                }
+            }
+            store.reset();
+            let tick = controller(&store, None).tick_all(now).await.unwrap();
+            let t = &tick.namespaces[0].targets[0];
+            let counts = store.counts();
+            let writes: u64 = ["UpdateItem", "TransactWriteItems", "PutItem", "DeleteItem"]
+                .iter()
+                .filter_map(|op| counts.get(op))
+                .sum();
+            let stamped: i64 = store
+                .inner()
+                .inner
+                .items()
+                .iter()
+                .filter_map(|i| i.get("b_tpm_ra").and_then(|a| a.as_int()))
+                .sum();
+            println!(
+                "| {entities} | {} | {writes} ({}) | {} | {:.2} |",
+                if demand { "demand" } else { "base" },
+                calls(&counts),
+                t.buckets_stamped,
+                stamped as f64 / 1000.0 / (entities as f64 * 1_000.0),
+            );
+        }
+    }
+}
+
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() {
     println!(
@@ -211,4 +304,9 @@ async fn main() {
         SLOW.as_millis()
     );
     hundred_thousand().await;
+    println!(
+        "\n== writes per move, share: base against share: demand, 20 saturated, {} ms a call\n",
+        LATENCY.as_millis()
+    );
+    writes_per_move().await;
 }

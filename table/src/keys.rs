@@ -31,6 +31,8 @@ pub const SK_ADAPTIVE_SENSED: &str = "#SENSED";
 pub const SK_ADAPTIVE_TICK: &str = "#TICK";
 pub const SK_ADAPTIVE_USAGE: &str = "#USAGE#";
 pub const SK_ADAPTIVE_TARGET: &str = "#TARGET#";
+pub const SK_ADAPTIVE_DEMAND: &str = "#DEMAND#";
+pub const SK_ADAPTIVE_ALLOCATION: &str = "#ALLOCATION#";
 /// The namespace of table-wide records: the namespace registry and `#VERSION`.
 pub const RESERVED_NAMESPACE: &str = "_";
 
@@ -297,6 +299,21 @@ pub fn sk_adaptive_sensed(at_ms: i64) -> String {
 /// so one prefix query finds a minute's resources.
 pub fn sk_adaptive_usage(minute_ms: i64, resource: &str) -> String {
     format!("{SK_ADAPTIVE_USAGE}{minute_ms:013}#{resource}")
+}
+
+/// One entity's demand on a `share: demand` resource in one minute:
+/// `#DEMAND#{minute start ms, 13 digits}#{resource}#{entity}`; the minute's
+/// header (its count and overflow) has the empty entity, so one prefix query
+/// with the entity left empty finds the header and every entity. No name
+/// can hold `#`.
+pub fn sk_adaptive_demand(minute_ms: i64, resource: &str, entity: &str) -> String {
+    format!("{SK_ADAPTIVE_DEMAND}{minute_ms:013}#{resource}#{entity}")
+}
+
+/// One entity's allocation of a (resource, limit) under `share: demand`
+/// (`#ALLOCATION#{resource}#{limit}#{entity}`; empty entity: every one).
+pub fn sk_adaptive_allocation(resource: &str, limit: &str, entity: &str) -> String {
+    format!("{SK_ADAPTIVE_ALLOCATION}{resource}#{limit}#{entity}")
 }
 
 /// A (resource, limit)'s target factor and the controller's state for it.

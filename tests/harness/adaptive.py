@@ -23,6 +23,12 @@
                                      bucket is drained as tokens accrue, the requests' own
                                      latency notwithstanding; prints the tokens admitted per
                                      entity and per minute of the clock
+    adaptive.py share --table T --resources R1,R2 --steady S --surge U --tokens K
+                                     on each resource, entity "heavy" takes all it gets (K
+                                     tokens a request) and ten light ones use half their base
+                                     (25 rps tokens every 5 s) for S seconds, then take all
+                                     they get too for U seconds; prints each resource's tokens
+                                     admitted per minute of the clock, heavy and light apart
     adaptive.py cascade-limits --table T
                                      parent "lead" with rpm only, child "dev" with rpm and tpm,
                                      dev cascading; requests of dev; prints the tpm asked
@@ -121,32 +127,92 @@ async def params(table: str, entity: str = ENTITY) -> dict:
     return read
 
 
+async def take_all(limiter, name: str, resource: str, tokens: int, until: float, count) -> None:
+    """Takes all `name` is admitted on `resource` until `until` (monotonic):
+    a request as soon as the last one is through, or as soon as a
+    rejection's retry_after has passed; `count(tokens)` for each admitted."""
+    while time.monotonic() < until:
+        try:
+            async with limiter.acquire(entity_id=name, resource=resource, consume={"rps": tokens}):
+                pass
+        except RateLimitExceeded as e:
+            wait = getattr(e, "retry_after_seconds", None) or 0.05
+            await asyncio.sleep(min(max(wait, 0.01), 1.0))
+            continue
+        count(tokens)
+
+
+def per_minute_counter(table: dict):
+    """A counter of tokens by minute of the clock (epoch ms of its start)."""
+    def count(tokens: int) -> None:
+        minute = int(time.time() // 60) * 60_000
+        table[minute] = table.get(minute, 0) + tokens
+    return count
+
+
 async def greedy(table: str, entities: int, seconds: float, tokens: int) -> dict:
-    """Each entity takes all it is admitted: a request as soon as the last
-    one is through, or as soon as a rejection's retry_after has passed."""
+    """Each entity takes all it is admitted."""
     repo = await open_repo(table)
     limiter = RateLimiter(repository=repo)
     names = [f"g{i:02d}" for i in range(entities)]
     per_entity = {n: 0 for n in names}
     per_minute: dict[int, int] = {}
     deadline = time.monotonic() + seconds
+    minute_count = per_minute_counter(per_minute)
 
-    async def take(name: str) -> None:
-        while time.monotonic() < deadline:
-            try:
-                async with limiter.acquire(entity_id=name, resource=RESOURCE, consume={"rps": tokens}):
-                    pass
-            except RateLimitExceeded as e:
-                wait = getattr(e, "retry_after_seconds", None) or 0.05
-                await asyncio.sleep(min(max(wait, 0.01), 1.0))
-                continue
-            per_entity[name] += tokens
-            minute = int(time.time() // 60) * 60_000
-            per_minute[minute] = per_minute.get(minute, 0) + tokens
+    def counter(name):
+        def count(t):
+            per_entity[name] += t
+            minute_count(t)
+        return count
 
-    await asyncio.gather(*(take(n) for n in names for _ in range(REQUESTERS)))
+    await asyncio.gather(*(take_all(limiter, n, RESOURCE, tokens, deadline, counter(n))
+                           for n in names for _ in range(REQUESTERS)))
     await repo.close()
     return {"per_entity": per_entity, "per_minute": sorted(per_minute.items())}
+
+
+# The demand-share scenario: one heavy entity that takes all it gets and ten
+# light ones at half their base (25 tokens every 5 s of 10 a second), on each resource;
+# after `steady` seconds the light ones take all they get too.
+HEAVY, LIGHT = "heavy", [f"light{i}" for i in range(10)]
+
+
+async def share(table: str, resources: list, steady: float, surge: float, tokens: int) -> dict:
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    start, surge_wall = time.monotonic(), time.time() + steady
+    surge_at, end = start + steady, start + steady + surge
+    counts = {r: {"heavy": {}, "light": {}} for r in resources}
+
+    async def light(name: str, resource: str) -> None:
+        # 25 tokens every 5 s on a schedule of its own (not after each
+        # answer): 5 a second, whatever the round trips.
+        count = per_minute_counter(counts[resource]["light"])
+        due = time.monotonic()
+        while due < surge_at:
+            try:
+                async with limiter.acquire(entity_id=name, resource=resource, consume={"rps": 25}):
+                    pass
+                count(25)
+            except RateLimitExceeded:
+                pass
+            due += 5.0
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+        await asyncio.gather(*(take_all(limiter, name, resource, tokens, end, count)
+                               for _ in range(REQUESTERS)))
+
+    tasks = []
+    for r in resources:
+        heavy = per_minute_counter(counts[r]["heavy"])
+        tasks += [take_all(limiter, HEAVY, r, tokens, end, heavy) for _ in range(REQUESTERS)]
+        tasks += [light(name, r) for name in LIGHT]
+    await asyncio.gather(*tasks)
+    await repo.close()
+    return {
+        "surge_ms": int(surge_wall * 1000),
+        "per_minute": {r: {k: sorted(v.items()) for k, v in c.items()} for r, c in counts.items()},
+    }
 
 
 # Requesters per greedy entity: one alone leaves tokens unused while its
@@ -243,13 +309,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("cascade", "cascade-limits", "setup", "touch", "admit", "view", "params", "surge",
-                 "greedy", "set"):
+                 "greedy", "set", "share"):
         c = sub.add_parser(name)
         c.add_argument("--table", required=True)
         if name in ("admit", "greedy"):
             c.add_argument("--seconds", type=float, required=True)
-        if name in ("surge", "greedy"):
+        if name in ("surge", "greedy", "share"):
             c.add_argument("--tokens", type=int, required=True)
+        if name == "share":
+            c.add_argument("--resources", required=True)
+            c.add_argument("--steady", type=float, required=True)
+            c.add_argument("--surge", type=float, required=True)
         if name in ("touch", "params", "set"):
             c.add_argument("--entity", default=ENTITY)
         if name == "greedy":
@@ -270,6 +340,8 @@ def main() -> None:
         "surge": lambda: surge(args.table, args.tokens),
         "greedy": lambda: greedy(args.table, args.entities, args.seconds, args.tokens),
         "set": lambda: set_level(args.table, args.level, args.entity, args.capacity, args.rate),
+        "share": lambda: share(args.table, args.resources.split(","), args.steady, args.surge,
+                               args.tokens),
     }[args.command]
     print(json.dumps(asyncio.run(run())))
 

@@ -74,3 +74,24 @@ pub async fn five_times(store: &MemoryStore, namespace: &str, generation: i64) {
         .await
         .expect("the in-memory table takes a first target");
 }
+
+/// `entity` raised by a demand share to `factor` x base on `r`'s `tpm`
+/// under `generation`, as the controller records it once stamped.
+pub fn raised(
+    entity: &str,
+    factor: i64,
+    generation: i64,
+) -> zae_table::adaptive::allocation::Allocated {
+    zae_table::adaptive::allocation::Allocated {
+        resource: "r".into(),
+        limit: "tpm".into(),
+        entity: entity.into(),
+        factor: Factor::from_ppm(factor * 1_000_000),
+        generation,
+        used: 1_000,
+        saturated: true,
+        why: "share".into(),
+        at_ms: 0,
+        pending: false,
+    }
+}

@@ -173,7 +173,7 @@ def dashboard_problems(cfn: dict) -> list[str]:
     for wanted in ("SoftLimitOverdrawn", "RecordsProcessed", "RecordsSkipped", "ResourceUtilization",
                    "AdaptiveFactor", "ControllerTicks", "ControllerBlind", "CanaryLag", "StampingBehind",
                    "NamespaceTicksFailed", "ArchiveSkipped", "PropagationsFailed", "StreamBatchDuration",
-                   "FollowUpsFailed"):
+                   "FollowUpsFailed", "SaturatedEntities", "RaisedEntities", "DemandOverflow"):
         if wanted not in shown:
             problems.append(f"the dashboard does not show {wanted}")
     if "IteratorAge" not in body or '"Errors"' not in body:

@@ -19,6 +19,7 @@
 //! `aggregator control`.
 
 mod canaries;
+mod demand;
 pub mod namespace;
 pub mod shards;
 
@@ -185,7 +186,7 @@ fn out_of_time(namespace: &str) -> StoreError {
 pub fn metrics(tick: &TableTick) -> Vec<crate::metrics::MetricEvent> {
     use crate::metrics::{
         ADAPTIVE_FACTOR, CANARY_LAG, CONTROLLER_BLIND, MetricEvent, NAMESPACE_TICKS_FAILED,
-        RESOURCE_UTILIZATION, STAMPING_BEHIND,
+        RAISED_ENTITIES, RESOURCE_UTILIZATION, SATURATED_ENTITIES, STAMPING_BEHIND,
     };
     let at_ms = tick.at_ms;
     let mut events = vec![MetricEvent::ControllerTick { at_ms }];
@@ -214,6 +215,13 @@ pub fn metrics(tick: &TableTick) -> Vec<crate::metrics::MetricEvent> {
             events.push(adaptive(ADAPTIVE_FACTOR, t.factor));
             let behind = t.pass_unfinished || t.stamps_lost > 0;
             events.push(adaptive(STAMPING_BEHIND, f64::from(u8::from(behind))));
+            if let Some(share) = &t.share {
+                let count = |f: fn(&zae_table::adaptive::share::EntityShare) -> bool| {
+                    share.entities.iter().filter(|e| f(e)).count() as f64
+                };
+                events.push(adaptive(SATURATED_ENTITIES, count(|e| e.saturated)));
+                events.push(adaptive(RAISED_ENTITIES, count(|e| e.factor > 1.0)));
+            }
         }
     }
     events

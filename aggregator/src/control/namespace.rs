@@ -5,8 +5,10 @@
 use super::canaries::Watch;
 use super::{Controller, StreamShards, passed};
 use std::collections::BTreeMap;
+use zae_table::adaptive::allocation::Allocated;
 use zae_table::adaptive::estimator::{Decision, Estimator, Law, Observation, Reason};
 use zae_table::adaptive::pass::{self, Pass, Writes};
+use zae_table::adaptive::share::ShareTick;
 use zae_table::adaptive::target::Target;
 use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
 use zae_table::adaptive::{Declaration, Factor};
@@ -50,6 +52,9 @@ pub struct TargetTick {
     /// The declaration no longer scales it: its buckets are back at base
     /// and the target is gone.
     pub retired: bool,
+    /// Under `share: demand`: what the tick shared out, and to whom.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareTick>,
 }
 
 /// A namespace's records, read before the canaries.
@@ -119,15 +124,31 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         }
         // What the declaration no longer scales goes back to base.
         for (_, target) in stored {
-            report.targets.push(self.retire(&id, target).await?);
+            report.targets.push(self.retire(&id, target, now_ms).await?);
         }
         Ok(report)
     }
 
     /// A target the declaration no longer scales: every bucket back to base,
     /// then the target deleted (resumed at the next tick when cut short).
-    async fn retire(&self, namespace: &str, mut target: Target) -> Result<TargetTick, StoreError> {
-        let read = target.generation;
+    async fn retire(
+        &self,
+        namespace: &str,
+        mut target: Target,
+        now_ms: i64,
+    ) -> Result<TargetTick, StoreError> {
+        let mut read = target.generation;
+        if target.shared.is_some() {
+            // Shared by demand: raised entities carry generations above the
+            // target's; a lap under a new one reaches every bucket.
+            target.shared = None;
+            target.restamp(now_ms);
+            self.store
+                .update(&target.write(namespace, Some(read)), Returns::Nothing)
+                .await?;
+            read = target.generation;
+            Allocated::forget_all(self.store, namespace, &target.resource, &target.limit).await?;
+        }
         let out_of_time = || passed(self.stop_at);
         let pass = pass::run(
             self.store,
@@ -175,7 +196,9 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             max_factor: max.as_f64(),
         };
         let capacity = declaration.capacity(resource, limit).unwrap_or(1).max(1);
+        let demand = declaration.shares_by_demand(resource);
         let mut minutes = Vec::new();
+        let mut last_used = None;
         let mut decision = (Decision::Hold, 0);
         if watch.blind {
             decision = (estimator.blind(), 0);
@@ -186,6 +209,13 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
                     .used(self.store, namespace, minute, resource, limit)
                     .await?;
                 let utilization = used as f64 / (capacity as f64 * 1000.0);
+                minutes.push((minute, utilization));
+                target.minute_ms = minute;
+                last_used = Some((minute, used));
+                if demand {
+                    // Shared by demand: the factor stays at one.
+                    continue;
+                }
                 let (factor, mixed) = target.in_force(minute, minute + MINUTE_MS);
                 let obs = Observation {
                     utilization,
@@ -197,12 +227,25 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
                 if let Decision::Move(_) = d {
                     decision = (d, minute);
                 }
-                minutes.push((minute, utilization));
-                target.minute_ms = minute;
             }
         }
+        let mut share = None;
+        if demand {
+            let plan = self
+                .plan_share(namespace, declaration, &target, last_used, watch.blind)
+                .await?;
+            target.shared = serde_json::to_string(&plan.tick).ok();
+            share = Some(plan);
+            if target.factor != Factor::ONE {
+                target.moved(Factor::ONE, now_ms, "share: demand", 0);
+            }
+        } else if target.shared.take().is_some() {
+            // Back to `share: base`: the declaration's new fingerprint
+            // restamps every bucket under a generation above the raises.
+            Allocated::forget_all(self.store, namespace, resource, limit).await?;
+        }
         let wanted = Factor::from_f64(estimator.factor).min(max);
-        let moved = matches!(decision.0, Decision::Move(_)) && wanted != target.factor;
+        let moved = !demand && matches!(decision.0, Decision::Move(_)) && wanted != target.factor;
         if moved {
             // Minutes caught up on in one tick can cross: the move is named
             // by where it goes, unless it is a surge, a spike or blindness.
@@ -213,7 +256,9 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             };
             target.moved(wanted, now_ms, reason, decision.1);
         }
-        target.state = serde_json::to_string(&estimator).ok();
+        target.state = (!demand)
+            .then(|| serde_json::to_string(&estimator).ok())
+            .flatten();
         let declared = declaration.fingerprint(resource, limit);
         if target.declared.as_deref() != Some(declared.as_str()) {
             // Opt-ins changed: every bucket is stamped again under them.
@@ -243,9 +288,19 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             }
         }
         let mut report = report(&target, &pass);
+        if let Some(plan) = share.filter(|_| !pass.superseded) {
+            let (tick, stamped) = self.apply_share(namespace, &target, plan, now_ms).await?;
+            report.stamps_lost += stamped.lost;
+            report.buckets_stamped += stamped.stamped;
+            report.share = Some(tick);
+        }
         report.minutes = minutes;
         report.moved = moved;
-        report.reason = estimator.reason.name().to_owned();
+        report.reason = if demand {
+            "share: demand".to_owned()
+        } else {
+            estimator.reason.name().to_owned()
+        };
         report.target_utilization = law.target;
         report.shadow = declaration.shadow_only(resource, limit);
         Ok(report)

@@ -45,6 +45,13 @@ pub const NAMESPACE_TICKS_FAILED: &str = "NamespaceTicksFailed";
 pub const RESOURCE_UTILIZATION: &str = "ResourceUtilization";
 pub const ADAPTIVE_FACTOR: &str = "AdaptiveFactor";
 pub const STAMPING_BEHIND: &str = "StampingBehind";
+/// Under `share: demand`, per namespace, resource and limit: the entities
+/// found saturated in the minute shared, and those held above base.
+pub const SATURATED_ENTITIES: &str = "SaturatedEntities";
+pub const RAISED_ENTITIES: &str = "RaisedEntities";
+/// Entities a demand minute left out past its cap (1,000 per resource and
+/// minute): they hold their allocations for that minute.
+pub const DEMAND_OVERFLOW: &str = "DemandOverflow";
 /// The dimensions of the adaptive metrics.
 pub const ADAPTIVE_DIMENSIONS: [&[&str]; 2] = [
     &["Table", "Namespace", "Resource", "Limit"],

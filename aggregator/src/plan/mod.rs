@@ -109,6 +109,9 @@ struct RecordYield {
     raised: Option<(i64, i64)>,
     /// The parent the bucket's requests are also debited to (its cascade stamp).
     cascades_to: Option<String>,
+    /// What the new image says of each limit that admitted a request, for
+    /// the demand-aware share.
+    readings: Vec<(String, adaptive::demand::Reading)>,
     contribution: Option<Contribution>,
     transitions: Vec<Transition>,
     /// Limits whose counter moved but has no place in the snapshot.
@@ -315,7 +318,7 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
             key,
             y.cascades_to.as_deref(),
             y.at_ms,
-            &y.consumed,
+            (&y.consumed, &y.readings),
             &record.sequence_number,
         );
         if let Some((from, to)) = y.raised.filter(|_| shard == 0) {
@@ -441,6 +444,14 @@ fn read_bucket_record(
             .map(str::to_owned),
         _ => None,
     };
+    let readings = consumed
+        .iter()
+        .filter(|(limit, delta)| *delta > 0 && limit != WCU_LIMIT)
+        .filter_map(|(limit, delta)| {
+            let reading = adaptive::demand::read(new_image, limit, at_ms, *delta)?;
+            Some((limit.clone(), reading))
+        })
+        .collect();
     let raised = match (record.event_name, old.shard_count, new.shard_count) {
         (EventName::Modify, Some(from), Some(to)) if to > from => Some((from, to)),
         _ => None,
@@ -450,6 +461,7 @@ fn read_bucket_record(
         consumed,
         raised,
         cascades_to,
+        readings,
         contribution,
         transitions,
         left_out,

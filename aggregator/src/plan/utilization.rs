@@ -9,9 +9,13 @@
 //! than the true total, so redelivery can over-count, never under-count.
 
 use std::collections::BTreeMap;
+use zae_table::adaptive::demand::Reading;
 use zae_table::adaptive::usage::minute_of;
 use zae_table::names::WCU_LIMIT;
 use zae_table::{BucketKey, SequenceNumber};
+
+/// What a record's image says of each limit that admitted a request.
+pub type Readings = [(String, Reading)];
 
 /// One bucket's admitted consumption of one limit in one minute.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +29,13 @@ pub struct Sensed {
     pub amount: i64,
     /// The first record it counts: what to redeliver from if it is not written.
     pub earliest: SequenceNumber,
+    /// A record of the run left the bucket short (see
+    /// `zae_table::adaptive::demand`).
+    pub short: bool,
+    /// The bucket's last image carried a raise of ours.
+    pub raised: bool,
+    /// The entity's shard count, as the bucket's last image says.
+    pub shards: i64,
 }
 
 /// A canary record: the controller's canary `index` of its tick at `tick_ms`.
@@ -42,13 +53,14 @@ pub struct Sensor {
 }
 
 impl Sensor {
-    /// Adds one bucket record's consumption (millitokens per limit).
+    /// Adds one bucket record's consumption (millitokens per limit) and what
+    /// its image says of the limits that admitted a request.
     pub fn record(
         &mut self,
         bucket: &BucketKey,
         cascades_to: Option<&str>,
         at_ms: i64,
-        consumed: &[(String, i64)],
+        (consumed, readings): (&[(String, i64)], &Readings),
         sequence: &SequenceNumber,
     ) {
         let minute_ms = minute_of(at_ms);
@@ -61,9 +73,17 @@ impl Sensor {
                 minute_ms,
                 amount: 0,
                 earliest: sequence.clone(),
+                short: false,
+                raised: false,
+                shards: 1,
             });
             run.amount = run.amount.saturating_add(*delta).max(0);
             run.cascades_to = cascades_to.map(str::to_owned);
+            if let Some((_, reading)) = readings.iter().find(|(l, _)| l == limit) {
+                run.short |= reading.short;
+                run.raised = reading.raised;
+                run.shards = reading.shards;
+            }
         }
     }
 
@@ -93,7 +113,7 @@ mod tests {
                 &key(),
                 None,
                 1_000,
-                &[("tpm".into(), *d)],
+                (&[("tpm".into(), *d)], &[]),
                 &seq(i as u64 + 1),
             );
         }
@@ -111,8 +131,8 @@ mod tests {
     fn minutes_limits_and_wcu_are_apart() {
         let mut sensor = Sensor::default();
         let consumed = [("tpm".to_owned(), 5), ("wcu".to_owned(), 1_000)];
-        sensor.record(&key(), Some("org"), 59_999, &consumed, &seq(1));
-        sensor.record(&key(), Some("org"), 60_000, &consumed, &seq(2));
+        sensor.record(&key(), Some("org"), 59_999, (&consumed, &[]), &seq(1));
+        sensor.record(&key(), Some("org"), 60_000, (&consumed, &[]), &seq(2));
         let sensed = sensor.into_sensed();
         assert_eq!(sensed.len(), 2);
         assert!(sensed.iter().all(|s| s.limit == "tpm" && s.amount == 5));

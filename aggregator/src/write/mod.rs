@@ -68,6 +68,10 @@ pub struct BatchStats {
     /// Adaptive sensor: usage items written, canaries sensed, and cascade
     /// stamps that could not be read (their buckets counted).
     pub usage_writes: usize,
+    /// Demand-aware share: entities listed in a minute's demand, and those
+    /// the cap (1,000 per resource and minute) left out.
+    pub demand_listed: usize,
+    pub demand_overflow: usize,
     pub canaries_sensed: usize,
     pub cascade_lookups_failed: usize,
     /// Adaptive stamps the aggregator repaired on buckets it saw (or put
@@ -284,12 +288,17 @@ impl<S: Store> Aggregator<S> {
                 count: plan.skipped.len() as u64,
             });
         }
-        if outcome.stats.archive_skipped > 0 {
-            outcome.metrics.push(MetricEvent::Count {
-                at_ms,
-                name: metrics::ARCHIVE_SKIPPED,
-                count: outcome.stats.archive_skipped as u64,
-            });
+        for (name, count) in [
+            (metrics::ARCHIVE_SKIPPED, outcome.stats.archive_skipped),
+            (metrics::DEMAND_OVERFLOW, outcome.stats.demand_overflow),
+        ] {
+            if count > 0 {
+                outcome.metrics.push(MetricEvent::Count {
+                    at_ms,
+                    name,
+                    count: count as u64,
+                });
+            }
         }
         outcome.stats.counters_left_out = plan.counters_left_out.len();
         let usage_skipped = outcome.stats.snapshots_rejected + outcome.stats.counters_left_out;

@@ -5,7 +5,9 @@
 //! minute: utilization against the target, and the factor.
 
 use super::status::recent_minutes;
+use zae_table::adaptive::allocation::Allocated;
 use zae_table::adaptive::estimator::{Estimator, Law, Reading};
+use zae_table::adaptive::share::{EntityShare, ShareTick};
 use zae_table::adaptive::target::{Move, Target};
 use zae_table::adaptive::usage::{MINUTE_MS, minute_of};
 use zae_table::adaptive::{Declaration, Factor};
@@ -35,6 +37,12 @@ pub struct Explanation {
     pub history: Vec<Move>,
     /// The last hour, oldest first.
     pub chart: Vec<ChartMinute>,
+    /// Under `share: demand`: the last tick's share, and every entity held
+    /// above base.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareTick>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub raised: Vec<Allocated>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -101,7 +109,15 @@ pub async fn explain<S: Store>(
             }
         })
         .collect();
+    let (share, raised) = if declaration.shares_by_demand(resource) {
+        let raised = Allocated::read(store, namespace, resource, limit).await?;
+        (shared(&target), raised)
+    } else {
+        (None, Vec::new())
+    };
     Ok(Some(Explanation {
+        share,
+        raised,
         resource: resource.to_owned(),
         limit: limit.to_owned(),
         estimated_capacity: capacity,
@@ -114,6 +130,80 @@ pub async fn explain<S: Store>(
         history: target.history.clone(),
         chart,
     }))
+}
+
+/// The last tick's share a target records.
+pub fn shared(target: &Target) -> Option<ShareTick> {
+    serde_json::from_str(target.shared.as_deref()?).ok()
+}
+
+/// Why an entity got what it got, in words.
+fn why_in_words(why: &str) -> &'static str {
+    match why {
+        "share" => "saturated: lambda x base",
+        "ceiling" => "saturated: its ceiling, min(burst, base x max_scale)",
+        "base wins" => "saturated, but the bases alone fill what is left",
+        "use" => "not saturated: what it holds, at most its use plus 20%",
+        "easing" => "not saturated: halfway down to its use plus 20% each tick",
+        "blind" => "the controller is blind: back to base",
+        "not opted in" => "its level no longer opts in: back to base",
+        _ => "",
+    }
+}
+
+/// A demand share as text: what was shared, and to whom.
+pub fn render_share(share: &ShareTick, raised: &[Allocated]) -> String {
+    let mut out = format!(
+        "  demand share of minute {}: to share {:.0}/min; used by the others {:.0}; \
+         left for the saturated {:.0}; lambda {:.2}{}\n",
+        clock(share.minute_ms),
+        share.to_share,
+        share.others,
+        share.left,
+        share.lambda,
+        if share.overflow > 0 {
+            format!(
+                "; {} entities past the cap of 1,000 held their allocations",
+                share.overflow
+            )
+        } else {
+            String::new()
+        }
+    );
+    let mut rows: Vec<&EntityShare> = share.entities.iter().collect();
+    rows.sort_by(|a, b| b.allocation.total_cmp(&a.allocation));
+    for e in rows {
+        out.push_str(&format!(
+            "    {}: used {:.0}{}, base {:.0}/min, share {:.0}/min, stamp {:.2}x{}{} ({})\n",
+            e.entity,
+            e.used,
+            if e.saturated { " saturated" } else { "" },
+            e.base,
+            e.allocation,
+            e.factor,
+            if e.stamped { ", stamped" } else { "" },
+            if e.shadow {
+                ", shadow: not stamped"
+            } else {
+                ""
+            },
+            why_in_words(&e.why),
+        ));
+    }
+    let listed: Vec<&str> = share.entities.iter().map(|e| e.entity.as_str()).collect();
+    for a in raised
+        .iter()
+        .filter(|a| !listed.contains(&a.entity.as_str()))
+    {
+        out.push_str(&format!(
+            "    {}: held at {:.2}x ({}){}\n",
+            a.entity,
+            a.factor.as_f64(),
+            a.why,
+            if a.pending { ", stamp pending" } else { "" }
+        ));
+    }
+    out
 }
 
 /// The factor in force at `at_ms`, from the target's moves.
@@ -142,6 +232,11 @@ pub fn render_explanation(e: &Explanation, now_ms: i64) -> String {
         e.estimated_capacity
     );
     let r = &e.reading;
+    if let Some(share) = &e.share {
+        out.push_str(&render_share(share, &e.raised));
+        out.push_str(&chart(e));
+        return out;
+    }
     out.push_str(&format!("  last decision: {}\n", r.reason.name()));
     out.push_str(&match (r.response, r.at_base) {
         (Some((a, b)), Some(u1)) => format!(
@@ -294,6 +389,8 @@ mod tests {
             vec![1.0, 1.0, 5.0, 5.0]
         );
         let e = Explanation {
+            share: None,
+            raised: Vec::new(),
             resource: "r".into(),
             limit: "tpm".into(),
             estimated_capacity: 100_000,

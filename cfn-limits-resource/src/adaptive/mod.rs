@@ -12,6 +12,7 @@ pub mod status;
 pub use explain::{Explanation, explain, render_explanation};
 pub use status::{Status, render_status, status};
 
+use zae_table::adaptive::allocation::Allocated;
 use zae_table::adaptive::pass::{self, Writes};
 use zae_table::adaptive::target::Target;
 use zae_table::adaptive::{Declaration, Factor};
@@ -46,6 +47,10 @@ pub async fn reset<S: Store>(store: &S, namespace: &str) -> Result<Vec<Reset>, S
         let Some(mut target) = to_one(store, namespace, read).await? else {
             continue;
         };
+        // Entities raised by a demand share: the lap under the reset's
+        // generation reaches their buckets; their allocations go first, so
+        // that the lap does not stamp them again.
+        Allocated::forget_all(store, namespace, &target.resource, &target.limit).await?;
         let mut report = Reset {
             resource: target.resource.clone(),
             limit: target.limit.clone(),
@@ -95,6 +100,7 @@ async fn to_one<S: Store>(
         let now = chrono::Utc::now().timestamp_millis();
         target.moved(Factor::ONE, now, "reset", 0);
         target.state = None;
+        target.shared = None;
         match store
             .update(&target.write(namespace, Some(generation)), Returns::Nothing)
             .await

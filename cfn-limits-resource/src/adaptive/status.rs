@@ -5,6 +5,7 @@
 //! each opted-in level, and the refill amounts the buckets actually carry.
 
 use zae_table::adaptive::law::stamped_refill;
+use zae_table::adaptive::share::ShareTick;
 use zae_table::adaptive::target::Target;
 use zae_table::adaptive::tick::Tick;
 use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
@@ -54,6 +55,9 @@ pub struct Utilization {
     pub levels: Vec<LevelRate>,
     /// The refill amounts the resource's buckets carry for the limit.
     pub stamped: Option<Stamped>,
+    /// Under `share: demand`: the last tick's share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareTick>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -191,7 +195,15 @@ async fn one<S: Store>(
         utilization,
         factor: target.factor.as_f64(),
         factor_set_at: target.set_at_ms,
-        reason: estimator.reason.name().to_owned(),
+        reason: if declaration.shares_by_demand(r) {
+            "share: demand".to_owned()
+        } else {
+            estimator.reason.name().to_owned()
+        },
+        share: declaration
+            .shares_by_demand(r)
+            .then(|| super::explain::shared(target))
+            .flatten(),
         shadow: declaration.shadow_only(r, limit),
         levels,
         stamped: stamped(store, namespace, target).await?,
@@ -343,6 +355,10 @@ fn render_target(t: &Utilization, age: &impl Fn(i64) -> String) -> String {
             "\n    stamped on {} bucket(s): min {}, median {}, max {} per period",
             s.buckets, s.min, s.median, s.max
         ));
+    }
+    if let Some(share) = &t.share {
+        out.push('\n');
+        out.push_str(super::explain::render_share(share, &[]).trim_end());
     }
     out
 }

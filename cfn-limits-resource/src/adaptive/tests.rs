@@ -51,6 +51,40 @@ async fn a_reset_returns_every_stamped_bucket_to_base_with_vu_and_the_target_to_
     assert_eq!(target.history.last().unwrap().reason, "reset");
 }
 
+/// Under `share: demand` a raised entity carries a generation above the
+/// target's and an allocation: the reset reaches it and forgets it.
+#[tokio::test]
+async fn a_reset_returns_a_raised_entity_to_base_and_forgets_its_allocation() {
+    use zae_table::adaptive::allocation::Allocated;
+    let store = table("ns", 0);
+    five_times(&store, "ns", 4).await;
+    let mut d = Declaration::read(&store, "ns", true)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    d.demand.insert("r".to_owned());
+    store.insert(d.to_item("ns"));
+    let mut raised = stamped("heavy", 9);
+    raised.insert("b_tpm_ra".into(), Attr::n(7_000_000));
+    raised.insert(stamp::stamped_attr("tpm"), Attr::n(7_000_000));
+    store.insert(raised);
+    let allocated = zae_test_support::adaptive::raised("heavy", 7, 9);
+    store
+        .update(&allocated.write("ns"), Returns::Nothing)
+        .await
+        .unwrap();
+    reset(&store, "ns").await.unwrap();
+    let b = store.item("ns/BUCKET#heavy#r#0", "#STATE").unwrap();
+    assert_eq!(b["b_tpm_ra"], Attr::n(1_000_000));
+    assert!(
+        Allocated::read(&store, "ns", "r", "tpm")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 #[tokio::test]
 async fn the_status_shows_the_last_complete_minute_the_current_apart_and_the_stamped_amounts() {
     let store = table("ns", 3);

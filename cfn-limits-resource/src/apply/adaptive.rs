@@ -31,7 +31,12 @@ impl AdaptiveChange {
                         t if t < 1.0 => format!(" at {}%", (t * 100.0 * 100.0).round() / 100.0),
                         _ => String::new(),
                     };
-                    format!("{resource} {limit} ~{tpm}/min{target}")
+                    let share = if d.shares_by_demand(resource) {
+                        ", shared by demand"
+                    } else {
+                        ""
+                    };
+                    format!("{resource} {limit} ~{tpm}/min{target}{share}")
                 })
             })
             .collect();

@@ -91,6 +91,10 @@ fn level_canonical(decl: &LevelDecl, system: bool) -> serde_json::Value {
                 .collect();
             out.insert("target_utilization_ppm".into(), Value::Object(target));
         }
+        // `share: base` is the default and hashes as no share at all.
+        if decl.share_demand {
+            out.insert("share".into(), json!("demand"));
+        }
     }
     Value::Object(out)
 }
@@ -246,5 +250,7 @@ entities:
             plain
         );
         assert_ne!(hash("", "shadow"), plain);
+        assert_eq!(hash("share: base,", "utilization"), plain);
+        assert_ne!(hash("share: demand,", "utilization"), plain);
     }
 }

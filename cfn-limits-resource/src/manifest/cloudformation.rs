@@ -52,6 +52,7 @@ const LEVEL: Shape = Shape::Struct(&[
     ("cascade", Shape::Bool),
     ("estimated_capacity", Shape::MapOf(&INT)),
     ("target_utilization", Shape::MapOf(&FLOAT)),
+    ("share", Shape::Str),
 ]);
 // `cascade` and `disabled` are coerced here so the validator can reject them
 // at the system level with its own message.
@@ -315,6 +316,9 @@ fn level_props(level: &LevelDecl) -> Tree {
             })
             .collect();
         map.insert(key("TargetUtilization"), Tree::Mapping(target));
+    }
+    if level.share_demand {
+        map.insert(key("Share"), key("demand"));
     }
     let limits: Mapping = level
         .limits
@@ -623,6 +627,7 @@ resources:
   gpt-4:
     estimated_capacity: {tpm: 100000}
     target_utilization: {tpm: 0.75}
+    share: demand
     limits: {tpm: {capacity: 50000, refill_amount: 5000, adaptive: utilization, max_scale: 2.5}}
 "#,
         )
@@ -637,6 +642,7 @@ resources:
         );
         assert_eq!(gpt4["Limits"]["tpm"]["Adaptive"], key("utilization"));
         assert_eq!(gpt4["TargetUtilization"]["tpm"], Tree::Number(0.75.into()));
+        assert_eq!(gpt4["Share"], key("demand"));
         assert_eq!(props["System"]["Limits"]["tpm"]["Adaptive"], key("shadow"));
         // As CloudFormation delivers them: every scalar a string.
         let stringly = yaml_serde::to_string(props)
@@ -653,5 +659,6 @@ resources:
         let declaration = manifest.declaration();
         assert_eq!(declaration.capacity("gpt-4", "tpm"), Some(100_000));
         assert_eq!(declaration.levels.len(), 2);
+        assert!(declaration.shares_by_demand("gpt-4"));
     }
 }

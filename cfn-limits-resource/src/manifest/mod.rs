@@ -73,6 +73,9 @@ pub struct LevelDecl {
     /// A resource level's target utilization per limit, parts per million
     /// (in (0, 1]; 1 where absent).
     pub target_utilization: Vec<(String, i64)>,
+    /// A resource's `share: demand`: spare capacity to the entities that
+    /// want it; `false` is `share: base` (the default, one factor for all).
+    pub share_demand: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -189,6 +192,12 @@ impl Manifest {
         };
         let capacity = per_resource(|decl| &decl.estimated_capacity);
         let target = per_resource(|decl| &decl.target_utilization);
+        let demand = self
+            .resources
+            .iter()
+            .filter(|(_, decl)| decl.share_demand)
+            .map(|(name, _)| name.clone())
+            .collect();
         let mut levels: Vec<AdaptiveLevel> = self
             .declared()
             .into_iter()
@@ -213,6 +222,7 @@ impl Manifest {
             capacity,
             target,
             levels,
+            demand,
         }
     }
 

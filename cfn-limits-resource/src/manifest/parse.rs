@@ -113,6 +113,7 @@ fn system(tree: &Tree, path: &Path, problems: &mut Vec<Problem>) -> Option<Level
         cascade: None,
         estimated_capacity: Vec::new(),
         target_utilization: Vec::new(),
+        share_demand: false,
     })
 }
 
@@ -262,7 +263,7 @@ fn parse_level(
     problems: &mut Vec<Problem>,
 ) -> Option<LevelDecl> {
     let entries = mapping(tree, path, problems)?;
-    for field in ["estimated_capacity", "target_utilization"] {
+    for field in ["estimated_capacity", "target_utilization", "share"] {
         if !resource && get(&entries, field).is_some() {
             problems.push(Problem::new(
                 &path.field(field),
@@ -279,6 +280,7 @@ fn parse_level(
             "cascade",
             "estimated_capacity",
             "target_utilization",
+            "share",
         ],
         path,
         problems,
@@ -297,6 +299,12 @@ fn parse_level(
             problems,
         ),
         _ => Vec::new(),
+    };
+    let share_demand = match get(&entries, "share") {
+        Some(tree) if resource => {
+            share_demand(tree, &estimated_capacity, &path.field("share"), problems)
+        }
+        _ => false,
     };
     let disabled = match get(&entries, "disabled") {
         None | Some(Tree::Null) => None,
@@ -331,7 +339,41 @@ fn parse_level(
         cascade,
         estimated_capacity,
         target_utilization,
+        share_demand,
     })
+}
+
+/// `share: base | demand`; `demand` needs an estimated capacity to share.
+fn share_demand(
+    tree: &Tree,
+    estimated: &[(String, i64)],
+    path: &Path,
+    problems: &mut Vec<Problem>,
+) -> bool {
+    match tree {
+        Tree::String(s) if s == "base" => false,
+        Tree::String(s) if s == "demand" => {
+            if estimated.is_empty() {
+                problems.push(Problem::new(
+                    path,
+                    "needs estimated_capacity beside it: the demand share divides a \
+                     resource's estimated capacity",
+                ));
+            }
+            true
+        }
+        other => {
+            problems.push(Problem::new(
+                path,
+                format!(
+                    "must be 'base' (one factor for everyone) or 'demand' (spare capacity \
+                     to the entities that want it), got {}",
+                    describe(other)
+                ),
+            ));
+            false
+        }
+    }
 }
 
 /// `{limit: tokens per minute}`, each a positive whole number.
@@ -767,6 +809,34 @@ entities:
         );
     }
 
+    #[test]
+    fn share_is_base_or_demand_on_a_resource_with_an_estimated_capacity() {
+        let err = Manifest::from_yaml(
+            "namespace: n
+resources:
+  r: {estimated_capacity: {tpm: 1000}, share: fair}
+  q: {share: demand}
+entities:
+  k: {resources: {r: {share: demand}}}
+",
+        )
+        .unwrap_err()
+        .to_string();
+        for wanted in [
+            "resources.r.share: must be 'base' (one factor for everyone) or 'demand'",
+            "resources.q.share: needs estimated_capacity beside it",
+            "entities.k.resources.r.share: is a property of a resource",
+        ] {
+            assert!(err.contains(wanted), "{wanted} in {err}");
+        }
+        let manifest = Manifest::from_yaml(
+            "namespace: n\nresources: {r: {estimated_capacity: {tpm: 1000}, share: demand}, \
+             q: {estimated_capacity: {tpm: 1000}, share: base}}\n",
+        )
+        .unwrap();
+        let declaration = manifest.declaration();
+        assert!(declaration.shares_by_demand("r") && !declaration.shares_by_demand("q"));
+    }
     #[test]
     fn shadow_is_an_adaptive_mode_that_the_declaration_keeps() {
         let manifest = Manifest::from_yaml(

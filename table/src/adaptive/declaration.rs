@@ -12,12 +12,14 @@ use crate::keys::{self, Index};
 use crate::level::Level;
 use crate::store::{Store, StoreError};
 use crate::value::{Attr, Item};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 
 pub const CAPACITY: &str = "capacity";
 pub const TARGET_UTILIZATION: &str = "target_utilization_ppm";
 pub const LEVELS: &str = "levels";
+/// The resources whose spare capacity is shared by demand (`share: demand`).
+pub const SHARE_DEMAND: &str = "share_demand";
 const MODE: &str = "mode";
 const SHADOW: &str = "shadow";
 const KIND: &str = "kind";
@@ -69,6 +71,10 @@ pub struct Declaration {
     /// limit; absent: 1 (the request's law).
     pub target: BTreeMap<String, BTreeMap<String, i64>>,
     pub levels: Vec<AdaptiveLevel>,
+    /// Resources declared `share: demand`: spare capacity goes to the
+    /// entities that want it ([`super::share`]); the others share it by
+    /// base, one factor for everyone.
+    pub demand: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -92,6 +98,11 @@ impl Declaration {
             .map(|ppm| *ppm as f64 / super::law::PPM as f64)
             .filter(|t| *t > 0.0 && *t <= 1.0)
             .unwrap_or(1.0)
+    }
+
+    /// Whether `resource` shares its spare capacity by demand.
+    pub fn shares_by_demand(&self, resource: &str) -> bool {
+        self.demand.contains(resource)
     }
 
     /// Whether every level that opted `limit` in on `resource` is in shadow:
@@ -132,6 +143,9 @@ impl Declaration {
     /// (an opt-in added or dropped, a new `max_scale` or capacity) re-stamps.
     pub fn fingerprint(&self, resource: &str, limit: &str) -> String {
         let mut parts = vec![format!("capacity={:?}", self.capacity(resource, limit))];
+        if self.shares_by_demand(resource) {
+            parts.push("share=demand".to_owned());
+        }
         for l in self
             .levels
             .iter()
@@ -187,6 +201,9 @@ impl Declaration {
         if !self.target.is_empty() {
             item.insert(TARGET_UTILIZATION.to_owned(), nested_attr(&self.target));
         }
+        if !self.demand.is_empty() {
+            item.insert(SHARE_DEMAND.to_owned(), Attr::Ss(self.demand.clone()));
+        }
         item
     }
 
@@ -205,10 +222,16 @@ impl Declaration {
             .enumerate()
             .map(|(i, attr)| read_level(attr).ok_or_else(|| malformed(&format!("{LEVELS}[{i}]"))))
             .collect::<Result<_, _>>()?;
+        let demand = match item.get(SHARE_DEMAND) {
+            None => BTreeSet::new(),
+            Some(Attr::Ss(resources)) => resources.clone(),
+            Some(_) => return Err(malformed(SHARE_DEMAND)),
+        };
         Ok(Declaration {
             capacity,
             target,
             levels,
+            demand,
         })
     }
 }
@@ -327,6 +350,7 @@ mod tests {
                 "gpt-4".to_owned(),
                 BTreeMap::from([("tpm".to_owned(), 800_000)]),
             )]),
+            demand: BTreeSet::from(["gpt-4".to_owned()]),
         }
     }
 
@@ -345,6 +369,12 @@ mod tests {
         );
         assert_eq!(sample().target_utilization("gpt-4", "tpm"), 0.8);
         assert_eq!(sample().target_utilization("other", "tpm"), 1.0);
+        assert!(sample().shares_by_demand("gpt-4") && !sample().shares_by_demand("other"));
+        assert!(
+            sample()
+                .fingerprint("gpt-4", "tpm")
+                .contains("share=demand")
+        );
         // key-a is in shadow, the system level is not.
         assert!(!sample().shadow_only("gpt-4", "tpm"));
         let key_a = &sample().levels[1].level;
@@ -358,8 +388,10 @@ mod tests {
         let mut declaration = sample();
         declaration.target.clear();
         declaration.levels[1].shadow = false;
+        declaration.demand.clear();
         let item = declaration.to_item("ns");
         assert!(!item.contains_key(TARGET_UTILIZATION));
+        assert!(!item.contains_key(SHARE_DEMAND));
         assert!(!format!("{item:?}").contains("shadow"));
         assert_eq!(Declaration::from_item(&item).unwrap(), declaration);
     }

@@ -9,11 +9,14 @@
 //! the targets ([`target`]), and the stamps ([`stamp`]) written in passes
 //! over a resource's buckets ([`pass`]).
 
+pub mod allocation;
 pub mod canary;
 pub mod declaration;
+pub mod demand;
 pub mod estimator;
 pub mod law;
 pub mod pass;
+pub mod share;
 pub mod stamp;
 pub mod target;
 pub mod tick;

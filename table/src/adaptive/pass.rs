@@ -18,11 +18,13 @@
 //!   buckets. [`Writes::Checked`] makes each write a transaction with a check
 //!   of the target's generation, for writers that are not the controller.
 
+use super::allocation::Allocated;
 use super::declaration::Declaration;
 use super::law::Factor;
 use super::stamp::{Stamp, Wanted, stamp};
 use super::target::{OWED_KEPT, Target};
-use crate::bucket::{field, limit_attr};
+use crate::bucket::shard::MAX_SHARD_COUNT;
+use crate::bucket::{SHARD_COUNT, field, limit_attr};
 use crate::config::LevelConfig;
 use crate::keys::{self, BucketKey, Index, SK_STATE};
 use crate::level::{DEFAULT_RESOURCE, Level};
@@ -31,7 +33,7 @@ use crate::store::{Condition, Query, Returns, Store, StoreError, TxWrite};
 use crate::value::{Attr, Item};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 /// Compare-and-set attempts per bucket before it is owed to the next call.
 const ATTEMPTS: usize = 3;
@@ -74,10 +76,22 @@ pub async fn run<S: Store>(
 ) -> Result<Pass, StoreError> {
     let configured = Configured::read(store, namespace, &target.resource).await?;
     let resolver = Resolver::new(store, namespace);
+    // Under `share: demand`, a raised entity's buckets carry its allocation.
+    let allocations = match declaration {
+        Some(d) if d.shares_by_demand(&target.resource) => {
+            Allocated::read(store, namespace, &target.resource, &target.limit)
+                .await?
+                .into_iter()
+                .map(|a| (a.entity, a.factor))
+                .collect()
+        }
+        _ => BTreeMap::new(),
+    };
     let lap = Lap {
         store,
         namespace,
         declaration,
+        allocations,
         writes,
         levels: Through {
             source: &resolver,
@@ -92,6 +106,7 @@ struct Lap<'a, S, L, F> {
     store: &'a S,
     namespace: &'a str,
     declaration: Option<&'a Declaration>,
+    allocations: BTreeMap<String, Factor>,
     writes: Writes,
     levels: Through<'a, L>,
     out_of_time: &'a F,
@@ -272,7 +287,10 @@ impl<S: Store, L: LevelSource + Sync, F: Fn() -> bool> Lap<'_, S, L, F> {
             return Ok(Done::Nothing);
         };
         let (factor, max_scale) = match self.declaration.and_then(|d| d.scaling(&level, limit)) {
-            Some(opt_in) => (target.factor, opt_in.max_scale),
+            Some(opt_in) => {
+                let allocated = self.allocations.get(&key.entity).copied();
+                (allocated.unwrap_or(target.factor), opt_in.max_scale)
+            }
             None => (Factor::ONE, None),
         };
         let wanted = Wanted {
@@ -292,6 +310,66 @@ impl<S: Store, L: LevelSource + Sync, F: Fn() -> bool> Lap<'_, S, L, F> {
         )
         .await
     }
+}
+
+/// Stamps every shard of one entity's bucket of `target`'s resource with
+/// `wanted` (an allocation under `share: demand`), each stamp checked in one
+/// transaction against the target's generation; stops when the target moved
+/// on. A shard the client has not created yet is stamped by the aggregator's
+/// repair when it appears.
+pub async fn stamp_entity<S: Store>(
+    store: &S,
+    namespace: &str,
+    target: &Target,
+    entity: &str,
+    wanted: Wanted<'_>,
+) -> Result<Pass, StoreError> {
+    let mut key = BucketKey {
+        namespace: namespace.to_owned(),
+        entity: entity.to_owned(),
+        resource: target.resource.clone(),
+        shard: 0,
+    };
+    let mut pass = Pass::default();
+    let Some(first) = store.get(&key.pk(), SK_STATE, true).await? else {
+        pass.finished = true;
+        return Ok(pass);
+    };
+    let shards = first
+        .get(SHARD_COUNT)
+        .and_then(Attr::as_int)
+        .unwrap_or(1)
+        .clamp(1, MAX_SHARD_COUNT);
+    for shard in 0..shards {
+        key.shard = u32::try_from(shard).unwrap_or(0);
+        let pk = key.pk();
+        let bucket = match shard {
+            0 => Some(first.clone()),
+            _ => store.get(&pk, SK_STATE, true).await?,
+        };
+        let Some(bucket) = bucket else { continue };
+        match write_stamp(
+            store,
+            namespace,
+            target,
+            &pk,
+            &bucket,
+            wanted,
+            Writes::Checked,
+        )
+        .await?
+        {
+            Done::Stamped => pass.stamped += 1,
+            Done::Nothing => {}
+            Done::Lost(_) => pass.lost += 1,
+            Done::Superseded => {
+                pass.superseded = true;
+                return Ok(pass);
+            }
+        }
+    }
+    pass.finished = pass.lost == 0;
+    Ok(pass)
 }
 
 /// Stamps one bucket (read as `bucket`), re-reading and retrying when it

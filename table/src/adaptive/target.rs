@@ -35,6 +35,9 @@ pub const OWED_OVERFLOW: &str = "owed_overflow";
 pub const HISTORY: &str = "history";
 /// The declaration's fingerprint for this target: a new one re-stamps.
 pub const DECLARED: &str = "declared";
+/// Under `share: demand`, what the last tick's share was (JSON): the
+/// capacity to share, what others used, what was left, `lambda`.
+pub const SHARED: &str = "shared";
 /// Buckets owed a stamp that are remembered by key; past this, the lap
 /// starts over once it is through.
 pub const OWED_KEPT: usize = 256;
@@ -74,6 +77,8 @@ pub struct Target {
     pub state: Option<String>,
     /// What the declaration said about this target when it was last stamped.
     pub declared: Option<String>,
+    /// Under `share: demand`, the last tick's share (JSON), for `explain`.
+    pub shared: Option<String>,
 }
 
 /// One move of a target's factor.
@@ -137,6 +142,7 @@ impl Target {
             history: Vec::new(),
             state: None,
             declared: None,
+            shared: None,
         }
     }
 
@@ -252,6 +258,7 @@ impl Target {
             },
             state: text(STATE),
             declared: text(DECLARED),
+            shared: text(SHARED),
         })
     }
 
@@ -287,10 +294,12 @@ impl Target {
             Some(state) => update.set(STATE, Attr::s(state)),
             None => update.remove(STATE),
         };
-        match &self.declared {
-            Some(declared) => update.set(DECLARED, Attr::s(declared)),
-            None => update.remove(DECLARED),
-        };
+        for (name, text) in [(DECLARED, &self.declared), (SHARED, &self.shared)] {
+            match text {
+                Some(text) => update.set(name, Attr::s(text)),
+                None => update.remove(name),
+            };
+        }
         let generation = update.name(GENERATION);
         let condition = match read_generation {
             None => format!("attribute_not_exists({})", Index::TABLE.pk),

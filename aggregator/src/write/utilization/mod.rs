@@ -25,6 +25,7 @@ use futures::StreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use zae_table::adaptive::demand::{Listing, Seen};
 use zae_table::adaptive::{Declaration, canary, usage};
 use zae_table::bucket::{CASCADE, PARENT_ID, field, limit_attr};
 use zae_table::keys::{BucketKey, SK_STATE};
@@ -59,6 +60,60 @@ struct MinuteUsage {
     earliest: SequenceNumber,
 }
 
+/// (namespace, resource, minute, entity): one entity's demand in a minute.
+type EntityKey = (String, String, i64, String);
+
+/// One entity's part of a batch on a `share: demand` resource.
+struct EntityUsage {
+    seen: Seen,
+    /// Short on some shard, or carrying a raise: worth listing.
+    listed: bool,
+    earliest: SequenceNumber,
+}
+
+/// What a batch senses: usage per resource and minute, and per entity on
+/// the resources shared by demand.
+#[derive(Default)]
+struct Sensing {
+    minutes: BTreeMap<(String, String, i64), MinuteUsage>,
+    entities: BTreeMap<EntityKey, EntityUsage>,
+}
+
+impl Sensing {
+    /// Adds a counted bucket's use to its entity's demand: non-cascading
+    /// buckets only (a cascading child's requests are in its parent's use,
+    /// which is shared like any other entity's).
+    fn entity(&mut self, s: &Sensed) {
+        if s.cascades_to.is_some() {
+            return;
+        }
+        let key = (
+            s.bucket.namespace.clone(),
+            s.bucket.resource.clone(),
+            s.minute_ms,
+            s.bucket.entity.clone(),
+        );
+        let e = self.entities.entry(key).or_insert_with(|| EntityUsage {
+            seen: Seen::default(),
+            listed: false,
+            earliest: s.earliest.clone(),
+        });
+        let used = e.seen.used.entry(s.limit.clone()).or_default();
+        *used = used.saturating_add(s.amount);
+        if s.short {
+            let shard = i64::from(s.bucket.shard);
+            e.seen
+                .short
+                .entry(s.limit.clone())
+                .or_default()
+                .insert(shard);
+        }
+        e.seen.shards = e.seen.shards.max(s.shards);
+        e.listed |= s.short || s.raised;
+        e.earliest = e.earliest.clone().min(s.earliest.clone());
+    }
+}
+
 impl<S: Store> Aggregator<S> {
     pub(super) async fn sense(
         &self,
@@ -66,7 +121,21 @@ impl<S: Store> Aggregator<S> {
         deadline: Option<Instant>,
         outcome: &mut BatchOutcome,
     ) {
-        let minutes = self.minutes(&plan.sensed, deadline, outcome).await;
+        let Sensing { minutes, entities } = self.minutes(&plan.sensed, deadline, outcome).await;
+        // Heaviest first: past the cap, the batch's lightest are left out.
+        let mut listed: Vec<_> = entities.into_iter().filter(|(_, e)| e.listed).collect();
+        listed.sort_by_key(|(_, e)| std::cmp::Reverse(e.seen.used.values().sum::<i64>()));
+        let mut demand = futures::stream::iter(listed)
+            .map(|(key, e)| async move { (self.list(&key, &e.seen, deadline).await, e.earliest) })
+            .buffer_unordered(self.settings.concurrency.max(1));
+        while let Some((result, earliest)) = demand.next().await {
+            match result {
+                Ok(true) => outcome.stats.demand_listed += 1,
+                Ok(false) => outcome.stats.demand_overflow += 1,
+                Err(e) => outcome.fail(&e, earliest),
+            }
+        }
+        drop(demand);
         let mut writes = futures::stream::iter(minutes)
             .map(|((namespace, resource, minute_ms), m)| async move {
                 let update = usage::add(&namespace, &resource, minute_ms, &m.used);
@@ -121,13 +190,13 @@ impl<S: Store> Aggregator<S> {
         sensed: &[Sensed],
         deadline: Option<Instant>,
         outcome: &mut BatchOutcome,
-    ) -> BTreeMap<(String, String, i64), MinuteUsage> {
+    ) -> Sensing {
         let mut declarations: HashMap<&str, Option<Arc<Declaration>>> = HashMap::new();
         let mut stamps = HashMap::new();
         let mut limits: Vec<String> = sensed.iter().map(|s| s.limit.clone()).collect();
         limits.sort();
         limits.dedup();
-        let mut minutes: BTreeMap<(String, String, i64), MinuteUsage> = BTreeMap::new();
+        let mut sensing = Sensing::default();
         for s in sensed {
             let ns = s.bucket.namespace.as_str();
             if !declarations.contains_key(ns) {
@@ -149,8 +218,14 @@ impl<S: Store> Aggregator<S> {
             {
                 continue;
             }
+            if declarations[ns]
+                .as_ref()
+                .is_some_and(|d| d.shares_by_demand(&s.bucket.resource))
+            {
+                sensing.entity(s);
+            }
             let key = (ns.to_owned(), s.bucket.resource.clone(), s.minute_ms);
-            let m = minutes.entry(key).or_insert_with(|| MinuteUsage {
+            let m = sensing.minutes.entry(key).or_insert_with(|| MinuteUsage {
                 used: BTreeMap::new(),
                 earliest: s.earliest.clone(),
             });
@@ -158,7 +233,51 @@ impl<S: Store> Aggregator<S> {
             *used = used.saturating_add(s.amount);
             m.earliest = m.earliest.clone().min(s.earliest.clone());
         }
-        minutes
+        sensing
+    }
+
+    /// Adds an entity's part of the batch to the minute's demand: `false`
+    /// when the cap left it out.
+    async fn list(
+        &self,
+        (namespace, resource, minute_ms, entity): &EntityKey,
+        seen: &Seen,
+        deadline: Option<Instant>,
+    ) -> Result<bool, StoreError> {
+        let listing = Listing {
+            namespace,
+            resource,
+            minute_ms: *minute_ms,
+            entity,
+        };
+        let (update, overflow) = (listing.listed(seen), listing.overflow());
+        // Listed already, newly listed, or listed by a batch that raced this one.
+        for _ in 0..2 {
+            let listed = self
+                .retrying(deadline, || self.store.update(&update, Returns::Nothing))
+                .await;
+            match listed {
+                Ok(_) => return Ok(true),
+                Err(StoreError::ConditionFailed { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match self.store.transact(&listing.admit(seen)).await {
+                Ok(()) => return Ok(true),
+                // The header's count is at the cap.
+                Err(StoreError::ConditionFailed { .. }) => {
+                    self.retrying(deadline, || self.store.update(&overflow, Returns::Nothing))
+                        .await?;
+                    return Ok(false);
+                }
+                Err(StoreError::Cancelled { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Retryable {
+            operation: "listing an entity's demand",
+            key: format!("{namespace}/{resource}/{minute_ms}/{entity}"),
+            message: "its item kept changing".to_owned(),
+        })
     }
 
     /// Whether a bucket's use of its limit is counted: the run of cascading

@@ -20,6 +20,7 @@ use crate::write::bounded::Bounded;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zae_table::adaptive::Factor;
+use zae_table::adaptive::allocation::Allocated;
 use zae_table::adaptive::pass::{Configured, Through, generation_is};
 use zae_table::adaptive::stamp::{Record, Stamp, Wanted, stamp};
 use zae_table::adaptive::target::Target;
@@ -50,6 +51,8 @@ type Pair = (String, String);
 #[derive(Default)]
 pub struct RepairCache {
     targets: Mutex<Bounded<String, Timed<Arc<Vec<Target>>>, NAMESPACES_KEPT>>,
+    /// Entities raised by a demand share, by namespace.
+    allocations: Mutex<Bounded<String, Timed<Arc<Vec<Allocated>>>, NAMESPACES_KEPT>>,
     ticked: Mutex<Option<Timed<i64>>>,
     configured: Mutex<Bounded<Pair, Timed<Arc<Configured>>, LEVELS_KEPT>>,
     levels: Mutex<Bounded<Pair, Timed<Option<LevelConfig>>, LEVELS_KEPT>>,
@@ -116,6 +119,10 @@ impl<S: Store> Aggregator<S> {
             return Ok(0);
         };
         let targets = self.targets(&key.namespace).await?;
+        let allocations = match declaration.shares_by_demand(&key.resource) {
+            true => self.allocations(&key.namespace).await?,
+            false => Arc::default(),
+        };
         let mut repaired = 0;
         for limit in limits {
             let Some(base) = config.limits.iter().find(|l| l.name == limit) else {
@@ -125,14 +132,19 @@ impl<S: Store> Aggregator<S> {
                 .iter()
                 .find(|t| t.resource == key.resource && t.limit == limit);
             let scaling = declaration.scaling(&level, &limit).filter(|_| !stopped);
+            // A raised entity's shards carry its allocation, under its own
+            // generation (base under it, when the controller stopped).
+            let allocated = allocations
+                .iter()
+                .find(|a| a.entity == key.entity && a.resource == key.resource && a.limit == limit);
             let wanted = Wanted {
                 base,
                 factor: match (target, scaling) {
-                    (Some(t), Some(_)) => t.factor,
+                    (Some(t), Some(_)) => allocated.map_or(t.factor, |a| a.factor),
                     _ => Factor::ONE,
                 },
                 max_scale: scaling.and_then(|o| o.max_scale),
-                generation: target.map_or(0, |t| t.generation),
+                generation: allocated.map_or(target.map_or(0, |t| t.generation), |a| a.generation),
             };
             if let Stamp::Write { update, .. } = stamp(&image, wanted) {
                 let (tpk, tsk) = Target::key(&key.namespace, &key.resource, &limit);
@@ -151,6 +163,7 @@ impl<S: Store> Aggregator<S> {
                     // The target moved on since it was cached: read it again.
                     Err(StoreError::ConditionFailed { .. }) => {
                         lock(&self.repair.targets).remove(&key.namespace);
+                        lock(&self.repair.allocations).remove(&key.namespace);
                     }
                     // The bucket was written since this image: its own record comes next.
                     Err(StoreError::Cancelled { .. }) => {}
@@ -170,6 +183,17 @@ impl<S: Store> Aggregator<S> {
         lock(&self.repair.targets)
             .insert(namespace.to_owned(), (Instant::now(), Arc::clone(&targets)));
         Ok(targets)
+    }
+
+    /// A namespace's raised entities, at most a minute old.
+    async fn allocations(&self, namespace: &str) -> Result<Arc<Vec<Allocated>>, StoreError> {
+        if let Some(all) = fresh(lock(&self.repair.allocations).get(namespace).as_ref()) {
+            return Ok(all);
+        }
+        let all = Arc::new(Allocated::read(&self.store, namespace, "", "").await?);
+        lock(&self.repair.allocations)
+            .insert(namespace.to_owned(), (Instant::now(), Arc::clone(&all)));
+        Ok(all)
     }
 
     /// When the controller last ticked, at most a minute old.

@@ -415,3 +415,168 @@ async fn a_bucket_on_other_parameters_is_not_repaired() {
     assert_eq!(outcome.stats.stamps_repaired, 0);
     assert_eq!(tpm_ra(agg.store()), Attr::n(700_000));
 }
+
+/// A bucket record of `r` admitting `tokens` (its `tc` from `before` on),
+/// leaving `tk` tokens, written at the record's instant (`rf`), with base
+/// parameters 1,000 a minute and a burst of 10,000.
+fn admitted(n: usize, entity: &str, (before, tokens): (i64, i64), tk: i64) -> String {
+    let at_s = MINUTE_S + 1 + n as i64;
+    let image = |tc: i64| {
+        json!({
+            "PK": {"S": format!("ns/BUCKET#{entity}#r#0")}, "SK": {"S": "#STATE"},
+            "b_tpm_tc": {"N": (tc * 1000).to_string()}, "b_tpm_tk": {"N": (tk * 1000).to_string()},
+            "b_tpm_cp": {"N": "10000000"}, "b_tpm_ra": {"N": "1000000"},
+            "b_tpm_rp": {"N": "60000"}, "rf": {"N": (at_s * 1000).to_string()},
+        })
+    };
+    json!({"eventName": "MODIFY", "dynamodb": {
+        "ApproximateCreationDateTime": at_s,
+        "Keys": {"PK": {"S": format!("ns/BUCKET#{entity}#r#0")}, "SK": {"S": "#STATE"}},
+        "SequenceNumber": (1000 + n).to_string(),
+        "NewImage": image(before + tokens), "OldImage": image(before)}})
+    .to_string()
+}
+
+fn demand_table() -> MemoryStore {
+    let table = MemoryStore::new();
+    let mut declaration = Declaration::from_item(&declaration("r")).unwrap();
+    declaration.demand.insert("r".to_owned());
+    table.insert(declaration.to_item("ns"));
+    table
+}
+
+fn demand(table: &MemoryStore) -> zae_table::adaptive::demand::Demand {
+    let items: Vec<Item> = table
+        .items()
+        .into_iter()
+        .filter(|i| {
+            i.get("SK")
+                .and_then(Attr::as_s)
+                .is_some_and(|sk| sk.starts_with("#DEMAND#"))
+        })
+        .collect();
+    zae_table::adaptive::demand::Demand::from_items(&items, "tpm")
+}
+
+#[tokio::test]
+async fn an_entity_left_without_room_is_listed_with_its_use_and_a_light_one_is_not() {
+    let agg = Aggregator::new(demand_table(), settings());
+    let records = vec![
+        // heavy: 100 admitted, 40 left: another 100 does not fit.
+        admitted(0, "heavy", (0, 100), 40),
+        admitted(1, "heavy", (100, 30), 10),
+        // light: 10 admitted, 5,000 left.
+        admitted(2, "light", (0, 10), 5_000),
+    ];
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert_eq!(outcome.stats.demand_listed, 1);
+    let d = demand(agg.store());
+    assert_eq!(d.entities.len(), 1, "{d:?}");
+    assert_eq!(d.entities["heavy"].used, 130_000);
+    assert!(d.entities["heavy"].saturated);
+    // A second batch adds to the same entity, not a second entry.
+    let again = vec![admitted(3, "heavy", (130, 20), 0)];
+    agg.process(&again, "p", MINUTE_S, None).await;
+    let d = demand(agg.store());
+    assert_eq!((d.entities.len(), d.entities["heavy"].used), (1, 150_000));
+}
+
+#[tokio::test]
+async fn past_the_cap_an_entity_is_left_out_and_counted() {
+    let table = demand_table();
+    let header = zae_table::adaptive::demand::Listing {
+        namespace: "ns",
+        resource: "r",
+        minute_ms: MINUTE_S * 1000,
+        entity: "",
+    };
+    // The minute already lists 1,000 entities.
+    let mut full = Item::new();
+    for (name, value) in [
+        ("PK", Attr::s(keys::pk_adaptive("ns"))),
+        (
+            "SK",
+            Attr::s(keys::sk_adaptive_demand(header.minute_ms, "r", "")),
+        ),
+        ("count", Attr::n(zae_table::adaptive::demand::ENTITIES_KEPT)),
+    ] {
+        full.insert(name.to_owned(), value);
+    }
+    table.insert(full);
+    let agg = Aggregator::new(table, settings());
+    let outcome = agg
+        .process(&[admitted(0, "heavy", (0, 100), 0)], "p", MINUTE_S, None)
+        .await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert_eq!(
+        (outcome.stats.demand_listed, outcome.stats.demand_overflow),
+        (0, 1)
+    );
+    let d = demand(agg.store());
+    assert!(d.entities.is_empty() && d.overflow == 1, "{d:?}");
+}
+
+/// `adaptive_table`, shared by demand, with `e` raised to 7x.
+async fn raised_table(ticked_at: i64, ra: i64) -> (MemoryStore, Vec<String>) {
+    let (store, records) = adaptive_table(ticked_at, 10_000_000, ra).await;
+    let mut d = Declaration::read(&store, "ns", true)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    d.demand.insert("r".to_owned());
+    store.insert(d.to_item("ns"));
+    let raised = zae_test_support::adaptive::raised("e", 7, 2);
+    store
+        .update(&raised.write("ns"), Returns::Nothing)
+        .await
+        .unwrap();
+    (store, records)
+}
+
+/// A shard the client creates at base (or an admin sync) is stamped with
+/// its entity's allocation, not the target's factor.
+#[tokio::test]
+async fn a_raised_entitys_bucket_seen_at_base_gets_its_allocation() {
+    let (store, records) = raised_table(ten_past() - 60_000, 1_000_000).await;
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
+    assert_eq!(tpm_ra(agg.store()), Attr::n(7_000_000));
+    let bucket = agg.store().item("ns/BUCKET#e#r#0", "#STATE").unwrap();
+    assert_eq!(
+        bucket["ad_g_tpm"],
+        Attr::n(2),
+        "under the allocation's generation"
+    );
+}
+
+#[tokio::test]
+async fn with_the_controller_stopped_a_raised_entity_goes_back_to_base() {
+    let stopped = ten_past() - repair::STOPPED_AFTER_MS - 1;
+    let (store, records) = raised_table(stopped, 1_000_000).await;
+    // Its bucket carries the allocation's stamp.
+    let mut bucket = store.item("ns/BUCKET#e#r#0", "#STATE").unwrap();
+    for (name, value) in [
+        ("b_tpm_ra", 7_000_000),
+        ("ad_g_tpm", 2),
+        ("ad_ra_tpm", 7_000_000),
+        ("ad_pre_tpm", 1_000_000),
+    ] {
+        bucket.insert(name.to_owned(), Attr::n(value));
+    }
+    store.insert(bucket);
+    let mut image: Value = serde_json::from_str(&records[0]).unwrap();
+    for side in ["NewImage", "OldImage"] {
+        let i = &mut image["dynamodb"][side];
+        i["b_tpm_ra"] = json!({"N": "7000000"});
+        i["ad_g_tpm"] = json!({"N": "2"});
+        i["ad_ra_tpm"] = json!({"N": "7000000"});
+        i["ad_pre_tpm"] = json!({"N": "1000000"});
+    }
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let outcome = agg.process(&[image.to_string()], "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
+    assert_eq!(tpm_ra(agg.store()), Attr::n(1_000_000));
+}
