@@ -23,7 +23,7 @@ export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 "$ROOT/.venv/bin/python" "$ROOT/tests/template/check_template.py"
 "$ROOT/.venv/bin/python" "$ROOT/tests/template/check_migration.py"
 . "$ROOT/scripts/moto.sh"
-phase "cargo test: unit, property and moto end-to-end tests" "cold build about 6 min, then about 11 min of tests, the longest a 5-minute real-time adaptive run"
+phase "cargo test: unit, property and moto end-to-end tests" "cold build about 8 min, then about 12 min of tests, the longest a 5-minute real-time adaptive run"
 cargo test --workspace --all-targets --all-features "$@"
 # cargo-lambda and Zig come from the venv.
 export PATH="$ROOT/.venv/bin:$PATH"

@@ -95,3 +95,15 @@ pub fn raised(
         pending: false,
     }
 }
+
+/// Declares `namespace`'s resource `r` shared by demand.
+pub async fn share_by_demand(store: &MemoryStore, namespace: &str) {
+    let mut d = Declaration::read(store, namespace, true)
+        .await
+        .ok()
+        .flatten()
+        .and_then(Result::ok)
+        .expect("the namespace's declaration");
+    d.demand.insert("r".to_owned());
+    store.insert(d.to_item(namespace));
+}

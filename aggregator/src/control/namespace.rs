@@ -234,7 +234,11 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             let plan = self
                 .plan_share(namespace, declaration, &target, last_used, watch.blind)
                 .await?;
-            target.shared = serde_json::to_string(&plan.tick).ok();
+            // A tick with no new minute keeps the last share on record.
+            if plan.tick.minute_ms > 0 || !plan.tick.entities.is_empty() || target.shared.is_none()
+            {
+                target.shared = serde_json::to_string(&plan.tick).ok();
+            }
             share = Some(plan);
             if target.factor != Factor::ONE {
                 target.moved(Factor::ONE, now_ms, "share: demand", 0);

@@ -58,13 +58,7 @@ async fn a_reset_returns_a_raised_entity_to_base_and_forgets_its_allocation() {
     use zae_table::adaptive::allocation::Allocated;
     let store = table("ns", 0);
     five_times(&store, "ns", 4).await;
-    let mut d = Declaration::read(&store, "ns", true)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    d.demand.insert("r".to_owned());
-    store.insert(d.to_item("ns"));
+    zae_test_support::adaptive::share_by_demand(&store, "ns").await;
     let mut raised = stamped("heavy", 9);
     raised.insert("b_tpm_ra".into(), Attr::n(7_000_000));
     raised.insert(stamp::stamped_attr("tpm"), Attr::n(7_000_000));

@@ -98,6 +98,15 @@ async fn started(store: &impl Store) {
     }
 }
 
+/// Started, then minute 3 with `e0` saturated at its base and the light
+/// ones at half theirs: tick 4 raises `e0` to what is left, 7x.
+async fn heavy_raised(store: &MemoryStore) {
+    started(store).await;
+    minute(store, at(3), &[("e0", 1_000, true)], 5_000).await;
+    tick(store, at(4) + 5_000, false).await;
+    assert_eq!(ra(store, "e0"), 7_000_000);
+}
+
 fn at(m: i64) -> i64 {
     T0 + m * MINUTE_MS
 }
@@ -148,10 +157,7 @@ async fn the_heavy_entity_gets_what_the_light_ones_leave_and_falls_back_when_the
 #[tokio::test]
 async fn blindness_and_a_removal_from_the_manifest_send_every_raised_entity_to_base() {
     let store = table();
-    started(&store).await;
-    minute(&store, at(3), &[("e0", 1_000, true)], 5_000).await;
-    tick(&store, at(4) + 5_000, false).await;
-    assert_eq!(ra(&store, "e0"), 7_000_000);
+    heavy_raised(&store).await;
     assert_eq!(
         Allocated::read(&store, NS, "r", "tpm").await.unwrap().len(),
         1
@@ -208,6 +214,7 @@ async fn shadow_reports_the_share_and_stamps_nothing() {
     started(&store).await;
     minute(&store, at(3), &[("e0", 1_000, true)], 5_000).await;
     let t = tick(&store, at(4) + 5_000, false).await;
+    assert_eq!(ra(&store, "e0"), 1_000_000, "nothing stamped in shadow");
     let share = t.targets[0].share.clone().unwrap();
     let heavy = &share.entities[0];
     assert_eq!(
@@ -221,10 +228,7 @@ async fn shadow_reports_the_share_and_stamps_nothing() {
 #[tokio::test]
 async fn past_the_cap_an_unlisted_entity_holds_its_allocation() {
     let store = table();
-    started(&store).await;
-    minute(&store, at(3), &[("e0", 1_000, true)], 5_000).await;
-    tick(&store, at(4) + 5_000, false).await;
-    assert_eq!(ra(&store, "e0"), 7_000_000);
+    heavy_raised(&store).await;
     // Minute 4: e0 is not listed and the header says the cap left some out.
     minute(&store, at(4), &[], 12_000).await;
     let header = Listing {

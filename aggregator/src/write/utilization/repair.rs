@@ -144,7 +144,11 @@ impl<S: Store> Aggregator<S> {
                     _ => Factor::ONE,
                 },
                 max_scale: scaling.and_then(|o| o.max_scale),
-                generation: allocated.map_or(target.map_or(0, |t| t.generation), |a| a.generation),
+                // Never under the target's: a lap since the allocation
+                // restamped it under the target's newer generation.
+                generation: target
+                    .map_or(0, |t| t.generation)
+                    .max(allocated.map_or(0, |a| a.generation)),
             };
             if let Stamp::Write { update, .. } = stamp(&image, wanted) {
                 let (tpk, tsk) = Target::key(&key.namespace, &key.resource, &limit);

@@ -519,15 +519,14 @@ async fn past_the_cap_an_entity_is_left_out_and_counted() {
 
 /// `adaptive_table`, shared by demand, with `e` raised to 7x.
 async fn raised_table(ticked_at: i64, ra: i64) -> (MemoryStore, Vec<String>) {
+    raised_under(ticked_at, ra, 2).await
+}
+
+/// `raised_table` with `e`'s allocation under `generation` (the target's is 1).
+async fn raised_under(ticked_at: i64, ra: i64, generation: i64) -> (MemoryStore, Vec<String>) {
     let (store, records) = adaptive_table(ticked_at, 10_000_000, ra).await;
-    let mut d = Declaration::read(&store, "ns", true)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    d.demand.insert("r".to_owned());
-    store.insert(d.to_item("ns"));
-    let raised = zae_test_support::adaptive::raised("e", 7, 2);
+    zae_test_support::adaptive::share_by_demand(&store, "ns").await;
+    let raised = zae_test_support::adaptive::raised("e", 7, generation);
     store
         .update(&raised.write("ns"), Returns::Nothing)
         .await
@@ -579,4 +578,24 @@ async fn with_the_controller_stopped_a_raised_entity_goes_back_to_base() {
     let outcome = agg.process(&[image.to_string()], "p", MINUTE_S, None).await;
     assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
     assert_eq!(tpm_ra(agg.store()), Attr::n(1_000_000));
+}
+
+/// A lap since the allocation (a declaration change) stamped the entity
+/// under the target's newer generation; an admin sync then wrote base over
+/// it. The repair stamps the allocation again, under the target's generation
+/// (under the allocation's older one, the bucket's record would refuse it).
+#[tokio::test]
+async fn a_raised_entity_synced_after_a_lap_gets_its_allocation_back() {
+    let (store, records) = raised_under(ten_past() - 60_000, 1_000_000, 0).await;
+    let mut image: Value = serde_json::from_str(&records[0]).unwrap();
+    for side in ["NewImage", "OldImage"] {
+        let i = &mut image["dynamodb"][side];
+        i["ad_g_tpm"] = json!({"N": "1"});
+        i["ad_ra_tpm"] = json!({"N": "7000000"});
+        i["ad_pre_tpm"] = json!({"N": "1000000"});
+    }
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let outcome = agg.process(&[image.to_string()], "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
+    assert_eq!(tpm_ra(agg.store()), Attr::n(7_000_000));
 }
