@@ -35,6 +35,9 @@ pub(super) struct Decided {
     shadow: bool,
     old: Option<Allocated>,
     factor: Factor,
+    /// Its stamps are to be written: moved by the band, pending, or back
+    /// to base.
+    moved: bool,
     report: EntityShare,
 }
 
@@ -73,11 +76,20 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
                 .map(|a| (a.entity.clone(), a))
                 .collect();
         let mut plan = Plan::default();
+        // Nothing to move: no new minute, or blind with nobody raised.
+        if (!blind && minute.is_none()) || (blind && allocated.is_empty()) {
+            return Ok(plan);
+        }
+        let configured = Configured::read(self.store, namespace, resource).await?;
+        // One resolver for the tick: the system and resource levels are read once.
+        let resolver = Resolver::new(self.store, namespace);
+        let levels = Through {
+            source: &resolver,
+            configured: &configured,
+        };
         let Some((minute_ms, used)) = minute.filter(|_| !blind) else {
-            if blind {
-                self.to_base(namespace, declaration, target, allocated, &mut plan)
-                    .await?;
-            }
+            self.to_base(declaration, &levels, target, allocated, &mut plan)
+                .await?;
             return Ok(plan);
         };
         let items = self
@@ -88,13 +100,6 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         let capacity = declaration.capacity(resource, limit).unwrap_or(1).max(1) as f64;
         let to_share = declaration.target_utilization(resource, limit) * capacity;
         let entities: BTreeSet<&String> = demand.entities.keys().chain(allocated.keys()).collect();
-        let configured = Configured::read(self.store, namespace, resource).await?;
-        // One resolver for the tick: the system and resource levels are read once.
-        let resolver = Resolver::new(self.store, namespace);
-        let levels = Through {
-            source: &resolver,
-            configured: &configured,
-        };
         let mut claimants = Vec::new();
         let mut governed = Vec::new();
         for entity in entities {
@@ -140,6 +145,7 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
                 max_scale: g.max_scale,
                 shadow: g.shadow,
                 factor,
+                moved,
                 old,
                 report: EntityShare {
                     entity: allocation.entity.clone(),
@@ -161,20 +167,14 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
     /// Blind: every raised entity back to base.
     async fn to_base(
         &self,
-        namespace: &str,
         declaration: &Declaration,
+        levels: &Through<'_, Resolver<'_, S>>,
         target: &Target,
         allocated: BTreeMap<String, Allocated>,
         plan: &mut Plan,
     ) -> Result<(), StoreError> {
-        let configured = Configured::read(self.store, namespace, &target.resource).await?;
-        let resolver = Resolver::new(self.store, namespace);
-        let levels = Through {
-            source: &resolver,
-            configured: &configured,
-        };
         for (entity, old) in allocated {
-            let governed = self.governed(declaration, &levels, &entity, target).await?;
+            let governed = self.governed(declaration, levels, &entity, target).await?;
             let mut decided = back_to_base(old, BLIND);
             if let Some(g) = governed {
                 decided.base = g.base;
@@ -229,11 +229,7 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         let Plan { mut tick, decided } = plan;
         let mut total = pass::Pass::default();
         for (d, report) in decided.iter().zip(tick.entities.iter_mut()) {
-            let moved = d
-                .old
-                .as_ref()
-                .is_none_or(|a| a.factor != d.factor || a.pending);
-            if moved {
+            if d.moved {
                 let p = self.stamp_decided(namespace, target, d, now_ms).await?;
                 if p.superseded {
                     break;
@@ -310,12 +306,15 @@ fn back_to_base(old: Allocated, why: &str) -> Decided {
         ..EntityShare::default()
     };
     Decided {
-        // Read again by the stamp's resolution when it matters: a bucket
-        // whose capacity is not the config's is left alone.
+        // No configured base (its level no longer opts in, or blind callers
+        // put the governing one here): a base no bucket carries makes the
+        // stamp return a bucket still carrying our amount to the amount it
+        // had before the first stamp, and leave any other alone.
         base: LimitConfig::drip(&old.limit, 0, 0, 1),
         max_scale: None,
         shadow: false,
         factor: Factor::ONE,
+        moved: true,
         old: Some(old),
         report,
     }

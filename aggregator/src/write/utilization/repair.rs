@@ -63,6 +63,21 @@ fn fresh<T: Clone>(hit: Option<&Timed<T>>) -> Option<T> {
         .map(|(_, v)| v.clone())
 }
 
+/// `key`'s entry of `cache` while fresh, else what `read` gives, kept.
+/// `read` is lazy: nothing is read on a hit.
+async fn through<K: std::hash::Hash + Eq, T, const N: usize>(
+    cache: &Mutex<Bounded<K, Timed<Arc<T>>, N>>,
+    key: K,
+    read: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<Arc<T>, StoreError> {
+    if let Some(hit) = fresh(lock(cache).get(&key).as_ref()) {
+        return Ok(hit);
+    }
+    let value = Arc::new(read.await?);
+    lock(cache).insert(key, (Instant::now(), Arc::clone(&value)));
+    Ok(value)
+}
+
 impl<S: Store> Aggregator<S> {
     /// Repairs the stamps of the batch's buckets; counted, never a failure.
     /// At the deadline it stops: the buckets left are repaired when the
@@ -180,24 +195,14 @@ impl<S: Store> Aggregator<S> {
 
     /// A namespace's targets, at most a minute old.
     async fn targets(&self, namespace: &str) -> Result<Arc<Vec<Target>>, StoreError> {
-        if let Some(targets) = fresh(lock(&self.repair.targets).get(namespace).as_ref()) {
-            return Ok(targets);
-        }
-        let targets = Arc::new(Target::read_all(&self.store, namespace).await?);
-        lock(&self.repair.targets)
-            .insert(namespace.to_owned(), (Instant::now(), Arc::clone(&targets)));
-        Ok(targets)
+        let read = Target::read_all(&self.store, namespace);
+        through(&self.repair.targets, namespace.to_owned(), read).await
     }
 
     /// A namespace's raised entities, at most a minute old.
     async fn allocations(&self, namespace: &str) -> Result<Arc<Vec<Allocated>>, StoreError> {
-        if let Some(all) = fresh(lock(&self.repair.allocations).get(namespace).as_ref()) {
-            return Ok(all);
-        }
-        let all = Arc::new(Allocated::read(&self.store, namespace, "", "").await?);
-        lock(&self.repair.allocations)
-            .insert(namespace.to_owned(), (Instant::now(), Arc::clone(&all)));
-        Ok(all)
+        let read = Allocated::read(&self.store, namespace, "", "");
+        through(&self.repair.allocations, namespace.to_owned(), read).await
     }
 
     /// When the controller last ticked, at most a minute old.
@@ -215,16 +220,8 @@ impl<S: Store> Aggregator<S> {
     /// only for entities the entity-config index lists.
     async fn governing(&self, key: &BucketKey) -> Result<Option<(Level, LevelConfig)>, StoreError> {
         let index = (key.namespace.clone(), key.resource.clone());
-        let hit = fresh(lock(&self.repair.configured).get(&index).as_ref());
-        let configured = match hit {
-            Some(c) => c,
-            None => {
-                let c =
-                    Arc::new(Configured::read(&self.store, &key.namespace, &key.resource).await?);
-                lock(&self.repair.configured).insert(index, (Instant::now(), Arc::clone(&c)));
-                c
-            }
-        };
+        let read = Configured::read(&self.store, &key.namespace, &key.resource);
+        let configured = through(&self.repair.configured, index, read).await?;
         let cached = CachedLevels {
             aggregator: self,
             namespace: &key.namespace,
