@@ -499,7 +499,10 @@ async fn past_the_cap_an_entity_is_left_out_and_counted() {
             "SK",
             Attr::s(keys::sk_adaptive_demand(header.minute_ms, "r", "")),
         ),
-        ("count", Attr::n(zae_table::adaptive::demand::ENTITIES_KEPT)),
+        (
+            zae_table::adaptive::demand::COUNT,
+            Attr::n(zae_table::adaptive::demand::ENTITIES_KEPT),
+        ),
     ] {
         full.insert(name.to_owned(), value);
     }
