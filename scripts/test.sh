@@ -1,34 +1,123 @@
 #!/usr/bin/env bash
-# Runs every test: formatting and clippy, the template checks (cfn-lint, SAM
-# translation, IAM policy), unit, property and end-to-end tests (moto + the
-# real zae-limiter 0.17.0 client + the built binaries), then the Lambda
-# packages built by `cargo lambda build` run under `cargo lambda watch`.
+# The test command, in tiers (docs/testing.md says what each one proves).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
+
+usage() {
+  cat <<'EOF'
+Usage: ./scripts/test.sh [--full] [-- NEXTEST-ARGS...]
+
+default   fmt; clippy (-D warnings) on every workspace target the tests
+          build, in the same compilation as the test build; the template
+          and migration checks; every unit, property and model test; the
+          end-to-end tests with the real zae-limiter 0.17.0 client on moto
+          that are not bound by the wall clock. Two tests at a time
+          (cargo nextest). Measured on 2 cores from a clean clone:
+          about 10 min cold, about 4 min after a one-line change in table/.
+--full    CI's gate (.ci/run): the default, then the authoritative
+          `cargo clippy --workspace --all-targets --all-features`, the
+          tests bound by the wall clock (one at a time, on a moto of their
+          own), clippy on the aggregator's Lambda feature set, the Lambda
+          packages (`cargo lambda build --release`, Zig's cross-build), and
+          those packages under `cargo lambda watch`. About 33 min from a clean clone.
+
+Not here, each its own command:
+  ./scripts/long.sh   the multi-minute real-time runs (about 6 min)
+  ./scripts/fuzz.sh   every property with 200,000 cases, the models with
+                      20,000 (about 12 min)
+
+Arguments after `--` go to `cargo nextest run`, for example a filter:
+  ./scripts/test.sh -- -E 'test(/refill/)'
+EOF
+}
+
+full=0
+nextest_args=()
+run_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --full) full=1; run_args=(--no-fail-fast) ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; nextest_args=("$@"); break ;;
+    *) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
+  esac
+  shift
+done
+
 . "$ROOT/scripts/phase.sh"
-phase "cargo fmt and clippy over the workspace" "cold: builds every crate, about 5 min on 2 cores; warm: seconds"
+mkdir -p "$ROOT/.work"
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+  phase "installing cargo-nextest from crates.io (it is not on this machine)" "about 4 min on 2 cores, once"
+  cargo install --locked cargo-nextest --version 0.9.143
+fi
+
+phase "cargo fmt" "seconds"
 cargo fmt --all --check
-cargo clippy --workspace --all-targets --all-features -- -D warnings
-# The Lambda's own feature set (no cloudwatch) compiles clean too, and does
-# not carry the CloudWatch SDK.
-cargo clippy -p zae-aggregator --bins -- -D warnings
+
+# The Python side and the template checks need no Rust: they run beside
+# the build, and the build waits for neither.
+phase "in the background: Python venv (moto, the zae-limiter 0.17.0 client, cfn-lint, cargo-lambda), then the template and migration checks" "first time about 1.5 min, then about 30 s; reported after the build"
+export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
+(
+  "$ROOT/scripts/setup-venv.sh"
+  "$ZAE_TEST_PYTHON" "$ROOT/tests/template/check_template.py"
+  "$ZAE_TEST_PYTHON" "$ROOT/tests/template/check_migration.py"
+) >"$ROOT/.work/python-side.log" 2>&1 &
+python_side=$!
+
+. "$ROOT/scripts/build-env.sh"
+phase "build and lint every test (clippy's driver as the workspace's compiler, --all-features)" "cold: about 6 min on 2 cores; after a one-line change in table/: about 1 min"
+# ZAE_TIMINGS=1: cargo's --timings report of this build, in target/cargo-timings/.
+timings=()
+[ "${ZAE_TIMINGS:-0}" = 1 ] && timings=(--timings)
+cargo nextest run "${test_build_flags[@]}" --no-run "${timings[@]}"
 if cargo tree -p zae-aggregator -e normal --prefix none | grep -q '^aws-sdk-cloudwatch '; then
   echo "the aggregator's default build carries aws-sdk-cloudwatch" >&2; exit 1
 fi
-phase "Python venv: moto, the zae-limiter 0.17.0 client, cfn-lint, cargo-lambda, Zig" "first time: about 1.5 min; then checked in a second"
-"$ROOT/scripts/setup-venv.sh"
-phase "template checks: cfn-lint, SAM translation, IAM policy" "about 30 s"
-export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
-"$ROOT/.venv/bin/python" "$ROOT/tests/template/check_template.py"
-"$ROOT/.venv/bin/python" "$ROOT/tests/template/check_migration.py"
+
+phase "waiting for the Python side and the template checks" "usually done by now"
+if ! wait "$python_side"; then
+  cat "$ROOT/.work/python-side.log" >&2
+  echo "the venv or the template checks failed (above; also .work/python-side.log)" >&2
+  exit 1
+fi
+cat "$ROOT/.work/python-side.log"
+
 . "$ROOT/scripts/moto.sh"
-phase "cargo test: unit, property and moto end-to-end tests" "cold build about 8 min, then about 12 min of tests, the longest a 5-minute real-time adaptive run"
-cargo test --workspace --all-targets --all-features "$@"
-# cargo-lambda and Zig come from the venv.
+start_py_runner
+phase "unit, property, model and moto end-to-end tests" "about 2.5 min; three at a time; nextest prints each test as it ends"
+cargo nextest run "${test_build_flags[@]}" "${run_args[@]}" "${nextest_args[@]}"
+
+if [ "$full" = 0 ]; then
+  phase "default tier passed (./scripts/test.sh --full adds clippy's own run, the wall-clock tests and the Lambda packages)" "done"
+  exit 0
+fi
+
+# Clippy's own runs, without the wrapper: the authoritative one over every
+# target, then the Lambda's own feature set (no cloudwatch, no
+# dev-dependencies), which compiles clean too.
+phase "cargo clippy --workspace --all-targets --all-features, then the aggregator's Lambda feature set (their own check builds)" "cold: about 3.5 min; warm: seconds"
+(
+  unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+  cargo clippy --workspace --all-targets --all-features -- -D warnings
+  cargo clippy -p zae-aggregator --bins -- -D warnings
+)
+
+restart_moto
+phase "the tests bound by the wall clock, one at a time on a fresh moto" "about 8 min, the longest a 4-minute adaptive run"
+cargo nextest run "${test_build_flags[@]}" --profile realtime "${run_args[@]}" "${nextest_args[@]}"
+
+# cargo-lambda and Zig come from the venv. The packages are built as
+# `sam build` builds them, by rustc alone: clippy's driver turns MIR
+# optimisations off, which changes the code (7.38 MB against 7.28 MB zipped).
 export PATH="$ROOT/.venv/bin:$PATH"
-phase "Lambda packages with cargo lambda (Zig cross-build)" "cold: about 11 min (release, cross-built); warm: seconds"
-cargo lambda build --release --output-format zip --bin aggregator --bin cfn-limits-resource
+phase "Lambda packages with cargo lambda (Zig cross-build, release)" "cold: about 8 min (release, cross-built); warm: seconds"
+(
+  unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+  cargo lambda build --release --output-format zip --bin aggregator --bin cfn-limits-resource
+)
 phase "the built packages under cargo lambda watch" "about 1 min"
-"$ROOT/.venv/bin/python" "$ROOT/tests/lambda/watch_e2e.py"
-phase "all tests passed" "done"
+"$ZAE_TEST_PYTHON" "$ROOT/tests/lambda/watch_e2e.py"
+phase "full tier passed" "done"

@@ -5,6 +5,11 @@ aggregator, or with none.
     slow_paths.py run --mode ours|reference|none --seconds S [--entities E]
                       [--rate Q] [--burst B] [--window W] [--aggregator BIN]
                       [--skew-ms MS]
+    slow_paths.py drain --table T     one entity's bucket (100 a second, burst
+                                      100) made, then drained by a fast path in
+                                      a later second of the clock
+    slow_paths.py spend --table T     one token, from a new process: the calls
+                                      its acquire made, and the bucket after
 
 E entities each send Q one-token acquires a second, paced, against a hard
 per-second limit (RATE a second, burst --burst, 40 by default). The client talks to moto
@@ -237,6 +242,57 @@ def run(args) -> None:
     }))
 
 
+DRAIN_RATE = 100
+
+
+async def drain(table: str) -> dict:
+    """The bucket made by a slow path at t0 holding all but one token, then
+    emptied by a fast path (which never moves `rf`) once the clock is past
+    t0's second by 100 ms: that record's time, DynamoDB's to the second, is
+    then at least 100 ms past `rf`, so a refill up to it credits at least 10
+    tokens. The wait is the accrual the refill is for, not synchronisation."""
+    await create(table)
+    repo = await Repository.open("default", stack=table, region=region(), endpoint_url=endpoint())
+    limiter = RateLimiter(repository=repo)
+    entity = entities(1)[0]
+    await limiter.create_entity(entity)
+    await limiter.set_limits(entity, [Limit.per_second("rps", DRAIN_RATE, burst=DRAIN_RATE)], resource=RESOURCE)
+    async with limiter.acquire(entity_id=entity, resource=RESOURCE, consume={"rps": 1}):
+        pass
+    made = (await repo.get_buckets(entity, RESOURCE))[0]
+    due = (made.last_refill_ms // 1000 + 1) * 1000 + 100
+    await asyncio.sleep(max(0.0, due / 1000 - time.time()))
+    async with limiter.acquire(entity_id=entity, resource=RESOURCE, consume={"rps": DRAIN_RATE - 1}):
+        pass
+    drained = (await repo.get_buckets(entity, RESOURCE))[0]
+    await repo.close()
+    return {"table": table, "made_rf": made.last_refill_ms, "tk": drained.tokens_milli, "rf": drained.last_refill_ms}
+
+
+async def spend(table: str) -> dict:
+    entity = entities(1)[0]
+    # Read apart from the process that acquires, so that nothing it caches
+    # comes from this read.
+    reader = await Repository.open("default", stack=table, region=region(), endpoint_url=endpoint())
+    before = (await reader.get_buckets(entity, RESOURCE))[0]
+    await reader.close()
+    counts = Counts()
+    proxy = counting_proxy(endpoint(), counts)
+    repo = await Repository.open("default", stack=table, region=region(), endpoint_url=proxy)
+    limiter = RateLimiter(repository=repo)
+    opened = dict(counts.calls)
+    async with limiter.acquire(entity_id=entity, resource=RESOURCE, consume={"rps": 1}):
+        pass
+    calls = {op: n - opened.get(op, 0) for op, n in counts.calls.items() if n > opened.get(op, 0)}
+    refused = sum(counts.refused.values())
+    await repo.close()
+    return {
+        "before": {"tk": before.tokens_milli, "rf": before.last_refill_ms, "cp": before.capacity_milli},
+        "calls": calls, "refused_writes": refused,
+        "slow_paths": refused + sum(calls.get(op, 0) for op in READS),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -255,8 +311,15 @@ def main() -> None:
     e.add_argument("--window", type=float, required=True)
     e.add_argument("--stop", required=True)
     e.add_argument("--shim")
+    for name in ("drain", "spend"):
+        sub.add_parser(name).add_argument("--table", required=True)
     args = parser.parse_args()
-    run(args) if args.command == "run" else esm(args)
+    if args.command == "drain":
+        print(json.dumps(asyncio.run(drain(args.table))))
+    elif args.command == "spend":
+        print(json.dumps(asyncio.run(spend(args.table))))
+    else:
+        run(args) if args.command == "run" else esm(args)
 
 
 if __name__ == "__main__":

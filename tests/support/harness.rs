@@ -86,19 +86,65 @@ pub fn aws_env(cmd: &mut Command, endpoint: &str) {
         .env_remove("AWS_PROFILE");
 }
 
+/// Runs a harness script with moto's endpoint and credentials: the last
+/// line it printed, as JSON. Through the test run's one interpreter
+/// (`tests/harness/runner.py`) when `ZAE_PY_RUNNER` names its socket, as a
+/// process of its own otherwise; the same script, environment and answer
+/// either way.
 pub fn run_json(script: &str, args: &[&str]) -> Value {
     let mut cmd = Command::new(python());
     cmd.arg(harness(script)).args(args);
     aws_env(&mut cmd, moto());
-    let out = cmd.output().expect("run python");
+    let (status, stdout, stderr) = match std::env::var_os("ZAE_PY_RUNNER") {
+        Some(socket) => run_in_runner(Path::new(&socket), &cmd),
+        None => {
+            let out = cmd.output().expect("run python");
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            (out.status.code(), text(&out.stdout), text(&out.stderr))
+        }
+    };
     assert!(
-        out.status.success(),
-        "{script} {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        status == Some(0),
+        "{script} {args:?} failed ({status:?}):\n{stderr}"
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}):\n{text}"))
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}):\n{stdout}"))
+}
+
+/// `cmd` (a Python script and its arguments) run by the runner listening on
+/// `socket`, with this process's environment as `cmd` would change it: its
+/// exit status, stdout and stderr.
+fn run_in_runner(socket: &Path, cmd: &Command) -> (Option<i32>, String, String) {
+    use std::io::{Read, Write};
+    let mut env: serde_json::Map<String, Value> = std::env::vars()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    for (k, v) in cmd.get_envs() {
+        let k = k.to_string_lossy().into_owned();
+        match v {
+            Some(v) => env.insert(k, Value::String(v.to_string_lossy().into_owned())),
+            None => env.remove(&k),
+        };
+    }
+    let argv: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let cwd = std::env::current_dir().expect("a working directory");
+    let request = serde_json::json!({"argv": argv, "env": env, "cwd": cwd});
+    let mut conn = std::os::unix::net::UnixStream::connect(socket)
+        .unwrap_or_else(|e| panic!("the Python runner at {}: {e}", socket.display()));
+    writeln!(conn, "{request}").expect("send the script to the Python runner");
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer)
+        .expect("the Python runner's answer");
+    let answer: Value = serde_json::from_str(&answer)
+        .unwrap_or_else(|e| panic!("the Python runner ended {argv:?} without an answer ({e})"));
+    let text = |k: &str| answer[k].as_str().unwrap_or_default().to_owned();
+    let status = answer["status"]
+        .as_i64()
+        .and_then(|s| i32::try_from(s).ok());
+    (status, text("stdout"), text("stderr"))
 }
 
 pub fn unique_table(name: &str) -> String {

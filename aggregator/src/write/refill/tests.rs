@@ -53,6 +53,11 @@ fn int(table: &MemoryStore, attr: &str) -> i64 {
 }
 
 fn aggregator<S: Store>(table: S) -> Aggregator<S> {
+    aggregator_at(table, || NOW)
+}
+
+/// An aggregator whose clock reads `now` whatever the records say.
+fn aggregator_at<S: Store>(table: S, now: crate::write::Clock) -> Aggregator<S> {
     let settings = Settings {
         windows: vec![Window::Hourly, Window::Daily],
         snapshot_ttl_days: 90,
@@ -64,7 +69,7 @@ fn aggregator<S: Store>(table: S) -> Aggregator<S> {
         },
         refill: true,
     };
-    Aggregator::new(table, settings).with_clock(|| NOW)
+    Aggregator::new(table, settings).with_clock(now)
 }
 
 /// A batch that drained `rps` to 1 token, on whatever the table holds.
@@ -128,6 +133,35 @@ async fn a_refill_loses_its_race_to_anything_it_read_having_moved() {
             "{attr}: nothing written"
         );
     }
+}
+
+/// The aggregator's clock 10 s ahead of the table's, then 10 s behind, on
+/// a record DynamoDB wrote at `NOW`. Ahead, the refill credits up to the
+/// record's own time and stamps `rf` there, never in the clients' future
+/// (where their slow paths would credit nothing until their clocks caught
+/// up); behind, it credits nothing and writes nothing. The twin's
+/// counterpart of the real client's clock-skew run
+/// (`realtime::a_refill_never_stamps_rf_past_the_tables_clock`).
+#[tokio::test]
+async fn a_refill_never_stamps_rf_past_the_records_own_time() {
+    let old = image(NOW - 5_000, 0, 10_000);
+    let new = image(NOW - 5_000, 9_000, 1_000);
+    let table = seeded(&new);
+    let ahead = aggregator_at(table, || NOW + 10_000);
+    let outcome = ahead
+        .process(&[record(1, &old, &new)], "p", NOW / 1000, None)
+        .await;
+    let table = ahead.store();
+    assert_eq!(outcome.stats.refills_written, 1, "{:?}", outcome.errors);
+    assert_eq!(int(table, "rf"), NOW, "the record's time, not the clock's");
+    assert_eq!(int(table, "b_rps_tk"), 6_000, "five seconds, not fifteen");
+
+    let behind = aggregator_at(seeded(&new), || NOW - 10_000);
+    let outcome = behind
+        .process(&[record(1, &old, &new)], "p", NOW / 1000, None)
+        .await;
+    assert_eq!(outcome.stats.refills_written, 0);
+    assert_eq!(behind.store().item(PK, "#STATE").unwrap(), item(&new));
 }
 
 /// Every refill write is throttled, every time.

@@ -13,8 +13,7 @@ use std::process::{Child, Command, Stdio};
 use zae_test_support::emf::validate_emf;
 use zae_test_support::harness::*;
 
-mod common;
-use common::poll;
+use crate::common::poll;
 
 struct Scenario {
     table: String,
@@ -548,96 +547,50 @@ fn a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter() {
     assert!(hourly["counters"].get("window").is_none(), "{usage}");
 }
 
-/// A steady workload of the real client (three entities, 5 one-token
-/// acquires a second each, under a 20/s limit with a burst of 15), the
-/// stream fed to the built binary under the Lambda stand-in every second,
-/// against the same workload with no aggregator. The refill pass keeps the
-/// stored balances ahead of the fast path, so the client falls back to its
-/// slow path (a refused conditional write, then reads) far less often. The
-/// long comparison, the reference aggregator included, is
-/// `scripts/bench_slow_paths.sh`.
+/// The refill pass's write is one the real client's fast path spends (the
+/// default tier's counterpart of `realtime::refills_spare_the_real_client_
+/// most_of_its_slow_paths`, without its ten seconds of traffic): a bucket
+/// of 100 a second, made at `rf` and drained by a fast path in a later
+/// second. Left alone, the client's next one-token acquire fails its fast
+/// path and takes the slow one (its reads); after one `aggregator poll`,
+/// whose refill credits the time up to the drain's own record, the client
+/// reads the refill back and its fast path takes the token.
 #[test]
-fn refills_spare_the_real_client_most_of_its_slow_paths() {
-    let run = |mode: &str| {
-        run_json(
-            "slow_paths.py",
-            &[
-                "run",
-                "--mode",
-                mode,
-                "--seconds",
-                "10",
-                // Below moto's pace: one single-threaded moto serves an
-                // acquire in about 27 ms here, so the default 3 x 15/s
-                // saturates it, the stream lags by seconds, and a 40-token
-                // burst drains between two batches whoever refills it.
-                "--rate",
-                "5",
-                "--burst",
-                "15",
-                "--aggregator",
-                env!("CARGO_BIN_EXE_aggregator"),
-            ],
-        )
+fn a_refill_is_what_the_real_clients_next_fast_path_spends() {
+    let drained = |name: &str| {
+        let table = unique_table(name);
+        let drained = run_json("slow_paths.py", &["drain", "--table", &table]);
+        assert_eq!(drained["tk"], 0, "{drained}");
+        (table, drained)
     };
-    let none = run("none");
-    let ours = run("ours");
-    for r in [&none, &ours] {
-        assert_eq!(
-            r["admitted"].as_u64().unwrap() + r["rejected"].as_u64().unwrap(),
-            r["requests"].as_u64().unwrap()
-        );
-    }
-    assert_eq!(none["fed"]["refills"], 0);
-    assert!(ours["fed"]["refills"].as_u64() > Some(0), "{ours}");
-    assert_eq!(ours["fed"]["errors"], 0, "{ours}");
-    let slow = |r: &Value| r["slow_paths"].as_u64().unwrap();
-    assert!(
-        slow(&ours) * 4 <= slow(&none) * 3,
-        "ours {} vs none {}:\n{ours}\n{none}",
-        slow(&ours),
-        slow(&none)
-    );
-}
+    let (alone, _) = drained("refill-none");
+    let none = run_json("slow_paths.py", &["spend", "--table", &alone]);
+    assert!(none["refused_writes"].as_u64() > Some(0), "{none}");
+    assert!(none["calls"]["BatchGetItem"].as_u64() > Some(0), "{none}");
 
-/// The aggregator's clock 10 s ahead of its client's, then 10 s behind
-/// (`ZAE_CLOCK_SKEW_MS`), under one entity asking a little more than its
-/// limit refills: the real client is admitted what it is without skew (all
-/// of it, here), because a refill never stamps `rf` past the newest image's
-/// own time. Without that bound, an `rf` in the client's future made its
-/// slow paths credit nothing until its clock caught up: about 100 of 250
-/// requests admitted at +10 s (123 at +1 s, 92 at +100 s). Behind, our
-/// refills credit nothing and the client refills itself.
-#[test]
-fn a_refill_never_stamps_rf_past_the_tables_clock() {
-    for skew in ["10000", "-10000"] {
-        let run = run_json(
-            "slow_paths.py",
-            &[
-                "run",
-                "--mode",
-                "ours",
-                "--seconds",
-                "10",
-                "--entities",
-                "1",
-                "--rate",
-                "25",
-                "--burst",
-                "15",
-                "--skew-ms",
-                skew,
-                "--aggregator",
-                env!("CARGO_BIN_EXE_aggregator"),
-            ],
-        );
-        let (admitted, requests) = (
-            run["admitted"].as_u64().unwrap(),
-            run["requests"].as_u64().unwrap(),
-        );
-        assert!(admitted * 100 >= requests * 95, "skew {skew} ms: {run}");
-        assert_eq!(run["fed"]["errors"], 0, "{run}");
-    }
+    let (table, before) = drained("refill-ours");
+    let dir = TempDir::new(&table);
+    let polled = poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    assert_eq!(polled.summary["refills_written"], 1, "{}", polled.summary);
+    let ours = run_json("slow_paths.py", &["spend", "--table", &table]);
+    let (tk, rf) = (&ours["before"]["tk"], &ours["before"]["rf"]);
+    assert!(
+        (10_000..=100_000).contains(&tk.as_i64().unwrap()),
+        "at least 100 ms of refill, at most the burst: {ours}"
+    );
+    assert!(
+        rf.as_i64() > before["rf"].as_i64()
+            && rf.as_i64() <= Some(chrono::Utc::now().timestamp_millis()),
+        "rf moved, never past the clock: {before} then {ours}"
+    );
+    // A new process reads one item before its first acquire, either way.
+    assert_eq!(ours["refused_writes"], 0, "the fast path took it: {ours}");
+    assert_eq!(ours["calls"]["UpdateItem"], 1, "{ours}");
+    assert_eq!(
+        ours["calls"]["BatchGetItem"],
+        Value::Null,
+        "no slow path: {ours}"
+    );
 }
 
 /// A shard 0 whose `wcu` runs low (set by hand: moto cannot take the write
@@ -774,3 +727,5 @@ fn removed_audit_items_reach_the_archive_once_after_deduplication() {
         .expect("archived");
     assert_eq!(expired["removed_by_ttl"], true, "{expired}");
 }
+
+mod realtime;

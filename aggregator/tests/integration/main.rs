@@ -1,0 +1,24 @@
+//! The aggregator's integration tests, in one binary: each test binary links
+//! the whole SDK, so one binary instead of nine saves their links on every
+//! rebuild (docs/testing.md has the figures). Each module was a test file
+//! of its own and keeps its name.
+//!
+//! - Models and oracles, no network: `adaptive_stream`, `controller_model`,
+//!   `refill_accrual`, `refill_model`, `schedule_oracle` (against the
+//!   client's own Python code), `shard_model`.
+//! - The built binaries: `cli`; on moto with the real 0.17.0 client,
+//!   `moto` and `moto_adaptive`. The tests bound by the wall clock (real
+//!   traffic over real seconds, measured against moto's pace) are in their
+//!   `realtime` modules: the default test tier leaves them out and the full
+//!   tier runs them one at a time (`.config/nextest.toml`).
+
+mod adaptive_stream;
+mod cli;
+mod common;
+mod controller_model;
+mod moto;
+mod moto_adaptive;
+mod refill_accrual;
+mod refill_model;
+mod schedule_oracle;
+mod shard_model;
