@@ -12,9 +12,9 @@ default   fmt; clippy (-D warnings) on every workspace target the tests
           build, in the same compilation as the test build; the template
           and migration checks; every unit, property and model test; the
           end-to-end tests with the real zae-limiter 0.17.0 client on moto
-          that are not bound by the wall clock. Two tests at a time
+          that are not bound by the wall clock. Three tests at a time
           (cargo nextest). Measured on 2 cores from a clean clone:
-          about 10 min cold, about 4 min after a one-line change in table/.
+          about 7 min cold, about 3 min after a one-line change in table/.
 --full    CI's gate (.ci/run): the default, then the authoritative
           `cargo clippy --workspace --all-targets --all-features`, the
           tests bound by the wall clock (one at a time, on a moto of their
@@ -68,7 +68,7 @@ export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 python_side=$!
 
 . "$ROOT/scripts/build-env.sh"
-phase "build and lint every test (clippy's driver as the workspace's compiler, --all-features)" "cold: about 6 min on 2 cores; after a one-line change in table/: about 1 min"
+phase "build and lint every test (clippy's driver as the workspace's compiler, --all-features)" "cold: about 4.5 min on 2 cores; after a one-line change in table/: about 30 s"
 # ZAE_TIMINGS=1: cargo's --timings report of this build, in target/cargo-timings/.
 timings=()
 [ "${ZAE_TIMINGS:-0}" = 1 ] && timings=(--timings)
@@ -87,7 +87,7 @@ cat "$ROOT/.work/python-side.log"
 
 . "$ROOT/scripts/moto.sh"
 start_py_runner
-phase "unit, property, model and moto end-to-end tests" "about 2.5 min; three at a time; nextest prints each test as it ends"
+phase "unit, property, model and moto end-to-end tests" "about 2 min; three at a time; nextest prints each test as it ends"
 cargo nextest run "${test_build_flags[@]}" "${run_args[@]}" "${nextest_args[@]}"
 
 if [ "$full" = 0 ]; then
@@ -98,7 +98,7 @@ fi
 # Clippy's own runs, without the wrapper: the authoritative one over every
 # target, then the Lambda's own feature set (no cloudwatch, no
 # dev-dependencies), which compiles clean too.
-phase "cargo clippy --workspace --all-targets --all-features, then the aggregator's Lambda feature set (their own check builds)" "cold: about 3.5 min; warm: seconds"
+phase "cargo clippy --workspace --all-targets --all-features, then the aggregator's Lambda feature set (their own check builds)" "cold: about 2 min; warm: seconds"
 (
   unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
   cargo clippy --workspace --all-targets --all-features -- -D warnings
@@ -106,7 +106,7 @@ phase "cargo clippy --workspace --all-targets --all-features, then the aggregato
 )
 
 restart_moto
-phase "the tests bound by the wall clock, one at a time on a fresh moto" "about 8 min, the longest a 4-minute adaptive run"
+phase "the tests bound by the wall clock, one at a time on a fresh moto" "about 6 min, the longest a 3.5-minute adaptive run"
 cargo nextest run "${test_build_flags[@]}" --profile realtime "${run_args[@]}" "${nextest_args[@]}"
 
 # cargo-lambda and Zig come from the venv. The packages are built as

@@ -102,13 +102,13 @@ def entities(n: int) -> list:
     return [f"steady-{i}" for i in range(n)]
 
 
-async def setup(table: str, n: int, burst: int) -> None:
+async def setup(table: str, n: int, burst: int, rate: int = RATE) -> None:
     await create(table)
     repo = await Repository.open("default", stack=table, region=region(), endpoint_url=endpoint())
     limiter = RateLimiter(repository=repo)
     for entity in entities(n):
         await limiter.create_entity(entity)
-        await limiter.set_limits(entity, [Limit.per_second("rps", RATE, burst=burst)], resource=RESOURCE)
+        await limiter.set_limits(entity, [Limit.per_second("rps", rate, burst=burst)], resource=RESOURCE)
     await repo.close()
 
 
@@ -251,12 +251,10 @@ async def drain(table: str) -> dict:
     t0's second by 100 ms: that record's time, DynamoDB's to the second, is
     then at least 100 ms past `rf`, so a refill up to it credits at least 10
     tokens. The wait is the accrual the refill is for, not synchronisation."""
-    await create(table)
+    await setup(table, 1, DRAIN_RATE, DRAIN_RATE)
     repo = await Repository.open("default", stack=table, region=region(), endpoint_url=endpoint())
     limiter = RateLimiter(repository=repo)
     entity = entities(1)[0]
-    await limiter.create_entity(entity)
-    await limiter.set_limits(entity, [Limit.per_second("rps", DRAIN_RATE, burst=DRAIN_RATE)], resource=RESOURCE)
     async with limiter.acquire(entity_id=entity, resource=RESOURCE, consume={"rps": 1}):
         pass
     made = (await repo.get_buckets(entity, RESOURCE))[0]
