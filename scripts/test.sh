@@ -14,13 +14,15 @@ default   fmt; clippy (-D warnings) on every workspace target the tests
           end-to-end tests with the real zae-limiter 0.17.0 client on moto
           that are not bound by the wall clock. Three tests at a time
           (cargo nextest). Measured on 2 cores from a clean clone:
-          about 7 min cold, about 3 min after a one-line change in table/.
+          7 to 12 min cold (machines of this kind differ), about 3 min
+          after a one-line change in table/.
 --full    CI's gate (.ci/run): the default, then the authoritative
           `cargo clippy --workspace --all-targets --all-features`, the
           tests bound by the wall clock (one at a time, on a moto of their
           own), clippy on the aggregator's Lambda feature set, the Lambda
           packages (`cargo lambda build --release`, Zig's cross-build), and
-          those packages under `cargo lambda watch`. About 33 min from a clean clone.
+          those packages under `cargo lambda watch`. About 36 min from a clean
+          clone on the slower machines of this kind.
 
 Not here, each its own command:
   ./scripts/long.sh   the multi-minute real-time runs (about 6 min)
@@ -68,7 +70,7 @@ export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 python_side=$!
 
 . "$ROOT/scripts/build-env.sh"
-phase "build and lint every test (clippy's driver as the workspace's compiler, --all-features)" "cold: about 4.5 min on 2 cores; after a one-line change in table/: about 30 s"
+phase "build and lint every test (clippy's driver as the workspace's compiler, --all-features)" "cold: 4.5 to 8 min on 2 cores; after a one-line change in table/: about 30 s"
 # ZAE_TIMINGS=1: cargo's --timings report of this build, in target/cargo-timings/.
 timings=()
 [ "${ZAE_TIMINGS:-0}" = 1 ] && timings=(--timings)
@@ -87,7 +89,7 @@ cat "$ROOT/.work/python-side.log"
 
 . "$ROOT/scripts/moto.sh"
 start_py_runner
-phase "unit, property, model and moto end-to-end tests" "about 2 min; three at a time; nextest prints each test as it ends"
+phase "unit, property, model and moto end-to-end tests" "2 to 4 min; three at a time; nextest prints each test as it ends"
 cargo nextest run "${test_build_flags[@]}" "${run_args[@]}" "${nextest_args[@]}"
 
 if [ "$full" = 0 ]; then
@@ -98,7 +100,7 @@ fi
 # Clippy's own runs, without the wrapper: the authoritative one over every
 # target, then the Lambda's own feature set (no cloudwatch, no
 # dev-dependencies), which compiles clean too.
-phase "cargo clippy --workspace --all-targets --all-features, then the aggregator's Lambda feature set (their own check builds)" "cold: about 2 min; warm: seconds"
+phase "cargo clippy --workspace --all-targets --all-features, then the aggregator's Lambda feature set (their own check builds)" "cold: 2 to 4 min; warm: seconds"
 (
   unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
   cargo clippy --workspace --all-targets --all-features -- -D warnings
@@ -113,7 +115,7 @@ cargo nextest run "${test_build_flags[@]}" --profile realtime "${run_args[@]}" "
 # `sam build` builds them, by rustc alone: clippy's driver turns MIR
 # optimisations off, which changes the code (7.38 MB against 7.28 MB zipped).
 export PATH="$ROOT/.venv/bin:$PATH"
-phase "Lambda packages with cargo lambda (Zig cross-build, release)" "cold: about 8 min (release, cross-built); warm: seconds"
+phase "Lambda packages with cargo lambda (Zig cross-build, release)" "cold: 8 to 13 min (release, cross-built); warm: seconds"
 (
   unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
   cargo lambda build --release --output-format zip --bin aggregator --bin cfn-limits-resource

@@ -71,6 +71,31 @@ impl LimitConfig {
             "l_"
         }
     }
+
+    /// A config item still holds this limit's capacity, amount and period:
+    /// the check of a write that read the level through a cache.
+    pub fn still_configured(&self) -> crate::store::Condition {
+        let fields = [
+            ("cp", self.capacity),
+            ("ra", self.refill_amount),
+            ("rp", self.refill_period),
+        ];
+        let mut condition = crate::store::Condition {
+            expression: String::new(),
+            names: BTreeMap::new(),
+            values: BTreeMap::new(),
+        };
+        let mut terms = Vec::new();
+        for (field, value) in fields {
+            let (name, at) = (format!("#{field}"), format!(":{field}"));
+            terms.push(format!("{name} = {at}"));
+            let attr = format!("{}{}_{field}", self.prefix(), self.name);
+            condition.names.insert(name, attr);
+            condition.values.insert(at, Attr::n(value));
+        }
+        condition.expression = terms.join(" AND ");
+        condition
+    }
 }
 
 /// What a config item holds, whichever writer wrote it.

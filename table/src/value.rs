@@ -60,6 +60,38 @@ pub fn same_item(a: &Item, b: &Item) -> bool {
             .all(|(name, value)| b.get(name).is_some_and(|other| value.same(other)))
 }
 
+/// DynamoDB's limit on one item: 400 KB, names and values counted.
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+/// An item's size as DynamoDB counts it against [`MAX_ITEM_BYTES`]: each
+/// attribute's name (UTF-8 bytes) and value.
+pub fn item_size(item: &Item) -> usize {
+    item.iter()
+        .map(|(name, value)| name.len().saturating_add(value.size()))
+        .fold(0, usize::saturating_add)
+}
+
+impl Attr {
+    /// A value's size as DynamoDB counts it: strings by their UTF-8 bytes,
+    /// numbers by about one byte per two significant digits plus one (at
+    /// most 21), booleans and nulls one byte, lists and maps 3 bytes plus one
+    /// per element beside what the elements (and a map's names) take.
+    pub fn size(&self) -> usize {
+        let sum = |sizes: &mut dyn Iterator<Item = usize>| sizes.fold(0, usize::saturating_add);
+        match self {
+            Attr::S(text) => text.len(),
+            Attr::N(text) => {
+                let digits = decimal(text).map_or(text.len(), |(_, d, _)| d.len());
+                (digits.div_ceil(2) + 1).min(21)
+            }
+            Attr::Bool(_) | Attr::Null => 1,
+            Attr::L(list) => 3 + sum(&mut list.iter().map(|v| v.size() + 1)),
+            Attr::M(map) => 3 + sum(&mut map.iter().map(|(k, v)| k.len() + v.size() + 1)),
+            Attr::Ss(set) => sum(&mut set.iter().map(String::len)),
+        }
+    }
+}
+
 /// A number as (sign, digits without leading/trailing zeros, exponent), so
 /// that textual spellings of one decimal compare equal.
 pub fn decimal(text: &str) -> Option<(bool, String, i64)> {
@@ -104,5 +136,22 @@ mod tests {
             assert!(!Attr::n(a).same(&Attr::n(b)), "{a} != {b}");
         }
         assert!(!Attr::n("1").same(&Attr::s("1")));
+    }
+
+    #[test]
+    fn sizes_count_names_and_values_as_dynamodb_does() {
+        let item = Item::from([
+            ("PK".to_owned(), Attr::s("ns/é")),
+            ("n".to_owned(), Attr::n("12345")),
+            ("l".to_owned(), Attr::L(vec![Attr::Bool(true), Attr::Null])),
+            (
+                "m".to_owned(),
+                Attr::M(Item::from([("k".into(), Attr::s("vv"))])),
+            ),
+        ]);
+        // 2+5, 1+4, 1+(3+2+2), 1+(3+1+2+1)
+        assert_eq!(item_size(&item), 7 + 5 + 8 + 8);
+        assert_eq!(Attr::n("1e125").size(), 2);
+        assert!(item_size(&item) < MAX_ITEM_BYTES);
     }
 }

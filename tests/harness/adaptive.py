@@ -36,6 +36,10 @@
                                      one request of entity E (rps 1)
     adaptive.py params --table T --entity E
                                      E's rps parameters as the client reads them back
+    adaptive.py own --table T --entity E --capacity C --amount A --period P
+                                     one request of entity E (rps 1) with the caller's own
+                                     limits, acquire(limits=[Limit("rps", C, A, P)]): its bucket
+                                     takes the caller's parameters, not the stored config's
     adaptive.py set --table T --level system|resource|entity [--entity E] --capacity C --rate R
                                      the client's own set_system_defaults, set_resource_defaults
                                      or set_limits(E) of rps on gpt-4: C burst, R a second
@@ -89,6 +93,17 @@ async def touch(table: str, entity: str = ENTITY) -> dict:
         pass
     await repo.close()
     return {"touched": entity}
+
+
+async def own(table: str, entity: str, capacity: int, amount: int, period: int) -> dict:
+    repo = await open_repo(table)
+    limiter = RateLimiter(repository=repo)
+    mine = [Limit(name="rps", capacity=capacity, refill_amount=amount, refill_period_seconds=period)]
+    async with limiter.acquire(entity_id=entity, resource=RESOURCE, consume={"rps": 1}, limits=mine):
+        pass
+    read = await parameters(repo, entity)
+    await repo.close()
+    return read
 
 
 async def parameters(repo: Repository, entity: str = ENTITY) -> dict:
@@ -309,7 +324,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("cascade", "cascade-limits", "setup", "touch", "admit", "view", "params", "surge",
-                 "greedy", "set", "share"):
+                 "greedy", "set", "share", "own"):
         c = sub.add_parser(name)
         c.add_argument("--table", required=True)
         if name in ("admit", "greedy"):
@@ -320,8 +335,11 @@ def main() -> None:
             c.add_argument("--resources", required=True)
             c.add_argument("--steady", type=float, required=True)
             c.add_argument("--surge", type=float, required=True)
-        if name in ("touch", "params", "set"):
+        if name in ("touch", "params", "set", "own"):
             c.add_argument("--entity", default=ENTITY)
+        if name == "own":
+            for flag in ("--capacity", "--amount", "--period"):
+                c.add_argument(flag, type=int, required=True)
         if name == "greedy":
             c.add_argument("--entities", type=int, required=True)
         if name == "set":
@@ -334,6 +352,7 @@ def main() -> None:
         "cascade-limits": lambda: cascade_limits(args.table),
         "setup": lambda: setup(args.table),
         "touch": lambda: touch(args.table, args.entity),
+        "own": lambda: own(args.table, args.entity, args.capacity, args.amount, args.period),
         "admit": lambda: admit(args.table, args.seconds),
         "view": lambda: view(args.table),
         "params": lambda: params(args.table, args.entity),

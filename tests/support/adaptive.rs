@@ -43,7 +43,8 @@ pub fn add_namespace(store: &MemoryStore, namespace: &str, buckets: usize) {
     }
 }
 
-/// A bucket of `r` with the client's GSI2 keys and `tpm`'s `cp` and `ra`.
+/// A bucket of `r` with the client's GSI2 keys and `tpm`'s `cp` and `ra`,
+/// refilled each minute.
 pub fn bucket(namespace: &str, entity: &str, cp: i64, ra: i64) -> Item {
     Item::from([
         (
@@ -55,8 +56,20 @@ pub fn bucket(namespace: &str, entity: &str, cp: i64, ra: i64) -> Item {
         ("GSI2SK".into(), Attr::s(format!("BUCKET#{entity}#0"))),
         ("b_tpm_cp".into(), Attr::n(cp)),
         ("b_tpm_ra".into(), Attr::n(ra)),
+        ("b_tpm_rp".into(), Attr::n(60_000)),
         ("b_tpm_tk".into(), Attr::n(0)),
     ])
+}
+
+/// `bucket`, stamped by a target of `generation` at `ra` (from 1,000 a minute),
+/// with the record every stamp leaves.
+pub fn stamped(namespace: &str, entity: &str, cp: i64, ra: i64, generation: i64) -> Item {
+    use zae_table::adaptive::stamp::{before_attr, generation_attr, stamped_attr};
+    let mut b = bucket(namespace, entity, cp, ra);
+    b.insert(generation_attr("tpm"), Attr::n(generation));
+    b.insert(stamped_attr("tpm"), Attr::n(ra));
+    b.insert(before_attr("tpm"), Attr::n(1_000_000));
+    b
 }
 
 /// `tpm` on `r` at 5x, its pass finished at `generation`, written as the

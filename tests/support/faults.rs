@@ -104,4 +104,7 @@ impl<S: Store, F: Faults> Store for Injected<S, F> {
         self.around(Call::Transact(writes), self.inner.transact(writes))
             .await
     }
+    async fn backoff(&self, attempt: u32) {
+        self.inner.backoff(attempt).await
+    }
 }

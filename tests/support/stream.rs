@@ -174,4 +174,7 @@ impl<S: Store> Store for Recording<S> {
         }
         Ok(())
     }
+    async fn backoff(&self, attempt: u32) {
+        self.inner.backoff(attempt).await
+    }
 }

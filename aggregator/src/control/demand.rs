@@ -103,11 +103,9 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         let mut claimants = Vec::new();
         let mut governed = Vec::new();
         for entity in entities {
+            // A raised entity is listed whenever it is used, outside the
+            // cap: one unlisted is idle, overflow or not, and eases down.
             let seen = demand.entities.get(entity);
-            // Past the cap, an unlisted entity holds what it has.
-            if seen.is_none() && demand.overflow > 0 {
-                continue;
-            }
             let old = allocated.get(entity).cloned();
             let Some(g) = self.governed(declaration, &levels, entity, target).await? else {
                 if let Some(old) = old {
@@ -232,6 +230,7 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             if d.moved {
                 let p = self.stamp_decided(namespace, target, d, now_ms).await?;
                 if p.superseded {
+                    total.superseded = true;
                     break;
                 }
                 total.lost += p.lost;
@@ -270,11 +269,12 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             at_ms: now_ms,
             pending: true,
         };
-        if d.factor != Factor::ONE {
-            self.store
-                .update(&allocated.write(namespace), Returns::Nothing)
-                .await?;
-        }
+        // Written before the stamps, a return to base included: the
+        // repair's transaction checks it, so a raise being withdrawn is
+        // never stamped on a shard the client creates meanwhile.
+        self.store
+            .update(&allocated.write(namespace), Returns::Nothing)
+            .await?;
         let wanted = Wanted {
             base: &d.base,
             factor: if d.shadow { Factor::ONE } else { d.factor },
@@ -334,6 +334,7 @@ fn summary(minute_ms: i64, shared: &Share, overflow: i64) -> ShareTick {
         lambda: shared.lambda,
         overflow,
         entities: Vec::new(),
+        omitted: 0,
     }
 }
 

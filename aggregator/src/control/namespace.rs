@@ -3,6 +3,7 @@
 //! run; targets the declaration no longer scales retired.
 
 use super::canaries::Watch;
+use super::demand::Plan;
 use super::{Controller, StreamShards, passed};
 use std::collections::BTreeMap;
 use zae_table::adaptive::allocation::Allocated;
@@ -140,9 +141,11 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         let mut read = target.generation;
         if target.shared.is_some() {
             // Shared by demand: raised entities carry generations above the
-            // target's; a lap under a new one reaches every bucket.
+            // target's; a lap under one above theirs reaches every bucket.
             target.shared = None;
-            target.restamp(now_ms);
+            let (resource, limit) = (&target.resource, &target.limit);
+            let above = Allocated::above_all(self.store, namespace, resource, limit).await?;
+            target.restamp(now_ms.max(above));
             self.store
                 .update(&target.write(namespace, Some(read)), Returns::Nothing)
                 .await?;
@@ -181,84 +184,53 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         (now_ms, watch): (i64, Watch),
         usage: &mut UsageReader,
     ) -> Result<TargetTick, StoreError> {
-        let mut target = read.clone().unwrap_or_else(|| {
-            // A new target's first minute starts after every aggregator
-            // has read the declaration that made it (its cache): the
-            // minutes before may not have been sensed at all.
-            let mut base = Target::base(resource, limit);
-            base.minute_ms = minute_of(now_ms + DECLARATION_TTL_MS);
-            base
-        });
+        let mut target = read
+            .clone()
+            .unwrap_or_else(|| first_target(resource, limit, now_ms));
         let read_generation = read.as_ref().map(|t| t.generation);
         let mut estimator = estimator_of(&target);
         let law = Law {
             target: declaration.target_utilization(resource, limit),
             max_factor: max.as_f64(),
         };
-        let capacity = declaration.capacity(resource, limit).unwrap_or(1).max(1);
         let demand = declaration.shares_by_demand(resource);
-        let mut minutes = Vec::new();
-        let mut last_used = None;
-        let mut decision = (Decision::Hold, 0);
+        let capacity = declaration.capacity(resource, limit).unwrap_or(1).max(1);
+        let mut seen = Seen::default();
         if watch.blind {
-            decision = (estimator.blind(), 0);
+            seen.decision = (estimator.blind(), 0);
         } else if let Some(complete) = watch.complete {
-            let first = (target.minute_ms + MINUTE_MS).max(complete - (CATCH_UP - 1) * MINUTE_MS);
-            for minute in (first..=complete).step_by(MINUTE_MS as usize) {
-                let used = usage
-                    .used(self.store, namespace, minute, resource, limit)
-                    .await?;
-                let utilization = used as f64 / (capacity as f64 * 1000.0);
-                minutes.push((minute, utilization));
-                target.minute_ms = minute;
-                last_used = Some((minute, used));
-                if demand {
-                    // Shared by demand: the factor stays at one.
-                    continue;
-                }
-                let (factor, mixed) = target.in_force(minute, minute + MINUTE_MS);
-                let obs = Observation {
-                    utilization,
-                    factor,
-                    mixed,
-                };
-                let d = estimator.observe(obs, law);
-                tracing::debug!(namespace, resource, limit, minute, utilization, factor, mixed, decision = ?d, "minute evaluated");
-                if let Decision::Move(_) = d {
-                    decision = (d, minute);
-                }
-            }
-        }
-        let mut share = None;
-        if demand {
-            let plan = self
-                .plan_share(namespace, declaration, &target, last_used, watch.blind)
+            let reading = (namespace, capacity, complete);
+            seen = self
+                .read_minutes(reading, &mut target, &mut estimator, law, demand, usage)
                 .await?;
-            // A tick with no new minute keeps the last share on record.
-            if plan.tick.minute_ms > 0 || !plan.tick.entities.is_empty() || target.shared.is_none()
-            {
-                target.shared = serde_json::to_string(&plan.tick).ok();
-            }
-            share = Some(plan);
-            if target.factor != Factor::ONE {
-                target.moved(Factor::ONE, now_ms, "share: demand", 0);
-            }
-        } else if target.shared.take().is_some() {
-            // Back to `share: base`: the declaration's new fingerprint
-            // restamps every bucket under a generation above the raises.
-            Allocated::forget_all(self.store, namespace, resource, limit).await?;
         }
+        let share = match demand {
+            true => Some(
+                self.plan_demand(
+                    namespace,
+                    declaration,
+                    &mut target,
+                    &seen,
+                    watch.blind,
+                    now_ms,
+                )
+                .await?,
+            ),
+            false => {
+                self.leave_demand(namespace, &mut target, now_ms).await?;
+                None
+            }
+        };
         let wanted = Factor::from_f64(estimator.factor).min(max);
-        let moved = !demand && matches!(decision.0, Decision::Move(_)) && wanted != target.factor;
+        let moved =
+            !demand && matches!(seen.decision.0, Decision::Move(_)) && wanted != target.factor;
         if moved {
-            // Minutes caught up on in one tick can cross: the move is named
-            // by where it goes, unless it is a surge, a spike or blindness.
-            let reason = match estimator.reason {
-                Reason::Raise | Reason::Cut if wanted > target.factor => "raise",
-                Reason::Raise | Reason::Cut => "cut",
-                other => other.name(),
-            };
-            target.moved(wanted, now_ms, reason, decision.1);
+            target.moved(
+                wanted,
+                now_ms,
+                move_reason(&estimator, wanted, &target),
+                seen.decision.1,
+            );
         }
         target.state = (!demand)
             .then(|| serde_json::to_string(&estimator).ok())
@@ -272,42 +244,198 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         self.store
             .update(&target.write(namespace, read_generation), Returns::Nothing)
             .await?;
-        let mut pass = Pass::default();
-        if target.stamped < target.generation {
-            let written = target.generation;
-            let out_of_time = || passed(self.stop_at);
-            pass = pass::run(
-                self.store,
-                namespace,
-                Some(declaration),
-                &mut target,
-                Writes::Pinned,
-                out_of_time,
-            )
-            .await?;
-            if !pass.superseded {
-                self.store
-                    .update(&target.write(namespace, Some(written)), Returns::Nothing)
-                    .await?;
-            }
-        }
+        let pass = self.lap(namespace, declaration, &mut target).await?;
         let mut report = report(&target, &pass);
         if let Some(plan) = share.filter(|_| !pass.superseded) {
-            let (tick, stamped) = self.apply_share(namespace, &target, plan, now_ms).await?;
-            report.stamps_lost += stamped.lost;
-            report.buckets_stamped += stamped.stamped;
-            report.share = Some(tick);
+            self.settle_share(namespace, &mut target, plan, now_ms, &mut report)
+                .await?;
         }
-        report.minutes = minutes;
+        report.minutes = seen.minutes;
         report.moved = moved;
-        report.reason = if demand {
-            "share: demand".to_owned()
-        } else {
-            estimator.reason.name().to_owned()
+        report.reason = match demand {
+            true => "share: demand".to_owned(),
+            false => estimator.reason.name().to_owned(),
         };
         report.target_utilization = law.target;
         report.shadow = declaration.shadow_only(resource, limit);
         Ok(report)
+    }
+
+    /// The target's new complete minutes, up to `complete`, through the
+    /// estimator (under `share: demand`, read only: the factor stays at one).
+    async fn read_minutes(
+        &self,
+        (namespace, capacity, complete): (&str, i64, i64),
+        target: &mut Target,
+        estimator: &mut Estimator,
+        law: Law,
+        demand: bool,
+        usage: &mut UsageReader,
+    ) -> Result<Seen, StoreError> {
+        let mut seen = Seen::default();
+        let (resource, limit) = (target.resource.clone(), target.limit.clone());
+        let first = (target.minute_ms + MINUTE_MS).max(complete - (CATCH_UP - 1) * MINUTE_MS);
+        for minute in (first..=complete).step_by(MINUTE_MS as usize) {
+            let used = usage
+                .used(self.store, namespace, minute, &resource, &limit)
+                .await?;
+            let utilization = used as f64 / (capacity as f64 * 1000.0);
+            seen.minutes.push((minute, utilization));
+            target.minute_ms = minute;
+            seen.last_used = Some((minute, used));
+            if demand {
+                continue;
+            }
+            let (factor, mixed) = target.in_force(minute, minute + MINUTE_MS);
+            let obs = Observation {
+                utilization,
+                factor,
+                mixed,
+            };
+            let d = estimator.observe(obs, law);
+            tracing::debug!(namespace, resource = %resource, limit = %limit, minute, utilization, factor, mixed, decision = ?d, "minute evaluated");
+            if let Decision::Move(_) = d {
+                seen.decision = (d, minute);
+            }
+        }
+        Ok(seen)
+    }
+
+    /// Under `share: demand`: the tick's share, planned (stamped after the
+    /// target is written), the last one kept on record when no minute is
+    /// new, and the target's own factor at one.
+    async fn plan_demand(
+        &self,
+        namespace: &str,
+        declaration: &Declaration,
+        target: &mut Target,
+        seen: &Seen,
+        blind: bool,
+        now_ms: i64,
+    ) -> Result<Plan, StoreError> {
+        let plan = self
+            .plan_share(namespace, declaration, target, seen.last_used, blind)
+            .await?;
+        if plan.tick.minute_ms > 0 || !plan.tick.entities.is_empty() || target.shared.is_none() {
+            target.shared = plan.tick.on_record();
+        }
+        if target.factor != Factor::ONE {
+            target.moved(Factor::ONE, now_ms, "share: demand", 0);
+        }
+        Ok(plan)
+    }
+
+    /// Back to `share: base`: the declaration's new fingerprint restamps
+    /// every bucket, under a generation above every raise's (whatever the
+    /// clock of the controller that raised them), and the raises are
+    /// forgotten.
+    async fn leave_demand(
+        &self,
+        namespace: &str,
+        target: &mut Target,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        if target.shared.take().is_none() {
+            return Ok(());
+        }
+        let (resource, limit) = (&target.resource, &target.limit);
+        let above = Allocated::above_all(self.store, namespace, resource, limit).await?;
+        Allocated::forget_all(self.store, namespace, resource, limit).await?;
+        target.restamp(now_ms.max(above));
+        Ok(())
+    }
+
+    /// The lap of a generation not yet stamped, its progress written.
+    async fn lap(
+        &self,
+        namespace: &str,
+        declaration: &Declaration,
+        target: &mut Target,
+    ) -> Result<Pass, StoreError> {
+        if target.stamped >= target.generation {
+            return Ok(Pass::default());
+        }
+        let written = target.generation;
+        let out_of_time = || passed(self.stop_at);
+        let pass = pass::run(
+            self.store,
+            namespace,
+            Some(declaration),
+            target,
+            Writes::Pinned,
+            out_of_time,
+        )
+        .await?;
+        if !pass.superseded {
+            self.store
+                .update(&target.write(namespace, Some(written)), Returns::Nothing)
+                .await?;
+        }
+        Ok(pass)
+    }
+
+    /// The share's stamps, and the share on record as stamped, for `explain`.
+    async fn settle_share(
+        &self,
+        namespace: &str,
+        target: &mut Target,
+        plan: Plan,
+        now_ms: i64,
+        report: &mut TargetTick,
+    ) -> Result<(), StoreError> {
+        let (tick, stamped) = self.apply_share(namespace, target, plan, now_ms).await?;
+        report.stamps_lost += stamped.lost;
+        report.buckets_stamped += stamped.stamped;
+        if !stamped.superseded && tick.entities.iter().any(|e| e.stamped) {
+            target.shared = tick.on_record();
+            let write = target.write(namespace, Some(target.generation));
+            match self.store.update(&write, Returns::Nothing).await {
+                // Moved on meanwhile: the newer tick's share is on record.
+                Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        report.share = Some(tick);
+        Ok(())
+    }
+}
+
+/// What a tick read of a target's minutes.
+struct Seen {
+    /// `(minute start, utilization)`.
+    minutes: Vec<(i64, f64)>,
+    /// The last minute read and its use, millitokens.
+    last_used: Option<(i64, i64)>,
+    /// The estimator's last move, and the minute behind it.
+    decision: (Decision, i64),
+}
+
+impl Default for Seen {
+    fn default() -> Seen {
+        Seen {
+            minutes: Vec::new(),
+            last_used: None,
+            decision: (Decision::Hold, 0),
+        }
+    }
+}
+
+/// A new target. Its first minute starts after every aggregator has read
+/// the declaration that made it (its cache): the minutes before may not
+/// have been sensed at all.
+fn first_target(resource: &str, limit: &str, now_ms: i64) -> Target {
+    let mut base = Target::base(resource, limit);
+    base.minute_ms = minute_of(now_ms + DECLARATION_TTL_MS);
+    base
+}
+
+/// A move is named by where it goes (minutes caught up on in one tick can
+/// cross), unless it is a surge, a spike or blindness.
+fn move_reason(estimator: &Estimator, wanted: Factor, target: &Target) -> &'static str {
+    match estimator.reason {
+        Reason::Raise | Reason::Cut if wanted > target.factor => "raise",
+        Reason::Raise | Reason::Cut => "cut",
+        other => other.name(),
     }
 }
 

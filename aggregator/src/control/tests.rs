@@ -295,8 +295,8 @@ async fn one_tick_under_a_minute_blinds_fifty_namespaces_whose_stream_stalled() 
         zae_test_support::adaptive::add_namespace(&store, ns, 0);
         zae_test_support::adaptive::five_times(&store, ns, 1).await;
         for e in ["a", "b", "c"] {
-            store.insert(zae_test_support::adaptive::bucket(
-                ns, e, 10_000_000, 5_000_000,
+            store.insert(zae_test_support::adaptive::stamped(
+                ns, e, 10_000_000, 5_000_000, 1,
             ));
         }
     }

@@ -217,14 +217,26 @@ struct Raised {
 impl Raised {
     /// Ticks until three have evaluated a minute at 20% (at most ten).
     fn new(name: &str) -> Raised {
+        Raised::with(name, NOT_ADAPTIVE, ADAPTIVE, &[])
+    }
+
+    /// `new` of other manifests (`gpt-4` sized for 30,000 rps tokens a
+    /// minute), with `ready` run by the client between the two applies.
+    fn with(name: &str, plain: &str, adaptive: &str, ready: &[&[&str]]) -> Raised {
         use zae_table::adaptive::usage::MINUTE_MS;
         let (table, ns) = client_table(name);
         let (runtime, store) = store(&table);
         // The same config items either way: only the adaptive items differ.
-        apply(&runtime, &store, &ns, NOT_ADAPTIVE);
+        apply(&runtime, &store, &ns, plain);
         run_json("adaptive.py", &["touch", "--table", &table]);
+        for args in ready {
+            run_json(
+                "adaptive.py",
+                &[*args, &["--table", table.as_str()]].concat(),
+            );
+        }
         let plain = run_json("adaptive.py", &["view", "--table", &table]);
-        apply(&runtime, &store, &ns, ADAPTIVE);
+        apply(&runtime, &store, &ns, adaptive);
         let dir = TempDir::new(&table);
         let t0 = (chrono::Utc::now().timestamp_millis() / MINUTE_MS + 24 * 60) * MINUTE_MS;
         let mut raised = Raised {
@@ -271,9 +283,15 @@ impl Raised {
 
     /// The refill amount the client reads on `e`'s `gpt-4` bucket.
     fn ra(&self) -> i64 {
-        run_json("adaptive.py", &["params", "--table", &self.table])["ra"]
-            .as_i64()
-            .unwrap()
+        self.params("e")["ra"].as_i64().unwrap()
+    }
+
+    /// `entity`'s `rps` parameters as the client reads them.
+    fn params(&self, entity: &str) -> Value {
+        run_json(
+            "adaptive.py",
+            &["params", "--table", &self.table, "--entity", entity],
+        )
     }
 }
 
@@ -337,6 +355,73 @@ fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
         .unwrap();
     assert_eq!(reset[0].stamps_lost, 0, "{reset:?}");
     assert_eq!(raised.ra(), 100_000);
+}
+
+const PER_MINUTE: &str = "namespace: default
+resources:
+  gpt-4:
+    estimated_capacity: {rps: 30000}
+    limits:
+      rps: {capacity: 6000, refill_amount: 600, refill_period: 60, adaptive: utilization}
+";
+
+/// A caller's own limits are never scaled, against moto with the real,
+/// unchanged client (`Raised` of a level of 600 tokens a minute, burst
+/// 6,000): beside `e`, governed by the level, `second` passes
+/// `acquire(limits=[Limit("rps", 6000, 10, 1)])` (the level's burst and
+/// rate, per second) and `half` the level's burst and period at half its
+/// amount. The controller raises `e` 5x; `second` and `half` keep what their
+/// callers gave them through its laps, and through the aggregator's repair
+/// when their next requests reach the stream. An earlier version wrote
+/// `second` 600,000 millitokens under its 1 s period: 60 times its rate at
+/// base, 300 times at 5x.
+#[test]
+fn a_callers_own_limits_on_an_adaptive_resource_are_never_scaled() {
+    let own = |entity: &'static str, amount: &'static str, period: &'static str| {
+        let args = ["own", "--entity", entity, "--capacity", "6000"];
+        [&args[..], &["--amount", amount, "--period", period]].concat()
+    };
+    let (second, half) = (own("second", "10", "1"), own("half", "300", "60"));
+    let plain = PER_MINUTE.replace(", adaptive: utilization", "");
+    let ready = [second.as_slice(), half.as_slice()];
+    let raised = Raised::with("adaptive-own", &plain, PER_MINUTE, &ready);
+    assert!(
+        (raised.factor() - 5.0).abs() <= 0.5,
+        "{:?}",
+        raised.evaluated
+    );
+    let governed = raised.params("e");
+    assert_eq!(governed["rp"], 60_000, "{governed}");
+    let ra = governed["ra"].as_f64().unwrap();
+    assert!(
+        (ra - 600_000.0 * raised.factor()).abs() <= 6_000.0,
+        "{governed}"
+    );
+    let kept = |entity: &str, ra: i64, rp: i64| {
+        let read = raised.params(entity);
+        assert_eq!(
+            (read["ra"].as_i64(), read["rp"].as_i64()),
+            (Some(ra), Some(rp)),
+            "{entity}: {read}"
+        );
+    };
+    kept("second", 10_000, 1_000);
+    kept("half", 300_000, 60_000);
+    // Their next requests reach the aggregator's repair: still theirs.
+    for args in ready {
+        run_json(
+            "adaptive.py",
+            &[args, &["--table", raised.table.as_str()]].concat(),
+        );
+    }
+    let polled = poll(&raised.table, &raised.checkpoint, moto(), &[], &[]);
+    assert!(
+        polled.summary["records_passed_filter"].as_u64() >= Some(2),
+        "{}",
+        polled.summary
+    );
+    kept("second", 10_000, 1_000);
+    kept("half", 300_000, 60_000);
 }
 
 /// Scenarios 2 and 3 against moto with the real client and the real poller,

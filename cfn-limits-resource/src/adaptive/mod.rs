@@ -7,6 +7,7 @@
 //! ([`explain`]).
 
 pub mod explain;
+pub mod share;
 pub mod status;
 
 pub use explain::{Explanation, explain, render_explanation};
@@ -43,13 +44,15 @@ pub async fn reset<S: Store>(store: &S, namespace: &str) -> Result<Vec<Reset>, S
         .and_then(Result::ok);
     let mut done = Vec::new();
     for read in Target::read_all(store, namespace).await? {
+        // Entities raised by a demand share: the reset's generation is above
+        // every one of theirs (whatever the operator's clock says), so its
+        // lap reaches their buckets; their allocations go first, so that the
+        // lap does not stamp them again.
+        let above = Allocated::above_all(store, namespace, &read.resource, &read.limit).await?;
         // Retired meanwhile: its buckets went back to base with it.
-        let Some(mut target) = to_one(store, namespace, read).await? else {
+        let Some(mut target) = to_one(store, namespace, read, above).await? else {
             continue;
         };
-        // Entities raised by a demand share: the lap under the reset's
-        // generation reaches their buckets; their allocations go first, so
-        // that the lap does not stamp them again.
         Allocated::forget_all(store, namespace, &target.resource, &target.limit).await?;
         let mut report = Reset {
             resource: target.resource.clone(),
@@ -87,18 +90,21 @@ pub async fn reset<S: Store>(store: &S, namespace: &str) -> Result<Vec<Reset>, S
     Ok(done)
 }
 
-/// The target at factor one under a new generation, written over the one
-/// read (read again if a tick moved it meanwhile); `None` once it is gone.
+/// The target at factor one under a new generation (at least `above`),
+/// written over the one read (read again if a tick moved it meanwhile);
+/// `None` once it is gone.
 async fn to_one<S: Store>(
     store: &S,
     namespace: &str,
     read: Target,
+    above: i64,
 ) -> Result<Option<Target>, StoreError> {
     let mut target = read;
     loop {
         let generation = target.generation;
         let now = chrono::Utc::now().timestamp_millis();
         target.moved(Factor::ONE, now, "reset", 0);
+        target.generation = target.generation.max(above);
         target.state = None;
         target.shared = None;
         match store

@@ -202,7 +202,7 @@ async fn one<S: Store>(
         },
         share: declaration
             .shares_by_demand(r)
-            .then(|| super::explain::shared(target))
+            .then(|| super::share::shared(target))
             .flatten(),
         shadow: declaration.shadow_only(r, limit),
         levels,
@@ -358,7 +358,7 @@ fn render_target(t: &Utilization, age: &impl Fn(i64) -> String) -> String {
     }
     if let Some(share) = &t.share {
         out.push('\n');
-        out.push_str(super::explain::render_share(share, &[]).trim_end());
+        out.push_str(super::share::render_share(share, &[]).trim_end());
     }
     out
 }

@@ -121,3 +121,50 @@ async fn the_status_shows_the_last_complete_minute_the_current_apart_and_the_sta
         assert!(text.contains(expected), "{expected:?} in\n{text}");
     }
 }
+
+/// Every other transaction refused once with `TransactionConflict`, as
+/// DynamoDB refuses one that meets another writer's in flight on the target
+/// item (a repair, the controller's share, a second operator): injected at
+/// the store seam, since moto serializes every request. The reset tries
+/// again after the store's backoff, and every bucket is back at base. An
+/// earlier pass gave up its page at the first conflict, and the reset failed.
+#[tokio::test]
+async fn a_reset_that_meets_transaction_conflicts_tries_again_and_finishes() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use zae_table::store::StoreError;
+    use zae_test_support::faults::{Call, Faults, Injected};
+    #[derive(Default)]
+    struct EveryOther(AtomicUsize);
+    impl Faults for EveryOther {
+        fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+            let Call::Transact(writes) = call else {
+                return None;
+            };
+            (self.0.fetch_add(1, Ordering::Relaxed).is_multiple_of(2)).then(|| {
+                StoreError::Retryable {
+                    operation: "TransactWriteItems",
+                    key: writes[0].key_text(),
+                    message: "TransactionCanceledException: [TransactionConflict]".into(),
+                }
+            })
+        }
+    }
+    let store = Injected {
+        inner: table("ns", 0),
+        faults: EveryOther::default(),
+    };
+    five_times(&store.inner, "ns", 4).await;
+    let entities: Vec<String> = (0..40).map(|i| format!("e{i:02}")).collect();
+    for entity in &entities {
+        store.inner.insert(stamped(entity, 4));
+    }
+    let done = reset(&store, "ns").await.unwrap();
+    assert_eq!(done[0].buckets_stamped, 40, "{done:?}");
+    assert_eq!(done[0].stamps_lost, 0, "{done:?}");
+    for entity in &entities {
+        let b = store
+            .inner
+            .item(&format!("ns/BUCKET#{entity}#r#0"), "#STATE");
+        assert_eq!(b.unwrap()["b_tpm_ra"], Attr::n(1_000_000), "{entity}");
+    }
+}

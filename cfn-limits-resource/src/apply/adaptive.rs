@@ -6,6 +6,7 @@
 use super::change::{Action, ChangeLine};
 use super::{ApplyError, Caller, Provisioner, store_err};
 use zae_table::adaptive::Declaration;
+use zae_table::adaptive::allocation::Allocated;
 use zae_table::adaptive::pass::{self, Writes};
 use zae_table::adaptive::target::Target;
 use zae_table::keys;
@@ -141,12 +142,11 @@ impl<S: Store> Provisioner<'_, S> {
         for read in targets {
             let kept = declared.contains(&(read.resource.clone(), read.limit.clone()));
             let under = declaration.as_ref().filter(|_| kept);
-            // A whole lap of its own, whatever lap the controller is in.
-            let mut lap = read.clone();
-            lap.cursor = None;
-            lap.lap_start = None;
-            lap.wrapped = false;
-            lap.owed.clear();
+            let shares = under.is_some_and(|d| d.shares_by_demand(&read.resource));
+            let Some(mut lap) = self.lap_of(&read, shares).await? else {
+                // The controller moved it meanwhile: its own pass follows.
+                continue;
+            };
             let out_of_time = || super::passed(caller.stop_at);
             let done = pass::run(
                 self.store,
@@ -160,25 +160,80 @@ impl<S: Store> Provisioner<'_, S> {
             if done.superseded {
                 continue;
             }
+            if done.finished && !shares {
+                // Every bucket carries the lap's factor now, raised ones included.
+                Allocated::forget_all(self.store, self.namespace, &read.resource, &read.limit)
+                    .await?;
+            }
             if done.finished && !kept {
-                read.remove(self.store, self.namespace).await?;
-            } else if !done.finished {
-                let mut handed = read.clone();
-                handed.restamp(chrono::Utc::now().timestamp_millis());
-                match self
-                    .store
-                    .update(
-                        &handed.write(self.namespace, Some(read.generation)),
-                        Returns::Nothing,
-                    )
-                    .await
-                {
-                    // The controller moved it meanwhile: its own pass follows.
+                lap.remove(self.store, self.namespace).await?;
+            } else if done.finished && lap.generation != read.generation {
+                // Its own lap finished under the generation it took.
+                let write = lap.write(self.namespace, Some(lap.generation));
+                match self.store.update(&write, Returns::Nothing).await {
                     Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
                     Err(e) => return Err(e),
                 }
+            } else if !done.finished {
+                self.hand_over(&read, lap.generation).await?;
             }
         }
         Ok(())
+    }
+
+    /// A whole lap of `read`'s own, whatever lap the controller is in. A
+    /// target that no longer shares by demand first takes a generation above
+    /// every entity the share raised, written over the one read, so that
+    /// the lap reaches their buckets too (`None`: the target moved meanwhile).
+    async fn lap_of(&self, read: &Target, shares: bool) -> Result<Option<Target>, StoreError> {
+        let mut lap = read.clone();
+        lap.cursor = None;
+        lap.lap_start = None;
+        lap.wrapped = false;
+        lap.owed.clear();
+        if shares {
+            return Ok(Some(lap));
+        }
+        let above =
+            Allocated::above_all(self.store, self.namespace, &read.resource, &read.limit).await?;
+        if above <= read.generation {
+            return Ok(Some(lap));
+        }
+        lap.restamp(above);
+        match self
+            .store
+            .update(
+                &lap.write(self.namespace, Some(read.generation)),
+                Returns::Nothing,
+            )
+            .await
+        {
+            Ok(_) => Ok(Some(lap)),
+            Err(StoreError::ConditionFailed { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A pass cut short: the target (at `generation`, as the lap left it)
+    /// takes a new generation, above every raise's, and the controller's
+    /// next tick stamps a whole lap.
+    async fn hand_over(&self, read: &Target, generation: i64) -> Result<(), StoreError> {
+        let (resource, limit) = (&read.resource, &read.limit);
+        let above = Allocated::above_all(self.store, self.namespace, resource, limit).await?;
+        let mut handed = read.clone();
+        handed.generation = generation;
+        handed.restamp(chrono::Utc::now().timestamp_millis().max(above));
+        match self
+            .store
+            .update(
+                &handed.write(self.namespace, Some(generation)),
+                Returns::Nothing,
+            )
+            .await
+        {
+            // The controller moved it meanwhile: its own pass follows.
+            Ok(_) | Err(StoreError::ConditionFailed { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }

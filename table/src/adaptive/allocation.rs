@@ -115,6 +115,24 @@ impl Allocated {
         update.build(&pk, &sk, Some(condition))
     }
 
+    /// One above the highest generation any of a target's entities was
+    /// stamped under (0 for none): the least a writer taking all of its
+    /// buckets back to one factor must stamp under, whatever the clocks of
+    /// the controllers that raised them said.
+    pub async fn above_all<S: Store>(
+        store: &S,
+        namespace: &str,
+        resource: &str,
+        limit: &str,
+    ) -> Result<i64, StoreError> {
+        let all = Allocated::read(store, namespace, resource, limit).await?;
+        Ok(all
+            .iter()
+            .map(|a| a.generation.saturating_add(1))
+            .max()
+            .unwrap_or(0))
+    }
+
     /// Forgets every allocation of a target, once a lap under a generation
     /// above theirs reaches every bucket (a retire, a reset, a switch back to
     /// `share: base`). Returns how many there were.

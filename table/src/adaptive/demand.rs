@@ -108,11 +108,15 @@ fn short_attr(limit: &str) -> String {
 }
 
 /// Adds `seen` to the entity's item, under `condition`.
-fn add(
-    (namespace, resource, minute_ms, entity): (&str, &str, i64, &str),
-    seen: &Seen,
-    condition: &str,
-) -> Update {
+fn add(parts: (&str, &str, i64, &str), seen: &Seen, condition: &str) -> Update {
+    let (namespace, resource, minute_ms, entity) = parts;
+    let update = add_builder(parts, seen);
+    let (pk, sk) = key(namespace, resource, minute_ms, entity);
+    update.build(&pk, &sk, Some(condition.to_owned()))
+}
+
+/// The additions of `seen` to the entity's item.
+fn add_builder((_, _, minute_ms, entity): (&str, &str, i64, &str), seen: &Seen) -> UpdateBuilder {
     let mut update = UpdateBuilder::new();
     for (limit, used) in &seen.used {
         update.add(&used_attr(limit), Attr::n(used));
@@ -125,8 +129,7 @@ fn add(
         .set(SHARDS, Attr::n(seen.shards))
         .set_if_absent(ENTITY, Attr::s(entity))
         .set_if_absent(TTL, Attr::n(minute_ms / 1000 + USAGE_TTL_S));
-    let (pk, sk) = key(namespace, resource, minute_ms, entity);
-    update.build(&pk, &sk, Some(condition.to_owned()))
+    update
 }
 
 /// Where an entity's part of a batch goes.
@@ -145,6 +148,14 @@ impl Listing<'_> {
     /// Adds to an entity already listed (fails when it is not).
     pub fn listed(&self, seen: &Seen) -> Update {
         add(self.parts(), seen, ITEM_EXISTS)
+    }
+
+    /// Lists or adds to an entity carrying a raise, outside the cap (the
+    /// header's count is of the others).
+    pub fn raised(&self, seen: &Seen) -> Update {
+        let update = add_builder(self.parts(), seen);
+        let (pk, sk) = key(self.namespace, self.resource, self.minute_ms, self.entity);
+        update.build(&pk, &sk, None)
     }
 
     /// Lists a new entity while the minute has room: the header's count

@@ -6,7 +6,8 @@
 //! adaptive or is in shadow, a target being retired, a reset). Shared by the
 //! controller, the provisioner's apply and `zae-limits adaptive reset`.
 //!
-//! - Writes in flight are bounded ([`IN_FLIGHT`]), and none starts once the
+//! - Writes in flight are bounded ([`IN_FLIGHT`] of the controller's own,
+//!   one at a time of checked ones), and none starts once the
 //!   caller's time is up: the lap goes on from the page it was in at the
 //!   next call.
 //! - Each write is a compare-and-set on the amount read, re-read and retried
@@ -37,6 +38,9 @@ use std::collections::{BTreeMap, HashSet};
 
 /// Compare-and-set attempts per bucket before it is owed to the next call.
 const ATTEMPTS: usize = 3;
+/// Tries of one stamp refused as retryable (a transaction conflict,
+/// throttling), each after the store's backoff, before it is owed.
+const RETRIES: u32 = 6;
 /// Bucket writes in flight at once, as the provisioner's fan-outs.
 pub const IN_FLIGHT: usize = 16;
 
@@ -48,6 +52,19 @@ pub enum Writes {
     /// Anyone else's: each stamp also checks, in one transaction, that the
     /// target is still at the generation the writer read.
     Checked,
+}
+
+impl Writes {
+    /// Stamps in flight at once. Checked stamps one at a time: each is a
+    /// transaction on the target item, and DynamoDB cancels a transaction
+    /// that meets another in flight on one of its items
+    /// (`TransactionConflict`), so more at once would only conflict.
+    fn in_flight(self) -> usize {
+        match self {
+            Writes::Pinned => IN_FLIGHT,
+            Writes::Checked => 1,
+        }
+    }
 }
 
 /// What a pass did.
@@ -194,7 +211,7 @@ impl<S: Store, L: LevelSource + Sync, F: Fn() -> bool> Lap<'_, S, L, F> {
         }
     }
 
-    /// Stamps one page's buckets, at most `IN_FLIGHT` at a time; `false`
+    /// Stamps one page's buckets, at most `Writes::in_flight` at a time; `false`
     /// when time ran out before every one was started (the page is redone).
     async fn stamp_page(
         &self,
@@ -207,7 +224,8 @@ impl<S: Store, L: LevelSource + Sync, F: Fn() -> bool> Lap<'_, S, L, F> {
         let mut started = 0;
         let mut outcomes = Vec::new();
         loop {
-            while in_flight.len() < IN_FLIGHT && started < items.len() && !(self.out_of_time)() {
+            let most = self.writes.in_flight();
+            while in_flight.len() < most && started < items.len() && !(self.out_of_time)() {
                 in_flight.push(self.stamp_bucket(&snapshot, items[started]));
                 started += 1;
             }
@@ -373,7 +391,8 @@ pub async fn stamp_entity<S: Store>(
 }
 
 /// Stamps one bucket (read as `bucket`), re-reading and retrying when it
-/// loses a race.
+/// loses a race, and after the store's backoff when it is refused as
+/// retryable; owed when neither settles.
 async fn write_stamp<S: Store>(
     store: &S,
     namespace: &str,
@@ -384,23 +403,12 @@ async fn write_stamp<S: Store>(
     writes: Writes,
 ) -> Result<Done, StoreError> {
     let mut current = bucket.clone();
-    for _ in 0..ATTEMPTS {
+    let (mut races, mut retries) = (0, 0);
+    while races < ATTEMPTS && retries < RETRIES {
         let Stamp::Write { update, .. } = stamp(&current, wanted) else {
             return Ok(Done::Nothing);
         };
-        let written = match writes {
-            Writes::Pinned => store.update(&update, Returns::Nothing).await.map(|_| ()),
-            Writes::Checked => {
-                let (tpk, tsk) = Target::key(namespace, &target.resource, &target.limit);
-                let check = TxWrite::Check {
-                    pk: tpk,
-                    sk: tsk,
-                    condition: generation_is(target.generation),
-                };
-                store.transact(&[check, TxWrite::Update(update)]).await
-            }
-        };
-        match written {
+        match write_once(store, namespace, target, update, writes).await {
             Ok(()) => return Ok(Done::Stamped),
             // The target moved on: the check is the transaction's first write.
             Err(StoreError::ConditionFailed { .. }) if writes == Writes::Checked => {
@@ -408,15 +416,43 @@ async fn write_stamp<S: Store>(
             }
             Err(StoreError::ConditionFailed { .. }) | Err(StoreError::Cancelled { .. }) => {
                 // Written since it was read: read it again.
+                races += 1;
                 match store.get(pk, SK_STATE, true).await? {
                     Some(item) => current = item,
                     None => return Ok(Done::Nothing),
                 }
             }
+            Err(e) if e.is_retryable() => {
+                retries += 1;
+                store.backoff(retries).await;
+            }
             Err(e) => return Err(e),
         }
     }
     Ok(Done::Lost(pk.to_owned()))
+}
+
+/// One stamp's write: pinned alone, or checked with the target in one
+/// transaction.
+async fn write_once<S: Store>(
+    store: &S,
+    namespace: &str,
+    target: &Target,
+    update: crate::store::Update,
+    writes: Writes,
+) -> Result<(), StoreError> {
+    match writes {
+        Writes::Pinned => store.update(&update, Returns::Nothing).await.map(|_| ()),
+        Writes::Checked => {
+            let (tpk, tsk) = Target::key(namespace, &target.resource, &target.limit);
+            let check = TxWrite::Check {
+                pk: tpk,
+                sk: tsk,
+                condition: generation_is(target.generation),
+            };
+            store.transact(&[check, TxWrite::Update(update)]).await
+        }
+    }
 }
 
 /// The target is still at `generation`.

@@ -1,17 +1,23 @@
 //! The demand-aware share (`share: demand`): each tick, per (resource,
 //! limit), the capacity to share (`t x estimated capacity`) goes first to
-//! what is used by everyone who is not asking for more, and what is left to
-//! the saturated entities, max-min fair weighted by base:
+//! what is used by everyone who holds base and asks for no more, and what is
+//! left to the entities that are raised or ask to be, max-min fair weighted
+//! by base:
 //!
-//! - every saturated entity gets `min(ceiling, lambda x base)` for one
-//!   common `lambda >= 1`, chosen so that the saturated allocations fill what
-//!   is left; what a capped entity cannot take goes to the others;
-//! - base always wins: when the bases alone exceed what is left, every
-//!   saturated entity has its base (`lambda = 1`), and nobody less;
-//! - an entity no longer saturated keeps `max(base, use x (1 + HEADROOM))`,
-//!   reached by halving the distance each tick (never below it, never below
-//!   base), so that a demand that falls settles without flipping between base
-//!   and raised.
+//! - each of them gets `min(want, lambda x base)` for one common
+//!   `lambda >= 1`, chosen so that their allocations fill what is left; what
+//!   one cannot take (its want is lower) goes to the others. A saturated
+//!   entity wants its ceiling; one no longer saturated wants
+//!   `max(base, use x (1 + HEADROOM))`, reached by halving the distance each
+//!   tick (never below it, never below base), so that a demand that falls
+//!   settles without flipping between base and raised;
+//! - **the sum bound**: their allocations plus the use of everyone else never
+//!   exceed the capacity to share, unless their bases alone with that use
+//!   do: then every one of them is at base, and nobody less (base always
+//!   wins). A raised entity's whole allocation counts, used or not, so an
+//!   overload takes back what the light ones were lent; an entity at base
+//!   that asks for nothing counts by its use, so that its idle base is not
+//!   held back from the others.
 //!
 //! Everything here is in tokens per minute; the stamp of an allocation is the
 //! factor `allocation / base` ([`Allocation::factor`]).
@@ -53,11 +59,11 @@ impl Claimant {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Why {
-    /// Saturated: `lambda x base`.
+    /// Its want is above its share: `lambda x base`.
     Share,
     /// Saturated, and its share is above its ceiling.
     Ceiling,
-    /// Saturated, and the bases alone fill what is left: base.
+    /// Raised or asking, and the bases alone fill what is left: base.
     BaseWins,
     /// Not saturated: its use plus headroom, or base.
     Use,
@@ -106,28 +112,43 @@ impl Allocation {
 pub struct Share {
     /// `t x estimated capacity`, tokens per minute.
     pub to_share: f64,
-    /// Use by everyone not saturated (unmanaged buckets, entities not opted
-    /// in, light ones).
+    /// Use by everyone at base asking for nothing more (unmanaged buckets,
+    /// entities not opted in, light ones).
     pub others: f64,
-    /// What is left for the saturated entities: `to_share - others`.
+    /// What is left for the entities raised or asking: `to_share - others`.
     pub left: f64,
-    /// The common multiple of base (1 when nobody is saturated).
+    /// The common multiple of base (1 when the bases fill what is left; the
+    /// largest want over base when every want fits).
     pub lambda: f64,
     pub allocations: Vec<Allocation>,
+}
+
+/// What an entity asks of a tick: the most it is allocated, and why.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Want {
+    level: f64,
+    why: Why,
 }
 
 /// Shares `to_share` tokens per minute among `claimants`, where `used` is
 /// the minute's whole use of the resource (every bucket, counted once).
 pub fn share(to_share: f64, used: f64, claimants: &[Claimant]) -> Share {
-    let saturated_use: f64 = claimants
-        .iter()
-        .filter(|c| c.saturated)
-        .map(|c| c.used)
-        .sum();
-    let others = (used - saturated_use).max(0.0);
+    let wants: Vec<Want> = claimants.iter().map(want).collect();
+    let asking = || {
+        claimants
+            .iter()
+            .zip(&wants)
+            .filter(|(c, w)| w.level > c.base)
+    };
+    let asking_use: f64 = asking().map(|(c, _)| c.used).sum();
+    let others = (used - asking_use).max(0.0);
     let left = to_share - others;
-    let lambda = common_lambda(left, claimants.iter().filter(|c| c.saturated));
-    let allocations = claimants.iter().map(|c| allocate(c, lambda)).collect();
+    let lambda = common_lambda(left, asking().map(|(c, w)| (c.base, w.level)));
+    let allocations = claimants
+        .iter()
+        .zip(&wants)
+        .map(|(c, w)| allocate(c, *w, lambda))
+        .collect();
     Share {
         to_share,
         others,
@@ -137,24 +158,25 @@ pub fn share(to_share: f64, used: f64, claimants: &[Claimant]) -> Share {
     }
 }
 
-/// The `lambda >= 1` at which `sum(min(ceiling, lambda x base))` over the
-/// saturated fills `left`; 1 when their bases alone do, and the largest
-/// ratio when every one is capped.
-fn common_lambda<'a>(left: f64, saturated: impl Iterator<Item = &'a Claimant>) -> f64 {
-    let mut by_ratio: Vec<&Claimant> = saturated.filter(|c| c.base > 0.0).collect();
-    by_ratio.sort_by(|a, b| a.max_factor.total_cmp(&b.max_factor));
-    let mut weight: f64 = by_ratio.iter().map(|c| c.base).sum();
+/// The `lambda >= 1` at which `sum(min(want, lambda x base))` over
+/// `(base, want)` fills `left`; 1 when their bases alone do, and the
+/// largest `want / base` when every want fits.
+fn common_lambda(left: f64, asking: impl Iterator<Item = (f64, f64)>) -> f64 {
+    let ratio = |(base, want): &(f64, f64)| want / base;
+    let mut by_ratio: Vec<(f64, f64)> = asking.filter(|(base, _)| *base > 0.0).collect();
+    by_ratio.sort_by(|a, b| ratio(a).total_cmp(&ratio(b)));
+    let mut weight: f64 = by_ratio.iter().map(|(base, _)| base).sum();
     if weight <= 0.0 || left <= weight {
         return 1.0;
     }
     let mut remaining = left;
-    for c in &by_ratio {
-        // Capped before the level the others reach: it takes its ceiling.
-        if c.max_factor.max(1.0) * weight <= remaining {
-            remaining -= c.ceiling();
-            weight -= c.base;
+    for entry in &by_ratio {
+        // Wants less than the level the others reach: it takes its want.
+        if ratio(entry).max(1.0) * weight <= remaining {
+            remaining -= entry.1;
+            weight -= entry.0;
             if weight <= 0.0 {
-                return c.max_factor.max(1.0);
+                return ratio(entry).max(1.0);
             }
         } else {
             break;
@@ -163,30 +185,43 @@ fn common_lambda<'a>(left: f64, saturated: impl Iterator<Item = &'a Claimant>) -
     (remaining / weight).max(1.0)
 }
 
-fn allocate(c: &Claimant, lambda: f64) -> Allocation {
-    let (allocation, why) = if c.saturated {
-        let scaled = lambda * c.base;
-        match scaled {
-            _ if lambda <= 1.0 => (c.base, Why::BaseWins),
-            s if s >= c.ceiling() => (c.ceiling(), Why::Ceiling),
-            s => (s, Why::Share),
-        }
-    } else {
-        // Never above what it holds: an entity that is not asking for more
-        // does not creep up on its own headroom.
-        let level = (c.used * (1.0 + HEADROOM)).clamp(c.base, c.ceiling());
-        if c.current * (1.0 - BAND) >= level {
-            // A step too small to stamp goes the whole way.
-            let eased = c.current - DECAY * (c.current - level);
-            let eased = if eased > c.current * (1.0 - BAND) {
-                level
-            } else {
-                eased
-            };
-            (eased.max(level), Why::Easing)
+/// A saturated entity wants its ceiling; one that is not, its use plus
+/// headroom, eased down to from above and never crept up to from below.
+fn want(c: &Claimant) -> Want {
+    if c.saturated {
+        return Want {
+            level: c.ceiling(),
+            why: Why::Ceiling,
+        };
+    }
+    let level = (c.used * (1.0 + HEADROOM)).clamp(c.base, c.ceiling());
+    if c.current * (1.0 - BAND) >= level {
+        // A step too small to stamp goes the whole way.
+        let eased = c.current - DECAY * (c.current - level);
+        let eased = if eased > c.current * (1.0 - BAND) {
+            level
         } else {
-            (c.current.min(level).max(c.base), Why::Use)
-        }
+            eased
+        };
+        return Want {
+            level: eased.max(level),
+            why: Why::Easing,
+        };
+    }
+    // Never above what it holds: an entity that is not asking for more
+    // does not creep up on its own headroom.
+    Want {
+        level: c.current.min(level).max(c.base),
+        why: Why::Use,
+    }
+}
+
+fn allocate(c: &Claimant, want: Want, lambda: f64) -> Allocation {
+    let (allocation, why) = match lambda * c.base {
+        _ if want.level <= c.base => (c.base, want.why),
+        _ if lambda <= 1.0 => (c.base, Why::BaseWins),
+        share if share >= want.level => (want.level, want.why),
+        share => (share, Why::Share),
     };
     Allocation {
         entity: c.entity.clone(),
@@ -205,14 +240,45 @@ pub struct ShareTick {
     pub minute_ms: i64,
     /// `t x estimated capacity`, tokens per minute.
     pub to_share: f64,
-    /// Use by everyone not saturated.
+    /// Use by everyone at base asking for nothing more.
     pub others: f64,
-    /// What was left for the saturated entities.
+    /// What was left for the entities raised or asking.
     pub left: f64,
     pub lambda: f64,
     /// Entities the cap left out of the minute: unlisted ones held.
     pub overflow: i64,
     pub entities: Vec<EntityShare>,
+    /// Entities left out of the record (the target item's), beyond the
+    /// `KEPT_ON_RECORD` with the largest allocations.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: usize,
+}
+
+/// Entities a share keeps on record: at about 200 bytes each, the target
+/// item stays far below DynamoDB's 400 KB whatever the namespace's size.
+pub const KEPT_ON_RECORD: usize = 200;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl ShareTick {
+    /// The share as the target records it (JSON): the entities with the
+    /// largest allocations, at most `KEPT_ON_RECORD`, and how many more.
+    pub fn on_record(&self) -> Option<String> {
+        let mut kept = self.clone();
+        if kept.entities.len() > KEPT_ON_RECORD {
+            let by_allocation = |a: &EntityShare, b: &EntityShare| {
+                b.allocation
+                    .total_cmp(&a.allocation)
+                    .then_with(|| a.entity.cmp(&b.entity))
+            };
+            kept.entities.sort_by(by_allocation);
+            kept.omitted += kept.entities.len() - KEPT_ON_RECORD;
+            kept.entities.truncate(KEPT_ON_RECORD);
+        }
+        serde_json::to_string(&kept).ok()
+    }
 }
 
 /// One entity's share.

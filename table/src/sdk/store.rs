@@ -159,7 +159,21 @@ impl DynamoStore {
     }
 }
 
+/// The first backoff's ceiling; each further try doubles it, up to
+/// `BACKOFF_MAX_MS`. Full jitter: writers that met on one item do not meet
+/// again at the same instant.
+const BACKOFF_BASE_MS: u64 = 20;
+const BACKOFF_MAX_MS: u64 = 640;
+
 impl Store for DynamoStore {
+    async fn backoff(&self, attempt: u32) {
+        let ceiling = BACKOFF_BASE_MS
+            .saturating_mul(1 << attempt.saturating_sub(1).min(10))
+            .min(BACKOFF_MAX_MS);
+        let wait = fastrand::u64(0..=ceiling);
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+    }
+
     async fn get(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
         self.get_item(pk, sk, consistent, &[]).await
     }

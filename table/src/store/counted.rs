@@ -97,4 +97,7 @@ impl<S: Store> Store for Counted<S> {
         self.count("TransactWriteItems");
         self.inner.transact(writes).await
     }
+    async fn backoff(&self, attempt: u32) {
+        self.inner.backoff(attempt).await
+    }
 }

@@ -301,6 +301,14 @@ pub trait Store: Send + Sync {
     /// [`StoreError::ConditionFailed`], which callers use as "already there";
     /// on any other, [`StoreError::Cancelled`].
     fn transact(&self, writes: &[TxWrite]) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Waits before try `attempt` (from 1) of a call refused as retryable:
+    /// a transaction conflict or throttling, which another try at once
+    /// would meet again. The default waits for nothing.
+    fn backoff(&self, attempt: u32) -> impl Future<Output = ()> + Send {
+        let _ = attempt;
+        async {}
+    }
 }
 
 /// A shared store is a store: the Lambda's task and a test can hold one table.
@@ -349,5 +357,8 @@ impl<S: Store> Store for Arc<S> {
     }
     async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
         (**self).transact(writes).await
+    }
+    async fn backoff(&self, attempt: u32) {
+        (**self).backoff(attempt).await
     }
 }

@@ -4,8 +4,13 @@
 //! paths, no key updates, conditions on the item as it was, all-or-nothing
 //! transactions with at most one write per item). Indexes are the table's
 //! items that carry the index's key attributes, projected whole or to their
-//! keys as the 0.17.0 table's are. It does not model reserved words, item
-//! sizes or capacity.
+//! keys as the 0.17.0 table's are. Two rules of DynamoDB that the adaptive
+//! paths rely on are modelled too: an item over 400 KB is refused
+//! (`ValidationException`), and a transaction is in flight for a moment
+//! (one yield to the executor) during which any other transaction or write
+//! touching one of its items is refused with `TransactionConflict`, as the
+//! SDK adapter reports it (retryable). It does not model reserved words or
+//! capacity.
 
 mod expression;
 
@@ -17,6 +22,7 @@ use zae_table::store::{
     Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, item_key_text,
     key_text,
 };
+use zae_table::value::{MAX_ITEM_BYTES, item_size};
 use zae_table::{Attr, Item};
 
 type Key = (String, String);
@@ -30,6 +36,65 @@ pub struct MemoryStore {
     items: Mutex<BTreeMap<Key, Item>>,
     /// Items per query page; `PAGE_ITEMS` when 0.
     page_items: usize,
+    /// The items of transactions in flight.
+    in_flight: Mutex<BTreeSet<Key>>,
+}
+
+/// A transaction's items, in flight until it is dropped (finished, or its
+/// caller gave up on it).
+struct InFlight<'a> {
+    store: &'a MemoryStore,
+    keys: Vec<Key>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self.store.in_flight();
+        for key in &self.keys {
+            in_flight.remove(key);
+        }
+    }
+}
+
+/// Pending once, then ready: lets every other future of the executor run.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+/// What the SDK adapter makes of DynamoDB's conflict with a transaction in
+/// flight.
+fn conflict(operation: &'static str, key: String) -> StoreError {
+    StoreError::Retryable {
+        operation,
+        key,
+        message: "TransactionConflict: another transaction is in flight on the item".into(),
+    }
+}
+
+/// An item DynamoDB would refuse for its size.
+fn oversized(operation: &'static str, key: String, item: &Item) -> Result<(), StoreError> {
+    let size = item_size(item);
+    if size <= MAX_ITEM_BYTES {
+        return Ok(());
+    }
+    Err(invalid(
+        operation,
+        key,
+        format!("Item size has exceeded the maximum allowed size ({size} bytes)"),
+    ))
 }
 
 /// Where an item sorts in an index: its sort key, then its table key.
@@ -172,6 +237,34 @@ impl MemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn in_flight(&self) -> MutexGuard<'_, BTreeSet<Key>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Refused while a transaction in flight holds the item.
+    fn free(&self, operation: &'static str, key: &Key) -> Result<(), StoreError> {
+        match self.in_flight().contains(key) {
+            true => Err(conflict(operation, key_text(&key.0, &key.1))),
+            false => Ok(()),
+        }
+    }
+
+    /// Marks `keys` in flight, or refuses the transaction when one of them
+    /// already is.
+    fn take_off(&self, first: &str, keys: &BTreeSet<&Key>) -> Result<InFlight<'_>, StoreError> {
+        let mut in_flight = self.in_flight();
+        if keys.iter().any(|key| in_flight.contains(*key)) {
+            return Err(conflict("TransactWriteItems", first.to_owned()));
+        }
+        in_flight.extend(keys.iter().map(|key| (*key).clone()));
+        Ok(InFlight {
+            store: self,
+            keys: keys.iter().map(|key| (*key).clone()).collect(),
+        })
+    }
+
     /// Every item, in key order.
     pub fn items(&self) -> Vec<Item> {
         self.lock().values().cloned().collect()
@@ -204,8 +297,9 @@ impl MemoryStore {
         operation: &'static str,
         planned: &Planned,
     ) -> Result<Option<Item>, StoreError> {
-        let mut items = self.lock();
         let key = planned.key();
+        self.free(operation, key)?;
+        let mut items = self.lock();
         let before = items.get(key).cloned();
         let text = key_text(&key.0, &key.1);
         let empty = Item::new();
@@ -221,9 +315,12 @@ impl MemoryStore {
         }
         match planned
             .result(before.as_ref())
-            .map_err(|m| invalid(operation, text, m))?
+            .map_err(|m| invalid(operation, text.clone(), m))?
         {
-            Some(after) => items.insert(key.clone(), after),
+            Some(after) => {
+                oversized(operation, text, &after)?;
+                items.insert(key.clone(), after)
+            }
             None => items.remove(key),
         };
         Ok(before)
@@ -324,6 +421,22 @@ impl Store for MemoryStore {
             let message = "Transaction request cannot include multiple operations on one item";
             return Err(invalid(OP, first, message.into()));
         }
+        let _flight = self.take_off(&first, &keys)?;
+        YieldOnce(false).await;
+        self.commit(&first, &planned)
+    }
+
+    /// One yield: whatever holds the items in flight finishes first.
+    async fn backoff(&self, _attempt: u32) {
+        YieldOnce(false).await;
+    }
+}
+
+impl MemoryStore {
+    /// A transaction's writes, all or none, checked against the table as it is.
+    fn commit(&self, first: &str, planned: &[Planned]) -> Result<(), StoreError> {
+        const OP: &str = "TransactWriteItems";
+        let first = first.to_owned();
         let mut items = self.lock();
         let empty = Item::new();
         let mut results = Vec::with_capacity(planned.len());
@@ -349,11 +462,13 @@ impl Store for MemoryStore {
                     }
                 });
             }
-            results.push(
-                write
-                    .result(before)
-                    .map_err(|m| invalid(OP, first.clone(), m))?,
-            );
+            let after = write
+                .result(before)
+                .map_err(|m| invalid(OP, first.clone(), m))?;
+            if let Some(after) = &after {
+                oversized(OP, first.clone(), after)?;
+            }
+            results.push(after);
         }
         for (write, result) in planned.iter().zip(results) {
             match result {
@@ -370,13 +485,14 @@ mod tests {
     use super::*;
 
     fn block<F: std::future::Future>(future: F) -> F::Output {
-        // The store never awaits anything: one poll finishes every call.
+        // The store waits for nothing but a transaction's one yield.
         let waker = std::task::Waker::noop();
         let mut context = std::task::Context::from_waker(waker);
         let mut future = std::pin::pin!(future);
-        match future.as_mut().poll(&mut context) {
-            std::task::Poll::Ready(output) => output,
-            std::task::Poll::Pending => panic!("the in-memory store never waits"),
+        loop {
+            if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+                return output;
+            }
         }
     }
 
@@ -423,6 +539,70 @@ mod tests {
             block(store.transact(&first_fails)),
             Err(StoreError::ConditionFailed { .. })
         ));
+    }
+
+    #[test]
+    fn a_transaction_in_flight_refuses_every_other_write_to_its_items() {
+        let store = MemoryStore::new();
+        let first = [TxWrite::Put {
+            item: item("a", "1", &[]),
+            condition: None,
+        }];
+        let second = [
+            TxWrite::Put {
+                item: item("b", "1", &[]),
+                condition: None,
+            },
+            TxWrite::Check {
+                pk: "a".into(),
+                sk: "1".into(),
+                condition: Condition::plain("attribute_exists(PK)"),
+            },
+        ];
+        let waker = std::task::Waker::noop();
+        let mut context = std::task::Context::from_waker(waker);
+        let mut flying = std::pin::pin!(store.transact(&first));
+        assert!(flying.as_mut().poll(&mut context).is_pending());
+        let refused = block(store.transact(&second));
+        assert!(
+            matches!(&refused, Err(e) if e.is_retryable()),
+            "{refused:?}"
+        );
+        let put = block(store.put(&item("a", "1", &[]), None));
+        assert!(matches!(&put, Err(e) if e.is_retryable()), "{put:?}");
+        assert_eq!(store.item("b", "1"), None, "nothing of the refused one");
+        assert!(matches!(
+            flying.as_mut().poll(&mut context),
+            std::task::Poll::Ready(Ok(()))
+        ));
+        block(store.transact(&second)).unwrap();
+        assert!(store.item("b", "1").is_some());
+    }
+
+    #[test]
+    fn an_item_over_400_kb_is_refused_alone_or_in_a_transaction() {
+        let store = MemoryStore::new();
+        let big = item("a", "1", &[("x", Attr::s("y".repeat(MAX_ITEM_BYTES)))]);
+        let refused = block(store.put(&big, None));
+        assert!(
+            matches!(&refused, Err(StoreError::Rejected { message, .. }) if message.contains("size")),
+            "{refused:?}"
+        );
+        let writes = [
+            TxWrite::Put {
+                item: item("b", "1", &[]),
+                condition: None,
+            },
+            TxWrite::Put {
+                item: big,
+                condition: None,
+            },
+        ];
+        assert!(matches!(
+            block(store.transact(&writes)),
+            Err(StoreError::Rejected { .. })
+        ));
+        assert!(store.items().is_empty());
     }
 
     #[test]

@@ -68,6 +68,8 @@ struct EntityUsage {
     seen: Seen,
     /// Short on some shard, or carrying a raise: worth listing.
     listed: bool,
+    /// Carrying a raise of ours: listed outside the cap.
+    raised: bool,
     earliest: SequenceNumber,
 }
 
@@ -96,6 +98,7 @@ impl Sensing {
         let e = self.entities.entry(key).or_insert_with(|| EntityUsage {
             seen: Seen::default(),
             listed: false,
+            raised: false,
             earliest: s.earliest.clone(),
         });
         let used = e.seen.used.entry(s.limit.clone()).or_default();
@@ -110,6 +113,7 @@ impl Sensing {
         }
         e.seen.shards = e.seen.shards.max(s.shards);
         e.listed |= s.short || s.raised;
+        e.raised |= s.raised;
         e.earliest = e.earliest.clone().min(s.earliest.clone());
     }
 }
@@ -126,7 +130,13 @@ impl<S: Store> Aggregator<S> {
         let mut listed: Vec<_> = entities.into_iter().filter(|(_, e)| e.listed).collect();
         listed.sort_by_key(|(_, e)| std::cmp::Reverse(e.seen.used.values().sum::<i64>()));
         let mut demand = futures::stream::iter(listed)
-            .map(|(key, e)| async move { (self.list(&key, &e.seen, deadline).await, e.earliest) })
+            .map(|(key, e)| async move {
+                let listed = match e.raised {
+                    true => self.list_raised(&key, &e.seen, deadline).await,
+                    false => self.list(&key, &e.seen, deadline).await,
+                };
+                (listed, e.earliest)
+            })
             .buffer_unordered(self.settings.concurrency.max(1));
         while let Some((result, earliest)) = demand.next().await {
             match result {
@@ -234,6 +244,29 @@ impl<S: Store> Aggregator<S> {
             m.earliest = m.earliest.clone().min(s.earliest.clone());
         }
         sensing
+    }
+
+    /// Adds a raised entity's part of the batch to the minute's demand, one
+    /// write whether or not it is listed yet, outside the cap: the
+    /// allocations are bounded by the listings they came from, and a raised
+    /// entity must never be mistaken for an idle one (it would ease down) nor
+    /// take a newly saturated one's place.
+    async fn list_raised(
+        &self,
+        (namespace, resource, minute_ms, entity): &EntityKey,
+        seen: &Seen,
+        deadline: Option<Instant>,
+    ) -> Result<bool, StoreError> {
+        let listing = Listing {
+            namespace,
+            resource,
+            minute_ms: *minute_ms,
+            entity,
+        };
+        let update = listing.raised(seen);
+        self.retrying(deadline, || self.store.update(&update, Returns::Nothing))
+            .await?;
+        Ok(true)
     }
 
     /// Adds an entity's part of the batch to the minute's demand: `false`

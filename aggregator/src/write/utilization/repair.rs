@@ -134,7 +134,8 @@ impl<S: Store> Aggregator<S> {
             return Ok(0);
         };
         let targets = self.targets(&key.namespace).await?;
-        let allocations = match declaration.shares_by_demand(&key.resource) {
+        let demand = declaration.shares_by_demand(&key.resource);
+        let allocations = match demand {
             true => self.allocations(&key.namespace).await?,
             false => Arc::default(),
         };
@@ -159,35 +160,35 @@ impl<S: Store> Aggregator<S> {
                     _ => Factor::ONE,
                 },
                 max_scale: scaling.and_then(|o| o.max_scale),
-                // Never under the target's: a lap since the allocation
-                // restamped it under the target's newer generation.
-                generation: target
-                    .map_or(0, |t| t.generation)
-                    .max(allocated.map_or(0, |a| a.generation)),
+                generation: repair_generation(&image, &limit, target, allocated, demand),
             };
-            if let Stamp::Write { update, .. } = stamp(&image, wanted) {
-                let (tpk, tsk) = Target::key(&key.namespace, &key.resource, &limit);
-                let check = TxWrite::Check {
-                    pk: tpk,
-                    sk: tsk,
-                    condition: match target {
-                        Some(t) => generation_is(t.generation),
-                        None => {
-                            Condition::plain(&format!("attribute_not_exists({})", Index::TABLE.pk))
-                        }
-                    },
-                };
-                match self.store.transact(&[check, TxWrite::Update(update)]).await {
-                    Ok(()) => repaired += 1,
-                    // The target moved on since it was cached: read it again.
-                    Err(StoreError::ConditionFailed { .. }) => {
-                        lock(&self.repair.targets).remove(&key.namespace);
-                        lock(&self.repair.allocations).remove(&key.namespace);
-                    }
-                    // The bucket was written since this image: its own record comes next.
-                    Err(StoreError::Cancelled { .. }) => {}
-                    Err(e) => return Err(e),
+            let Stamp::Write { update, .. } = stamp(&image, wanted) else {
+                continue;
+            };
+            let mut writes = vec![target_check(&key, &limit, target)];
+            if demand {
+                writes.push(allocation_check(&key, &limit, allocated));
+            }
+            // The level as cached: a config moved meanwhile (the client's
+            // `set_system_defaults`) is read again, never stamped from.
+            let (pk, sk) = config_key(&key.namespace, &level);
+            let condition = base.still_configured();
+            writes.push(TxWrite::Check { pk, sk, condition });
+            writes.push(TxWrite::Update(update));
+            match transact_retrying(&self.store, &writes).await {
+                Ok(()) => repaired += 1,
+                // The target moved on since it was cached: read it again.
+                Err(StoreError::ConditionFailed { .. }) => {
+                    lock(&self.repair.targets).remove(&key.namespace);
+                    lock(&self.repair.allocations).remove(&key.namespace);
                 }
+                // The allocation moved on, or the bucket was written since
+                // this image (its own record comes next).
+                Err(StoreError::Cancelled { .. }) => {
+                    lock(&self.repair.allocations).remove(&key.namespace);
+                    lock(&self.repair.levels).remove(&config_key(&key.namespace, &level));
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok(repaired)
@@ -234,6 +235,71 @@ impl<S: Store> Aggregator<S> {
     }
 }
 
+/// The generation a repair stamps under: never below the target's (a lap
+/// since the allocation restamped it under the target's newer one), an
+/// allocation's own when the entity is raised. Under `share: demand`, a
+/// stamp newer than both, with no allocation behind it (the transaction
+/// checks there is none: a raise writes its allocation before its stamps),
+/// is an orphan, a raise withdrawn on the shards its lap knew of (a shard
+/// cloned from shard 0 after the lap read the count carries the old raise):
+/// the repair takes it back to the target's factor.
+fn repair_generation(
+    image: &Item,
+    limit: &str,
+    target: Option<&Target>,
+    allocated: Option<&Allocated>,
+    demand: bool,
+) -> i64 {
+    let known = target
+        .map_or(0, |t| t.generation)
+        .max(allocated.map_or(0, |a| a.generation));
+    match (allocated, demand) {
+        (None, true) => known.max(Record::of(image, limit).map_or(0, |r| r.generation)),
+        _ => known,
+    }
+}
+
+/// The target is still at the generation read (or still absent).
+fn target_check(key: &BucketKey, limit: &str, target: Option<&Target>) -> TxWrite {
+    let (pk, sk) = Target::key(&key.namespace, &key.resource, limit);
+    let condition = match target {
+        Some(t) => generation_is(t.generation),
+        None => Condition::plain(&format!("attribute_not_exists({})", Index::TABLE.pk)),
+    };
+    TxWrite::Check { pk, sk, condition }
+}
+
+/// The entity's allocation is still the one read (or still absent): a raise
+/// withdrawn since is never stamped on a shard, nor a new one missed.
+fn allocation_check(key: &BucketKey, limit: &str, allocated: Option<&Allocated>) -> TxWrite {
+    let (pk, sk) = Allocated::key(&key.namespace, &key.resource, limit, &key.entity);
+    let condition = match allocated {
+        Some(a) => generation_is(a.generation),
+        None => Condition::plain(&format!("attribute_not_exists({})", Index::TABLE.pk)),
+    };
+    TxWrite::Check { pk, sk, condition }
+}
+
+/// Tries of a repair refused as retryable (a transaction conflict with
+/// another writer on the target or the bucket, throttling), each after the
+/// store's backoff.
+const RETRIES: u32 = 4;
+
+/// `writes` as one transaction, tried again after the store's backoff while
+/// it is refused as retryable.
+async fn transact_retrying<S: Store>(store: &S, writes: &[TxWrite]) -> Result<(), StoreError> {
+    let mut attempt = 0;
+    loop {
+        match store.transact(writes).await {
+            Err(e) if e.is_retryable() && attempt < RETRIES => {
+                attempt += 1;
+                store.backoff(attempt).await;
+            }
+            done => return done,
+        }
+    }
+}
+
 /// A namespace's config levels through the repair's cache (at most a
 /// minute old, kept across batches).
 struct CachedLevels<'a, S> {
@@ -259,7 +325,7 @@ impl<S: Store> LevelSource for CachedLevels<'_, S> {
     }
 }
 
-/// The keys, every limit's `cp` and `ra`, and the stamp records of `limits`
+/// The keys, every limit's `cp`, `ra` and `rp`, and the stamp records of `limits`
 /// of a record's new image, as an item.
 fn image_item(text: &str, pk: &str, limits: &[String]) -> Option<Item> {
     let record = StreamRecord::parse(text).ok()?;
@@ -272,7 +338,7 @@ fn image_item(text: &str, pk: &str, limits: &[String]) -> Option<Item> {
         let Some((_, f)) = split_bucket_attr(name) else {
             continue;
         };
-        if f == field::CAPACITY || f == field::REFILL_AMOUNT {
+        if [field::CAPACITY, field::REFILL_AMOUNT, field::REFILL_PERIOD].contains(&f) {
             item.insert(name.to_owned(), Attr::n(value.int(name).ok()?));
         }
     }

@@ -353,7 +353,7 @@ async fn adaptive_table(ticked_at: i64, cp: i64, ra: i64) -> (MemoryStore, Vec<S
     let image = json!({
         "PK": {"S": "ns/BUCKET#e#r#0"}, "SK": {"S": "#STATE"},
         "b_tpm_cp": {"N": cp.to_string()}, "b_tpm_ra": {"N": ra.to_string()},
-        "b_tpm_tk": {"N": "0"}, "b_tpm_tc": {"N": "1000"},
+        "b_tpm_rp": {"N": "60000"}, "b_tpm_tk": {"N": "0"}, "b_tpm_tc": {"N": "1000"},
     });
     let mut old = image.clone();
     old["b_tpm_tc"] = json!({"N": "0"});
@@ -399,8 +399,9 @@ async fn a_repair_past_the_deadline_waits_for_the_buckets_next_batch() {
 async fn with_the_controller_stopped_five_minutes_a_bucket_seen_goes_back_to_base() {
     let stopped = ten_past() - repair::STOPPED_AFTER_MS - 1;
     let (store, records) = adaptive_table(stopped, 10_000_000, 5_000_000).await;
+    let record = carrying(&store, &records[0], 5_000_000, 1);
     let agg = Aggregator::new(store, settings()).with_clock(ten_past);
-    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    let outcome = agg.process(&[record], "p", MINUTE_S, None).await;
     assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
     assert_eq!(tpm_ra(agg.store()), Attr::n(1_000_000));
     let bucket = agg.store().item("ns/BUCKET#e#r#0", "#STATE").unwrap();
@@ -482,23 +483,14 @@ async fn an_entity_left_without_room_is_listed_with_its_use_and_a_light_one_is_n
     assert_eq!((d.entities.len(), d.entities["heavy"].used), (1, 150_000));
 }
 
-#[tokio::test]
-async fn past_the_cap_an_entity_is_left_out_and_counted() {
+/// A table whose minute already lists 1,000 entities (the cap).
+fn full_demand_table() -> MemoryStore {
     let table = demand_table();
-    let header = zae_table::adaptive::demand::Listing {
-        namespace: "ns",
-        resource: "r",
-        minute_ms: MINUTE_S * 1000,
-        entity: "",
-    };
-    // The minute already lists 1,000 entities.
+    let minute_ms = MINUTE_S * 1000;
     let mut full = Item::new();
     for (name, value) in [
         ("PK", Attr::s(keys::pk_adaptive("ns"))),
-        (
-            "SK",
-            Attr::s(keys::sk_adaptive_demand(header.minute_ms, "r", "")),
-        ),
+        ("SK", Attr::s(keys::sk_adaptive_demand(minute_ms, "r", ""))),
         (
             zae_table::adaptive::demand::COUNT,
             Attr::n(zae_table::adaptive::demand::ENTITIES_KEPT),
@@ -507,7 +499,26 @@ async fn past_the_cap_an_entity_is_left_out_and_counted() {
         full.insert(name.to_owned(), value);
     }
     table.insert(full);
-    let agg = Aggregator::new(table, settings());
+    table
+}
+
+/// `admitted`, from a bucket carrying a 7x raise of ours.
+fn raised_admitted(n: usize, entity: &str, (before, tokens): (i64, i64), tk: i64) -> String {
+    let mut record: Value =
+        serde_json::from_str(&admitted(n, entity, (before, tokens), tk)).unwrap();
+    for image in ["NewImage", "OldImage"] {
+        let image = &mut record["dynamodb"][image];
+        image["b_tpm_ra"] = json!({"N": "7000000"});
+        image["ad_g_tpm"] = json!({"N": "2"});
+        image["ad_ra_tpm"] = json!({"N": "7000000"});
+        image["ad_pre_tpm"] = json!({"N": "1000000"});
+    }
+    record.to_string()
+}
+
+#[tokio::test]
+async fn past_the_cap_an_entity_is_left_out_and_counted() {
+    let agg = Aggregator::new(full_demand_table(), settings());
     let outcome = agg
         .process(&[admitted(0, "heavy", (0, 100), 0)], "p", MINUTE_S, None)
         .await;
@@ -518,6 +529,38 @@ async fn past_the_cap_an_entity_is_left_out_and_counted() {
     );
     let d = demand(agg.store());
     assert!(d.entities.is_empty() && d.overflow == 1, "{d:?}");
+}
+
+/// A raised entity is listed whenever it is used, outside the cap, and
+/// takes no newcomer's place: an earlier version left it out past the cap,
+/// and the controller then held every unlisted raise, idle or deleted ones
+/// included, for as long as the resource overflowed.
+#[tokio::test]
+async fn past_the_cap_a_raised_entity_is_listed_all_the_same() {
+    let agg = Aggregator::new(full_demand_table(), settings());
+    let records = [raised_admitted(0, "raised", (0, 100), 5_000)];
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert_eq!(
+        (outcome.stats.demand_listed, outcome.stats.demand_overflow),
+        (1, 0)
+    );
+    let d = demand(agg.store());
+    assert_eq!(d.entities["raised"].used, 100_000, "{d:?}");
+    assert_eq!(d.overflow, 0, "{d:?}");
+    let header = agg
+        .store()
+        .item(
+            &keys::pk_adaptive("ns"),
+            &keys::sk_adaptive_demand(MINUTE_S * 1000, "r", ""),
+        )
+        .unwrap();
+    let count = header[zae_table::adaptive::demand::COUNT].as_int();
+    assert_eq!(
+        count,
+        Some(zae_table::adaptive::demand::ENTITIES_KEPT),
+        "no slot taken"
+    );
 }
 
 /// `adaptive_table`, shared by demand, with `e` raised to 7x.
@@ -559,26 +602,9 @@ async fn with_the_controller_stopped_a_raised_entity_goes_back_to_base() {
     let stopped = ten_past() - repair::STOPPED_AFTER_MS - 1;
     let (store, records) = raised_table(stopped, 1_000_000).await;
     // Its bucket carries the allocation's stamp.
-    let mut bucket = store.item("ns/BUCKET#e#r#0", "#STATE").unwrap();
-    for (name, value) in [
-        ("b_tpm_ra", 7_000_000),
-        ("ad_g_tpm", 2),
-        ("ad_ra_tpm", 7_000_000),
-        ("ad_pre_tpm", 1_000_000),
-    ] {
-        bucket.insert(name.to_owned(), Attr::n(value));
-    }
-    store.insert(bucket);
-    let mut image: Value = serde_json::from_str(&records[0]).unwrap();
-    for side in ["NewImage", "OldImage"] {
-        let i = &mut image["dynamodb"][side];
-        i["b_tpm_ra"] = json!({"N": "7000000"});
-        i["ad_g_tpm"] = json!({"N": "2"});
-        i["ad_ra_tpm"] = json!({"N": "7000000"});
-        i["ad_pre_tpm"] = json!({"N": "1000000"});
-    }
+    let record = carrying_the_raise(&store, &records[0], 2);
     let agg = Aggregator::new(store, settings()).with_clock(ten_past);
-    let outcome = agg.process(&[image.to_string()], "p", MINUTE_S, None).await;
+    let outcome = agg.process(&[record], "p", MINUTE_S, None).await;
     assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
     assert_eq!(tpm_ra(agg.store()), Attr::n(1_000_000));
 }
@@ -601,4 +627,82 @@ async fn a_raised_entity_synced_after_a_lap_gets_its_allocation_back() {
     let outcome = agg.process(&[image.to_string()], "p", MINUTE_S, None).await;
     assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
     assert_eq!(tpm_ra(agg.store()), Attr::n(7_000_000));
+}
+
+/// `image`'s bucket and its record carrying `e`'s 7x raise under `generation`.
+fn carrying_the_raise(store: &MemoryStore, record: &str, generation: i64) -> String {
+    carrying(store, record, 7_000_000, generation)
+}
+
+/// `image`'s bucket and its record carrying a stamp of `ra` under `generation`.
+fn carrying(store: &MemoryStore, record: &str, ra: i64, generation: i64) -> String {
+    let mut bucket = store.item("ns/BUCKET#e#r#0", "#STATE").unwrap();
+    let stamp = [
+        ("b_tpm_ra", ra),
+        ("ad_g_tpm", generation),
+        ("ad_ra_tpm", ra),
+        ("ad_pre_tpm", 1_000_000),
+    ];
+    for (name, value) in stamp {
+        bucket.insert(name.to_owned(), Attr::n(value));
+    }
+    store.insert(bucket);
+    let mut image: Value = serde_json::from_str(record).unwrap();
+    for side in ["NewImage", "OldImage"] {
+        for (name, value) in stamp {
+            image["dynamodb"][side][name] = json!({"N": value.to_string()});
+        }
+    }
+    image.to_string()
+}
+
+/// The controller withdraws `e`'s raise (its allocation rewritten at base
+/// under a newer generation before its stamps) while an aggregator's cache
+/// still holds the raise; a shard the client creates meanwhile, at base,
+/// reaches that aggregator. Its repair's transaction checks the allocation
+/// it read, so the withdrawn raise is never stamped, and the next read sees
+/// the withdrawal. An earlier repair checked the target alone and stamped
+/// the new shard 7x, which nothing then reached.
+#[tokio::test]
+async fn a_withdrawn_raise_is_never_stamped_from_the_repairs_cache() {
+    let (store, records) = raised_table(ten_past() - 60_000, 1_000_000).await;
+    let at_base = store.item("ns/BUCKET#e#r#0", "#STATE").unwrap();
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    // Warms the cache with the raise (and stamps it).
+    agg.process(&records, "p", MINUTE_S, None).await;
+    assert_eq!(tpm_ra(agg.store()), Attr::n(7_000_000));
+    let mut withdrawn = zae_test_support::adaptive::raised("e", 1, 3);
+    withdrawn.pending = true;
+    agg.store()
+        .update(&withdrawn.write("ns"), Returns::Nothing)
+        .await
+        .unwrap();
+    // The new shard, at base, as the client creates it.
+    agg.store().insert(at_base);
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 0, "{:?}", outcome.stats);
+    assert_eq!(
+        tpm_ra(agg.store()),
+        Attr::n(1_000_000),
+        "never the withdrawn raise"
+    );
+}
+
+/// A shard cloned from shard 0 after the controller's lap read the shard
+/// count carries the raise its lap withdrew from the others, and no
+/// allocation stands behind it any more. Its repair takes it back to the
+/// target's factor (5x in this table), under the stamp's own generation (the
+/// transaction checks there is still no allocation). An earlier repair
+/// stamped under the target's older generation, which the orphan's record
+/// refused: it kept the raise for good.
+#[tokio::test]
+async fn an_orphaned_raise_goes_back_to_the_targets_factor() {
+    let (store, records) = raised_table(ten_past() - 60_000, 7_000_000).await;
+    let record = carrying_the_raise(&store, &records[0], 2);
+    let raised = zae_test_support::adaptive::raised("e", 7, 2);
+    raised.remove(&store, "ns").await.unwrap();
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let outcome = agg.process(&[record], "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
+    assert_eq!(tpm_ra(agg.store()), Attr::n(5_000_000), "the target's 5x");
 }

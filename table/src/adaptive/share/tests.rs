@@ -77,6 +77,32 @@ fn an_entity_whose_demand_fell_eases_to_its_use_plus_headroom() {
     );
 }
 
+#[test]
+fn a_raised_entity_that_is_not_saturated_gives_its_allocation_back_under_overload() {
+    // Capacity 12,000. One entity at 7x uses 6,000 of its 7,000 and is not
+    // saturated; ten saturated at base use 10,000: 133% of the capacity.
+    let mut raised = claimant("raised", 1_000.0, 10.0, 6_000.0, false);
+    raised.current = 7_000.0;
+    let mut claimants: Vec<Claimant> = (0..10)
+        .map(|i| claimant(&format!("s{i}"), 1_000.0, 10.0, 1_000.0, true))
+        .collect();
+    claimants.push(raised);
+    let s = share(12_000.0, 16_000.0, &claimants);
+    let total: f64 = s.allocations.iter().map(|a| a.allocation).sum();
+    assert!(total <= 12_000.0 + 1e-6, "{total}: {s:?}");
+    // Max-min fair over all eleven: 12,000 over bases of 11,000.
+    assert!((s.lambda - 12.0 / 11.0).abs() < 1e-9, "{s:?}");
+    let last = s.allocations.last().unwrap();
+    assert_eq!(last.why, Why::Share);
+    assert!((last.allocation - 12_000.0 / 11.0).abs() < 1e-6);
+    // With the bases alone over the capacity, everyone is at base.
+    let s = share(10_500.0, 16_000.0, &claimants);
+    assert!(
+        s.allocations.iter().all(|a| a.allocation == 1_000.0),
+        "{s:?}"
+    );
+}
+
 /// One tick of a closed loop: each entity uses what it wants, at most its
 /// allocation, and is saturated when it wants more.
 fn tick(wants: &[(f64, f64, f64)], current: &mut [f64], to_share: f64, other: f64) -> Share {
@@ -119,38 +145,46 @@ proptest! {
         std::env::var("ZAE_FUZZ_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512)
     ))]
 
-    /// The sum bound, one common lambda, and every allocation within
-    /// [base, ceiling], for any mix of claimants.
+    /// The sum bound over every entity raised or asking, at one common
+    /// lambda, max-min fair, every allocation within [base, ceiling], for
+    /// any mix of claimants, raised ones among them (saturated or not).
     #[test]
-    fn saturated_allocations_fill_what_is_left_at_one_common_lambda(
+    fn allocations_with_the_use_at_base_never_exceed_the_capacity_unless_the_bases_do(
         entities in prop::collection::vec(entity(), 1..30),
         saturated in prop::collection::vec(any::<bool>(), 30),
+        raised in prop::collection::vec(0.0..1.0f64, 30),
         to_share in 1_000.0..200_000.0f64,
         other in 0.0..100_000.0f64,
     ) {
         let claimants: Vec<Claimant> = entities.iter().enumerate().map(|(i, &(base, m, want))| {
-            let used = if want.is_finite() { want } else { base };
-            claimant(&format!("e{i}"), base, m, used, saturated[i])
+            let mut c = claimant(&format!("e{i}"), base, m, 0.0, saturated[i]);
+            c.current = base + raised[i] * (c.ceiling() - base);
+            c.used = if want.is_finite() { want.min(c.current) } else { c.current };
+            c
         }).collect();
         let used = other + claimants.iter().map(|c| c.used).sum::<f64>();
         let s = share(to_share, used, &claimants);
-        let sat: Vec<(&Claimant, &Allocation)> =
-            claimants.iter().zip(&s.allocations).filter(|(c, _)| c.saturated).collect();
-        let bases: f64 = sat.iter().map(|(c, _)| c.base).sum();
-        let given: f64 = sat.iter().map(|(_, a)| a.allocation).sum();
+        let wants: Vec<Want> = claimants.iter().map(want).collect();
+        let asking: Vec<(&Claimant, &Allocation, &Want)> = claimants.iter().zip(&s.allocations)
+            .zip(&wants).map(|((c, a), w)| (c, a, w)).filter(|(c, _, w)| w.level > c.base).collect();
+        let others = other + claimants.iter().zip(&wants)
+            .filter(|(c, w)| w.level <= c.base).map(|(c, _)| c.used).sum::<f64>();
+        prop_assert!((s.others - others).abs() <= 1e-6 * others.max(1.0), "{} != {others}", s.others);
+        let bases: f64 = asking.iter().map(|(c, _, _)| c.base).sum();
+        let given: f64 = asking.iter().map(|(_, a, _)| a.allocation).sum();
         for (c, a) in claimants.iter().zip(&s.allocations) {
             prop_assert!(a.allocation >= c.base - 1e-9 && a.allocation <= c.ceiling() + 1e-9);
         }
-        if bases >= s.left {
-            prop_assert!(sat.iter().all(|(c, a)| a.allocation == c.base), "base wins");
+        if bases + s.others >= s.to_share {
+            prop_assert!(asking.iter().all(|(c, a, _)| a.allocation == c.base), "base wins");
         } else {
             prop_assert!(given + s.others <= s.to_share * (1.0 + 1e-9), "{given} + {} > {}", s.others, s.to_share);
-            let all_capped = sat.iter().all(|(c, a)| (a.allocation - c.ceiling()).abs() < 1e-6);
-            prop_assert!(all_capped || (given - s.left).abs() <= 1e-6 * s.left.max(1.0));
+            let all_met = asking.iter().all(|(_, a, w)| (a.allocation - w.level).abs() < 1e-6 * w.level);
+            prop_assert!(all_met || (given - s.left).abs() <= 1e-6 * s.left.max(1.0));
         }
-        for (c, a) in &sat {
-            let want = (s.lambda * c.base).min(c.ceiling()).max(c.base);
-            prop_assert!((a.allocation - want).abs() <= 1e-6 * want, "{} != min(ceiling, {} x {})", a.allocation, s.lambda, c.base);
+        for (c, a, w) in &asking {
+            let fair = (s.lambda * c.base).min(w.level).max(c.base);
+            prop_assert!((a.allocation - fair).abs() <= 1e-6 * fair, "{} != min({}, {} x {})", a.allocation, w.level, s.lambda, c.base);
         }
     }
 
