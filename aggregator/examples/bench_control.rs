@@ -13,6 +13,9 @@
 //! 3. Writes per move at 1,000 and 100,000 entities with 20 saturated,
 //!    `share: base` against `share: demand`, and what the buckets carry in
 //!    all against the resource's capacity (the over-commit).
+//! 4. The demand tick at 10,000 and 100,000 entities with 1,000 saturated
+//!    (the listing's cap): calls, time within one invocation's deadline, and
+//!    the target item's size.
 //!
 //! Run: `cargo run --release -p zae-aggregator --example bench_control`.
 
@@ -292,8 +295,52 @@ async fn writes_per_move() {
     }
 }
 
+/// The demand tick that raises 1,000 saturated entities of 10,000 and of
+/// 100,000, in an invocation stopped 57 s in, as the Lambda's.
+async fn demand_at_scale() {
+    use zae_table::value::item_size;
+    println!(
+        "| entities | saturated | calls in the raising tick | time | entities stamped | target item |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for entities in [10_000usize, 100_000] {
+        let store = share_table(entities, true);
+        let mut now = 0;
+        for m in 0..4 {
+            now = share_minute(&store, m, entities, 1_000).await;
+            if m < 3 {
+                controller(&store, None).tick_all(now).await.unwrap();
+            }
+        }
+        store.reset();
+        let started = Instant::now();
+        let stop = started + Duration::from_secs(57);
+        let tick = controller(&store, Some(stop)).tick_all(now).await.unwrap();
+        let elapsed = started.elapsed();
+        let share = tick.namespaces[0].targets[0]
+            .share
+            .clone()
+            .unwrap_or_default();
+        let stamped = share.entities.iter().filter(|e| e.stamped).count();
+        let (pk, sk) = Target::key("ns000", "r", "tpm");
+        let target = store.inner().inner.item(&pk, &sk).unwrap();
+        let counts = store.counts();
+        println!(
+            "| {entities} | 1,000 | {} | {:.1} s | {stamped} | {:.1} KB |",
+            calls(&counts),
+            elapsed.as_secs_f64(),
+            item_size(&target) as f64 / 1024.0,
+        );
+    }
+}
+
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() {
+    // `demand`: the fourth part alone.
+    if std::env::args().nth(1).as_deref() == Some("demand") {
+        demand_at_scale().await;
+        return;
+    }
     println!(
         "== calls and time per tick, {} ms a call\n",
         LATENCY.as_millis()
@@ -309,4 +356,9 @@ async fn main() {
         LATENCY.as_millis()
     );
     writes_per_move().await;
+    println!(
+        "\n== the demand tick at scale, 1,000 saturated, {} ms a call, stopped 57 s in\n",
+        LATENCY.as_millis()
+    );
+    demand_at_scale().await;
 }

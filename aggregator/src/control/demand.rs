@@ -215,7 +215,10 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
     }
 
     /// Stamps what moved, each entity's allocation recorded (pending) before
-    /// its stamps and settled after; stops when the target moved on. Returns
+    /// its stamps and settled after; stops when the target moved on, and
+    /// starts none past the stop instant (one at a time: each stamp is a
+    /// transaction on the target item, which concurrent ones would conflict
+    /// on). Returns
     /// the share with what was stamped, and the buckets stamped and lost.
     pub(super) async fn apply_share(
         &self,
@@ -227,6 +230,12 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         let Plan { mut tick, decided } = plan;
         let mut total = pass::Pass::default();
         for (d, report) in decided.iter().zip(tick.entities.iter_mut()) {
+            if d.moved && super::passed(self.stop_at) {
+                // Out of time: the entities left keep what they have, and
+                // the next tick decides them again.
+                report.factor = d.old.as_ref().map_or(1.0, |a| a.factor.as_f64());
+                continue;
+            }
             if d.moved {
                 let p = self.stamp_decided(namespace, target, d, now_ms).await?;
                 if p.superseded {

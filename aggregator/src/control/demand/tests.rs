@@ -576,3 +576,66 @@ proptest::proptest! {
         });
     }
 }
+
+/// Forty entities raised in one tick on a table that takes a second per
+/// transaction (a paused clock): the tick starts no stamp past its stop
+/// instant, so it ends within one transaction of it, and the entities left
+/// keep what they have until the next minute's tick stamps them. An earlier
+/// share stamped every decided entity whatever the deadline.
+#[tokio::test(start_paused = true)]
+async fn a_share_past_the_stop_instant_starts_no_stamp_and_the_next_minute_goes_on() {
+    use zae_test_support::faults::{Call, Faults, Injected};
+    struct Slow;
+    impl Faults for Slow {
+        fn delay(&self, call: &Call<'_>) -> Option<std::time::Duration> {
+            matches!(call, Call::Transact(_)).then(|| std::time::Duration::from_secs(1))
+        }
+    }
+    const N: usize = 40;
+    let inner = zae_test_support::adaptive::table(NS, N);
+    let (pk, sk) = (
+        zae_table::keys::pk_adaptive(NS),
+        zae_table::keys::SK_ADAPTIVE_DECLARATION.to_owned(),
+    );
+    let mut d = Declaration::from_item(&inner.item(&pk, &sk).unwrap()).unwrap();
+    d.capacity
+        .get_mut("r")
+        .unwrap()
+        .insert("tpm".into(), 20 * N as i64 * 1_000);
+    d.demand = BTreeSet::from(["r".to_owned()]);
+    inner.insert(d.to_item(NS));
+    let store = Injected {
+        inner,
+        faults: Slow,
+    };
+    started(&store).await;
+    let names: Vec<String> = (0..N).map(|i| format!("e{i}")).collect();
+    let all: Vec<(&str, i64, bool)> = names.iter().map(|e| (e.as_str(), 1_000, true)).collect();
+    minute(&store, at(3), &all, 0).await;
+    let now = at(4) + 5_000;
+    let indices: Vec<u32> = (0..4).collect();
+    store
+        .update(&canary::sense(now, &indices), Returns::Nothing)
+        .await
+        .unwrap();
+    let started_at = tokio::time::Instant::now();
+    let stop = started_at + std::time::Duration::from_secs(10);
+    let controller = Controller {
+        store: &store,
+        shards: &Fixed(1),
+        stop_at: Some(stop),
+        wait: None,
+    };
+    let first_tick = controller.tick_all(now).await.unwrap();
+    assert!(first_tick.failed.is_empty(), "{first_tick:?}");
+    assert!(tokio::time::Instant::now() <= stop + std::time::Duration::from_secs(1));
+    let raised = |store: &MemoryStore| names.iter().filter(|e| ra(store, e) > 1_000_000).count();
+    let first = raised(&store.inner);
+    assert!(
+        first > 0 && first < N,
+        "{first} of {N} stamped before the stop"
+    );
+    minute(&store, at(4), &all, 0).await;
+    tick(&store, at(5) + 5_000, false).await;
+    assert_eq!(raised(&store.inner), N, "the rest at the next minute");
+}
