@@ -20,7 +20,13 @@ const LIGHT: [&str; 10] = ["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9",
 /// `e0` .. `e10` at base (1,000 a minute, burst 10,000: at most 10x), `r`
 /// shared by demand.
 fn table() -> MemoryStore {
-    let store = zae_test_support::adaptive::table(NS, 11);
+    sized(11, CAPACITY)
+}
+
+/// `e0` .. `e{n-1}` at base, `r` sized for `capacity` tokens a minute and
+/// shared by demand.
+fn sized(n: usize, capacity: i64) -> MemoryStore {
+    let store = zae_test_support::adaptive::table(NS, n);
     let (pk, sk) = (
         zae_table::keys::pk_adaptive(NS),
         zae_table::keys::SK_ADAPTIVE_DECLARATION.to_owned(),
@@ -29,7 +35,7 @@ fn table() -> MemoryStore {
     d.capacity
         .get_mut("r")
         .unwrap()
-        .insert("tpm".into(), CAPACITY);
+        .insert("tpm".into(), capacity);
     d.demand = BTreeSet::from(["r".to_owned()]);
     store.insert(d.to_item(NS));
     store
@@ -359,19 +365,8 @@ async fn a_share_of_thousands_of_entities_keeps_the_target_under_the_item_limit(
     use zae_table::adaptive::target::Target;
     use zae_table::value::{MAX_ITEM_BYTES, item_size};
     const N: usize = 4_000;
-    let store = zae_test_support::adaptive::table(NS, N);
-    let (pk, sk) = (
-        zae_table::keys::pk_adaptive(NS),
-        zae_table::keys::SK_ADAPTIVE_DECLARATION.to_owned(),
-    );
-    let mut d = Declaration::from_item(&store.item(&pk, &sk).unwrap()).unwrap();
     // Room for every one at its ceiling: nobody's raise waits on another's.
-    d.capacity
-        .get_mut("r")
-        .unwrap()
-        .insert("tpm".into(), 20 * N as i64 * 1_000);
-    d.demand = BTreeSet::from(["r".to_owned()]);
-    store.insert(d.to_item(NS));
+    let store = sized(N, 20 * N as i64 * 1_000);
     started(&store).await;
     let names: Vec<String> = (0..N).map(|i| format!("e{i}")).collect();
     let mut last = None;
@@ -592,20 +587,8 @@ async fn a_share_past_the_stop_instant_starts_no_stamp_and_the_next_minute_goes_
         }
     }
     const N: usize = 40;
-    let inner = zae_test_support::adaptive::table(NS, N);
-    let (pk, sk) = (
-        zae_table::keys::pk_adaptive(NS),
-        zae_table::keys::SK_ADAPTIVE_DECLARATION.to_owned(),
-    );
-    let mut d = Declaration::from_item(&inner.item(&pk, &sk).unwrap()).unwrap();
-    d.capacity
-        .get_mut("r")
-        .unwrap()
-        .insert("tpm".into(), 20 * N as i64 * 1_000);
-    d.demand = BTreeSet::from(["r".to_owned()]);
-    inner.insert(d.to_item(NS));
     let store = Injected {
-        inner,
+        inner: sized(N, 20 * N as i64 * 1_000),
         faults: Slow,
     };
     started(&store).await;

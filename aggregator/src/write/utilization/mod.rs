@@ -131,11 +131,10 @@ impl<S: Store> Aggregator<S> {
         listed.sort_by_key(|(_, e)| std::cmp::Reverse(e.seen.used.values().sum::<i64>()));
         let mut demand = futures::stream::iter(listed)
             .map(|(key, e)| async move {
-                let listed = match e.raised {
-                    true => self.list_raised(&key, &e.seen, deadline).await,
-                    false => self.list(&key, &e.seen, deadline).await,
-                };
-                (listed, e.earliest)
+                (
+                    self.list(&key, &e.seen, e.raised, deadline).await,
+                    e.earliest,
+                )
             })
             .buffer_unordered(self.settings.concurrency.max(1));
         while let Some((result, earliest)) = demand.next().await {
@@ -246,35 +245,17 @@ impl<S: Store> Aggregator<S> {
         sensing
     }
 
-    /// Adds a raised entity's part of the batch to the minute's demand, one
-    /// write whether or not it is listed yet, outside the cap: the
-    /// allocations are bounded by the listings they came from, and a raised
-    /// entity must never be mistaken for an idle one (it would ease down) nor
-    /// take a newly saturated one's place.
-    async fn list_raised(
-        &self,
-        (namespace, resource, minute_ms, entity): &EntityKey,
-        seen: &Seen,
-        deadline: Option<Instant>,
-    ) -> Result<bool, StoreError> {
-        let listing = Listing {
-            namespace,
-            resource,
-            minute_ms: *minute_ms,
-            entity,
-        };
-        let update = listing.raised(seen);
-        self.retrying(deadline, || self.store.update(&update, Returns::Nothing))
-            .await?;
-        Ok(true)
-    }
-
     /// Adds an entity's part of the batch to the minute's demand: `false`
-    /// when the cap left it out.
+    /// when the cap left it out. A raised entity is one write whether or not
+    /// it is listed yet, outside the cap: the allocations are bounded by the
+    /// listings they came from, and a raised entity must never be mistaken
+    /// for an idle one (it would ease down) nor take a newly saturated one's
+    /// place.
     async fn list(
         &self,
         (namespace, resource, minute_ms, entity): &EntityKey,
         seen: &Seen,
+        raised: bool,
         deadline: Option<Instant>,
     ) -> Result<bool, StoreError> {
         let listing = Listing {
@@ -283,6 +264,12 @@ impl<S: Store> Aggregator<S> {
             minute_ms: *minute_ms,
             entity,
         };
+        if raised {
+            let update = listing.raised(seen);
+            self.retrying(deadline, || self.store.update(&update, Returns::Nothing))
+                .await?;
+            return Ok(true);
+        }
         let (update, overflow) = (listing.listed(seen), listing.overflow());
         // Listed already, newly listed, or listed by a batch that raced this one.
         for _ in 0..2 {
