@@ -78,6 +78,12 @@ async fn minute(store: &impl Store, minute: i64, entities: &[(&str, i64, bool)],
 }
 
 async fn tick(store: &impl Store, now: i64, blind: bool) -> NamespaceTick {
+    tick_of(store, now, blind).await.unwrap()
+}
+
+/// A tick at `now` (its canaries sensed unless blind): the namespace's
+/// report, `None` when nothing in it is adaptive any more.
+async fn tick_of(store: &impl Store, now: i64, blind: bool) -> Option<NamespaceTick> {
     if !blind {
         let indices: Vec<u32> = (0..4).collect();
         store
@@ -93,7 +99,7 @@ async fn tick(store: &impl Store, now: i64, blind: bool) -> NamespaceTick {
     };
     let tick = controller.tick_all(now).await.unwrap();
     assert!(tick.failed.is_empty(), "{tick:?}");
-    tick.namespaces.into_iter().next().unwrap()
+    tick.namespaces.into_iter().next()
 }
 
 /// Ticks 5 s into minutes `0..3` with nothing sensed, so that the target's
@@ -470,21 +476,7 @@ async fn run_step(
                 held.iter().map(|(e, t)| (e.as_str(), *t, true)).collect();
             minute(store, at(*m), &listed, light * 1000).await;
             *m += 1;
-            let now = at(*m) + 5_000 + skew_ms;
-            let indices: Vec<u32> = (0..4).collect();
-            store
-                .update(&canary::sense(now, &indices), Returns::Nothing)
-                .await
-                .unwrap();
-            let controller = Controller {
-                store,
-                shards: &Fixed(1),
-                stop_at: None,
-                wait: None,
-            };
-            let tick = controller.tick_all(now).await.unwrap();
-            assert!(tick.failed.is_empty(), "{tick:?}");
-            return tick.namespaces.into_iter().next();
+            return tick_of(store, at(*m) + 5_000 + skew_ms, false).await;
         }
         Step::Drop => {
             apply(store, &manifest("", "    limits: {}\n")).await;
