@@ -7,7 +7,8 @@
 # water-filling and the adaptive controller's simulation with
 # CONTROLLER_CASES (300000); the refill and shard models (MODEL_CASES, 20000
 # runs each; the shard models with sibling reads failing, siblings
-# unparseable and doublings racing the clones); the schedule oracle against
+# unparseable and doublings racing the clones); the generated histories of a
+# demand-shared namespace (HISTORY_CASES, 5000); the schedule oracle against
 # the client's own code (ORACLE_CASES, 3000). The default test tier runs the
 # same properties with a few hundred to a few thousand cases every time.
 # The dev profile is used on purpose: its overflow checks are on.
@@ -32,6 +33,8 @@ fuzz "$cases" 'package(zae-aggregator) & kind(lib) & test(/^plan::tests::the_/)
 phase "the demand share's water-filling and the controller's simulation, ${CONTROLLER_CASES:-300000} scenarios each" "about 5 min"
 fuzz "${CONTROLLER_CASES:-300000}" 'package(zae-table) & test(/^adaptive::share::/)
   | binary_id(zae-aggregator::integration) & test(/^controller_model::/)'
+phase "generated histories of a demand-shared namespace, ${HISTORY_CASES:-5000} of them" "about 3 min"
+fuzz "${HISTORY_CASES:-5000}" 'package(zae-aggregator) & kind(lib) & test(/^control::demand::tests::no_history/)'
 phase "the bucket models, ${MODEL_CASES:-20000} runs each, and the schedule oracle, ${ORACLE_CASES:-3000} schedules" "about 3 min"
 fuzz "${MODEL_CASES:-20000}" 'binary_id(zae-aggregator::integration) & test(/^(refill_model|shard_model)::/)'
 fuzz "${ORACLE_CASES:-3000}" 'binary_id(zae-aggregator::integration) & test(/^schedule_oracle::/)'
