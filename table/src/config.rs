@@ -80,11 +80,7 @@ impl LimitConfig {
             ("ra", self.refill_amount),
             ("rp", self.refill_period),
         ];
-        let mut condition = crate::store::Condition {
-            expression: String::new(),
-            names: BTreeMap::new(),
-            values: BTreeMap::new(),
-        };
+        let mut condition = crate::store::Condition::default();
         let mut terms = Vec::new();
         for (field, value) in fields {
             let (name, at) = (format!("#{field}"), format!(":{field}"));

@@ -143,9 +143,9 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             // Shared by demand: raised entities carry generations above the
             // target's; a lap under one above theirs reaches every bucket.
             target.shared = None;
-            let (resource, limit) = (&target.resource, &target.limit);
-            let above = Allocated::above_all(self.store, namespace, resource, limit).await?;
-            target.restamp(now_ms.max(above));
+            target
+                .restamp_above_raises(self.store, namespace, now_ms)
+                .await?;
             self.store
                 .update(&target.write(namespace, Some(read)), Returns::Nothing)
                 .await?;
@@ -338,10 +338,10 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         if target.shared.take().is_none() {
             return Ok(());
         }
-        let (resource, limit) = (&target.resource, &target.limit);
-        let above = Allocated::above_all(self.store, namespace, resource, limit).await?;
-        Allocated::forget_all(self.store, namespace, resource, limit).await?;
-        target.restamp(now_ms.max(above));
+        target
+            .restamp_above_raises(self.store, namespace, now_ms)
+            .await?;
+        Allocated::forget_all(self.store, namespace, &target.resource, &target.limit).await?;
         Ok(())
     }
 

@@ -218,11 +218,12 @@ impl<S: Store> Provisioner<'_, S> {
     /// takes a new generation, above every raise's, and the controller's
     /// next tick stamps a whole lap.
     async fn hand_over(&self, read: &Target, generation: i64) -> Result<(), StoreError> {
-        let (resource, limit) = (&read.resource, &read.limit);
-        let above = Allocated::above_all(self.store, self.namespace, resource, limit).await?;
         let mut handed = read.clone();
         handed.generation = generation;
-        handed.restamp(chrono::Utc::now().timestamp_millis().max(above));
+        let now = chrono::Utc::now().timestamp_millis();
+        handed
+            .restamp_above_raises(self.store, self.namespace, now)
+            .await?;
         match self
             .store
             .update(

@@ -13,6 +13,7 @@
 //! of the last move), whether it has come round past the index's end
 //! (`wrapped`), and the buckets whose stamps kept losing (`owed`).
 
+use super::allocation::Allocated;
 use super::law::Factor;
 use crate::keys::{self, Index};
 use crate::store::{Condition, Query, Store, StoreError, Update, UpdateBuilder};
@@ -179,6 +180,20 @@ impl Target {
             self.lap_start = None;
         }
         self.wrapped = false;
+    }
+
+    /// `restamp` at `at_ms` or above every generation the target's demand
+    /// share raised an entity under, whatever the clock of the controller
+    /// that raised it: the lap then reaches their buckets too.
+    pub async fn restamp_above_raises<S: Store>(
+        &mut self,
+        store: &S,
+        namespace: &str,
+        at_ms: i64,
+    ) -> Result<(), StoreError> {
+        let above = Allocated::above_all(store, namespace, &self.resource, &self.limit).await?;
+        self.restamp(at_ms.max(above));
+        Ok(())
     }
 
     /// The lap reached its end with nothing owed: every bucket carries this

@@ -99,7 +99,10 @@ impl<S: Store> Aggregator<S> {
             let Some(text) = records.get(bucket.last_record) else {
                 continue;
             };
-            match self.repair_bucket(text.as_ref(), &bucket.pk, now_ms).await {
+            match self
+                .repair_bucket(text.as_ref(), &bucket.pk, now_ms, deadline)
+                .await
+            {
                 Ok(n) => repaired += n,
                 Err(e) => {
                     tracing::warn!(pk = %bucket.pk, error = %e, "adaptive repair failed");
@@ -110,7 +113,13 @@ impl<S: Store> Aggregator<S> {
         (repaired, failed)
     }
 
-    async fn repair_bucket(&self, text: &str, pk: &str, now_ms: i64) -> Result<usize, StoreError> {
+    async fn repair_bucket(
+        &self,
+        text: &str,
+        pk: &str,
+        now_ms: i64,
+        deadline: Option<Instant>,
+    ) -> Result<usize, StoreError> {
         let Ok(key) = BucketKey::parse(pk) else {
             return Ok(0);
         };
@@ -165,9 +174,13 @@ impl<S: Store> Aggregator<S> {
             let Stamp::Write { update, .. } = stamp(&image, wanted) else {
                 continue;
             };
-            let mut writes = vec![target_check(&key, &limit, target)];
+            let (tpk, tsk) = Target::key(&key.namespace, &key.resource, &limit);
+            let mut writes = vec![unchanged(tpk, tsk, target.map(|t| t.generation))];
             if demand {
-                writes.push(allocation_check(&key, &limit, allocated));
+                // A raise withdrawn since is never stamped on a shard, nor a
+                // new one missed.
+                let (apk, ask) = Allocated::key(&key.namespace, &key.resource, &limit, &key.entity);
+                writes.push(unchanged(apk, ask, allocated.map(|a| a.generation)));
             }
             // The level as cached: a config moved meanwhile (the client's
             // `set_system_defaults`) is read again, never stamped from.
@@ -175,7 +188,12 @@ impl<S: Store> Aggregator<S> {
             let condition = base.still_configured();
             writes.push(TxWrite::Check { pk, sk, condition });
             writes.push(TxWrite::Update(update));
-            match transact_retrying(&self.store, &writes).await {
+            // A conflict with another writer on the target or the bucket,
+            // or a throttle: tried again under the batch's retry policy.
+            match self
+                .retrying(deadline, || self.store.transact(&writes))
+                .await
+            {
                 Ok(()) => repaired += 1,
                 // The target moved on since it was cached: read it again.
                 Err(StoreError::ConditionFailed { .. }) => {
@@ -259,45 +277,14 @@ fn repair_generation(
     }
 }
 
-/// The target is still at the generation read (or still absent).
-fn target_check(key: &BucketKey, limit: &str, target: Option<&Target>) -> TxWrite {
-    let (pk, sk) = Target::key(&key.namespace, &key.resource, limit);
-    let condition = match target {
-        Some(t) => generation_is(t.generation),
+/// The item (a target, an allocation) is still at the generation read, or
+/// still absent.
+fn unchanged(pk: String, sk: String, generation: Option<i64>) -> TxWrite {
+    let condition = match generation {
+        Some(g) => generation_is(g),
         None => Condition::plain(&format!("attribute_not_exists({})", Index::TABLE.pk)),
     };
     TxWrite::Check { pk, sk, condition }
-}
-
-/// The entity's allocation is still the one read (or still absent): a raise
-/// withdrawn since is never stamped on a shard, nor a new one missed.
-fn allocation_check(key: &BucketKey, limit: &str, allocated: Option<&Allocated>) -> TxWrite {
-    let (pk, sk) = Allocated::key(&key.namespace, &key.resource, limit, &key.entity);
-    let condition = match allocated {
-        Some(a) => generation_is(a.generation),
-        None => Condition::plain(&format!("attribute_not_exists({})", Index::TABLE.pk)),
-    };
-    TxWrite::Check { pk, sk, condition }
-}
-
-/// Tries of a repair refused as retryable (a transaction conflict with
-/// another writer on the target or the bucket, throttling), each after the
-/// store's backoff.
-const RETRIES: u32 = 4;
-
-/// `writes` as one transaction, tried again after the store's backoff while
-/// it is refused as retryable.
-async fn transact_retrying<S: Store>(store: &S, writes: &[TxWrite]) -> Result<(), StoreError> {
-    let mut attempt = 0;
-    loop {
-        match store.transact(writes).await {
-            Err(e) if e.is_retryable() && attempt < RETRIES => {
-                attempt += 1;
-                store.backoff(attempt).await;
-            }
-            done => return done,
-        }
-    }
 }
 
 /// A namespace's config levels through the repair's cache (at most a
