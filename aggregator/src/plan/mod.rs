@@ -448,7 +448,7 @@ fn read_bucket_record(
         .iter()
         .filter(|(limit, delta)| *delta > 0 && limit != WCU_LIMIT)
         .filter_map(|(limit, delta)| {
-            let reading = adaptive::demand::read(new_image, limit, at_ms, *delta)?;
+            let reading = adaptive::demand::read(&new, limit, at_ms, *delta)?;
             Some((limit.clone(), reading))
         })
         .collect();

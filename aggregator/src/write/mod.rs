@@ -116,6 +116,7 @@ pub struct Aggregator<S> {
     archive: Option<std::sync::Arc<dyn archive::Archive>>,
     declarations: utilization::DeclarationCache,
     repair: utilization::RepairCache,
+    overflowed: utilization::OverflowCache,
 }
 
 enum Job<'p> {
@@ -149,6 +150,7 @@ impl<S: Store> Aggregator<S> {
             archive: None,
             declarations: Default::default(),
             repair: Default::default(),
+            overflowed: Default::default(),
         }
     }
 

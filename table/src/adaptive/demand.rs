@@ -21,13 +21,11 @@
 //! Past the cap, the header's `overflow` counts the entities left out, and
 //! the controller holds every unlisted entity's allocation for that minute.
 
-use super::stamp::Record;
 use super::usage::USAGE_TTL_S;
+use crate::bucket::BucketImage;
 use crate::bucket::refill::refill_tokens;
-use crate::bucket::{REFILLED_AT, SHARD_COUNT, field, limit_attr};
 use crate::keys::{self, Index};
 use crate::store::{ITEM_ABSENT, ITEM_EXISTS, Query, TxWrite, Update, UpdateBuilder};
-use crate::stream::Image;
 use crate::value::{Attr, Item};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -53,27 +51,23 @@ pub struct Reading {
 
 /// Reads one limit of a bucket's new image at `at_ms`, after a request of
 /// `admitted` millitokens; `None` when the image lacks what the client's
-/// projection needs.
-pub fn read(image: &Image<'_>, limit: &str, at_ms: i64, admitted: i64) -> Option<Reading> {
-    let int = |name: &str| image.int(name).ok().flatten();
-    let tokens = int(&limit_attr(limit, field::TOKENS))?;
-    let capacity = int(&limit_attr(limit, field::CAPACITY))?;
-    let amount = int(&limit_attr(limit, field::REFILL_AMOUNT))?;
-    let period = int(&limit_attr(limit, field::REFILL_PERIOD))?;
-    let refilled_at = int(REFILLED_AT).unwrap_or(at_ms);
-    let shards = int(SHARD_COUNT).unwrap_or(1).max(1);
+/// projection needs. The image was read once, for every use of the record.
+pub fn read(image: &BucketImage<'_>, limit: &str, at_ms: i64, admitted: i64) -> Option<Reading> {
+    let state = image.limit(limit)?;
+    let (tokens, capacity) = (state.balance?, state.capacity?);
+    let (amount, period) = (state.amount?, state.period?);
+    let shards = image.shard_count.unwrap_or(1).max(1);
     let projected = refill_tokens(
         tokens,
-        refilled_at,
+        image.refilled_at.unwrap_or(at_ms),
         at_ms,
         capacity / shards,
         amount / shards,
         period,
     );
-    let raised = match Record::names(limit).map(|n| int(&n)) {
-        [Some(_), Some(stamped), Some(before)] => stamped == amount && amount > before,
-        _ => false,
-    };
+    let raised = image
+        .record(limit)
+        .is_some_and(|r| r.stamped == amount && amount > r.before);
     Some(Reading {
         short: tokens < 0 || projected < admitted.max(1),
         raised,
@@ -241,6 +235,7 @@ impl Demand {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stream::Image;
 
     fn image(json: &str) -> Image<'_> {
         serde_json::from_str(json).unwrap()
@@ -252,7 +247,8 @@ mod tests {
         let text = r#"{"b_tpm_tk": {"N": "400"}, "b_tpm_cp": {"N": "10000"},
             "b_tpm_ra": {"N": "1000"}, "b_tpm_rp": {"N": "60000"},
             "rf": {"N": "0"}, "shard_count": {"N": "2"}}"#;
-        let i = image(text);
+        let img = image(text);
+        let i = BucketImage::read(&img).unwrap();
         // At the write: 400 left, a request of 500 does not fit.
         assert!(read(&i, "tpm", 0, 500).unwrap().short);
         // 12 s later the shard has refilled 100: 500 fits.
@@ -266,7 +262,8 @@ mod tests {
         let text = r#"{"b_tpm_tk": {"N": "-1"}, "b_tpm_cp": {"N": "10000"},
             "b_tpm_ra": {"N": "5000"}, "b_tpm_rp": {"N": "60000"},
             "ad_g_tpm": {"N": "7"}, "ad_ra_tpm": {"N": "5000"}, "ad_pre_tpm": {"N": "1000"}}"#;
-        let r = read(&image(text), "tpm", 0, 1).unwrap();
+        let img = image(text);
+        let r = read(&BucketImage::read(&img).unwrap(), "tpm", 0, 1).unwrap();
         assert!(r.short && r.raised && r.shards == 1);
     }
 

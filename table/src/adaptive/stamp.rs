@@ -35,17 +35,28 @@ use crate::milli::MILLI;
 use crate::store::{ITEM_EXISTS, Update, UpdateBuilder};
 use crate::value::{Attr, Item};
 
-/// The record's attributes for a limit.
+/// The record's attributes for a limit: `{prefix}{limit}`, in the order of
+/// [`Record::names`].
+pub const RECORD_PREFIXES: [&str; 3] = ["ad_g_", "ad_ra_", "ad_pre_"];
+
 pub fn generation_attr(limit: &str) -> String {
-    format!("ad_g_{limit}")
+    format!("{}{limit}", RECORD_PREFIXES[0])
 }
 
 pub fn stamped_attr(limit: &str) -> String {
-    format!("ad_ra_{limit}")
+    format!("{}{limit}", RECORD_PREFIXES[1])
 }
 
 pub fn before_attr(limit: &str) -> String {
-    format!("ad_pre_{limit}")
+    format!("{}{limit}", RECORD_PREFIXES[2])
+}
+
+/// The limit and the place in [`RECORD_PREFIXES`] of a record attribute.
+pub fn split_record_attr(attr: &str) -> Option<(&str, usize)> {
+    RECORD_PREFIXES
+        .iter()
+        .enumerate()
+        .find_map(|(i, prefix)| Some((attr.strip_prefix(prefix)?, i)))
 }
 
 /// What a bucket records of its last stamp of one limit.

@@ -1,6 +1,7 @@
 //! Bucket items (`#STATE`): the attributes the server side reads and
 //! stamps, and the per-limit attributes of a bucket image.
 
+use crate::adaptive::stamp::{Record, split_record_attr};
 use crate::names::is_limit_name;
 use crate::stream::{AttrError, Image};
 use std::collections::BTreeMap;
@@ -78,15 +79,25 @@ pub struct LimitState {
     pub balance: Option<i64>,
     /// `b_{n}_cp`: undivided base capacity.
     pub capacity: Option<i64>,
+    /// `b_{n}_ra`, `b_{n}_rp`: the refill; `None` also when not a number
+    /// (only the demand reading uses them, and it skips such a limit).
+    pub amount: Option<i64>,
+    pub period: Option<i64>,
     /// `b_{n}_soft` present, in any form: the limit is soft.
     pub soft: bool,
 }
 
-/// The limits of one bucket image, by name, in name order.
+/// The limits of one bucket image, by name, in name order, read in one pass
+/// over its attributes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BucketImage<'i> {
     pub limits: BTreeMap<&'i str, LimitState>,
     pub shard_count: Option<i64>,
+    /// `rf`; `None` also when not a number.
+    pub refilled_at: Option<i64>,
+    /// The adaptive stamp records' attributes, per limit, in the order of
+    /// `Record::names`; `None` also when not a number.
+    records: BTreeMap<&'i str, [Option<i64>; 3]>,
 }
 
 /// Splits `b_{name}_{field}` on the last `_`; names may contain `_` themselves.
@@ -99,28 +110,55 @@ pub fn split_bucket_attr(attr: &str) -> Option<(&str, &str)> {
 impl<'i> BucketImage<'i> {
     pub fn read(image: &'i Image<'_>) -> Result<BucketImage<'i>, AttrError> {
         let mut bucket = BucketImage {
-            limits: BTreeMap::new(),
             shard_count: image.int(SHARD_COUNT)?,
+            ..BucketImage::default()
         };
         for (attr, value) in image.entries() {
             let Some((name, field)) = split_bucket_attr(attr) else {
+                bucket.read_other(attr, value.int(attr).ok());
                 continue;
             };
             let number = || value.int(attr).map(Some);
             let slot = match field {
-                field::CONSUMED | field::TOKENS | field::CAPACITY | field::SOFT => {
-                    bucket.limits.entry(name).or_default()
-                }
+                field::CONSUMED
+                | field::TOKENS
+                | field::CAPACITY
+                | field::SOFT
+                | field::REFILL_AMOUNT
+                | field::REFILL_PERIOD => bucket.limits.entry(name).or_default(),
                 _ => continue,
             };
             match field {
                 field::CONSUMED => slot.consumed = number()?,
                 field::TOKENS => slot.balance = number()?,
                 field::CAPACITY => slot.capacity = number()?,
+                field::REFILL_AMOUNT => slot.amount = number().ok().flatten(),
+                field::REFILL_PERIOD => slot.period = number().ok().flatten(),
                 _ => slot.soft = true,
             }
         }
         Ok(bucket)
+    }
+
+    /// An attribute other than a limit's: `rf` or a stamp record's.
+    fn read_other(&mut self, attr: &'i str, number: Option<i64>) {
+        if attr == REFILLED_AT {
+            self.refilled_at = number;
+        } else if let Some((limit, place)) = split_record_attr(attr) {
+            self.records.entry(limit).or_default()[place] = number;
+        }
+    }
+
+    /// The adaptive stamp record of `limit`, when the image has a whole one.
+    pub fn record(&self, limit: &str) -> Option<Record> {
+        match self.records.get(limit)? {
+            [Some(generation), Some(stamped), Some(before)] => Some(Record {
+                generation: *generation,
+                stamped: *stamped,
+                before: *before,
+            }),
+            _ => None,
+        }
     }
 
     pub fn limit(&self, name: &str) -> Option<&LimitState> {
@@ -156,6 +194,35 @@ mod tests {
         assert!(tpm.soft);
         assert_eq!(tpm.capacity, Some(50_000));
         assert_eq!(b.limits.len(), 2);
+    }
+
+    #[test]
+    fn the_refill_rf_and_a_whole_stamp_record_are_read_in_the_same_pass() {
+        let img = image(
+            r##"{"b_tpm_ra":{"N":"5000"},"b_tpm_rp":{"N":"60000"},"rf":{"N":"9"},
+                "ad_g_tpm":{"N":"7"},"ad_ra_tpm":{"N":"5000"},"ad_pre_tpm":{"N":"1000"},
+                "ad_g_rpm":{"N":"7"},"ad_ra_rpm":{"N":"5000"}}"##,
+        );
+        let b = BucketImage::read(&img).unwrap();
+        let tpm = b.limit("tpm").unwrap();
+        assert_eq!(
+            (tpm.amount, tpm.period, b.refilled_at),
+            (Some(5_000), Some(60_000), Some(9))
+        );
+        let record = b.record("tpm").unwrap();
+        assert_eq!(
+            (record.generation, record.stamped, record.before),
+            (7, 5_000, 1_000)
+        );
+        assert_eq!(b.record("rpm"), None, "a partial record is none");
+    }
+
+    #[test]
+    fn a_refill_that_is_not_a_number_is_absent_not_an_error() {
+        let img = image(r##"{"b_tpm_ra":{"S":"x"},"b_tpm_rp":{"N":"1e400"},"rf":{"S":"y"}}"##);
+        let b = BucketImage::read(&img).unwrap();
+        let tpm = b.limit("tpm").unwrap();
+        assert_eq!((tpm.amount, tpm.period, b.refilled_at), (None, None, None));
     }
 
     #[test]

@@ -47,6 +47,23 @@ pub type Declarations = crate::write::bounded::Bounded<
 >;
 pub type DeclarationCache = std::sync::Mutex<Declarations>;
 
+/// Entities past the cap on this instance (`None`), and minutes found full
+/// (`entity` empty): an entity left out is one call per later batch of its
+/// minute instead of three, and counted once per instance, not per batch.
+/// Bounded: a client can make any number of entities.
+pub type OverflowCache =
+    std::sync::Mutex<crate::write::bounded::Bounded<EntityKey, (), OVERFLOW_KEPT>>;
+pub const OVERFLOW_KEPT: usize = 8_192;
+
+/// How an entity's part of a batch was listed.
+enum Listed {
+    Yes,
+    /// Left out past the cap, and counted in the minute's overflow.
+    LeftOut,
+    /// Left out, counted already by an earlier batch of this instance.
+    LeftOutAgain,
+}
+
 /// What a cascade's parent bucket says: where it cascades to, and which of
 /// the batch's limits it has.
 struct ParentStamp {
@@ -139,8 +156,9 @@ impl<S: Store> Aggregator<S> {
             .buffer_unordered(self.settings.concurrency.max(1));
         while let Some((result, earliest)) = demand.next().await {
             match result {
-                Ok(true) => outcome.stats.demand_listed += 1,
-                Ok(false) => outcome.stats.demand_overflow += 1,
+                Ok(Listed::Yes) => outcome.stats.demand_listed += 1,
+                Ok(Listed::LeftOut) => outcome.stats.demand_overflow += 1,
+                Ok(Listed::LeftOutAgain) => {}
                 Err(e) => outcome.fail(&e, earliest),
             }
         }
@@ -257,7 +275,7 @@ impl<S: Store> Aggregator<S> {
         seen: &Seen,
         raised: bool,
         deadline: Option<Instant>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Listed, StoreError> {
         let listing = Listing {
             namespace,
             resource,
@@ -268,29 +286,55 @@ impl<S: Store> Aggregator<S> {
             let update = listing.raised(seen);
             self.retrying(deadline, || self.store.update(&update, Returns::Nothing))
                 .await?;
-            return Ok(true);
+            return Ok(Listed::Yes);
         }
         let (update, overflow) = (listing.listed(seen), listing.overflow());
+        let minute = (
+            namespace.clone(),
+            resource.clone(),
+            *minute_ms,
+            String::new(),
+        );
+        let known = |key: &EntityKey| self.overflowed.lock().is_ok_and(|c| c.get(key).is_some());
+        let remember = |key: EntityKey| {
+            if let Ok(mut c) = self.overflowed.lock() {
+                c.insert(key, ());
+            }
+        };
         // Listed already, newly listed, or listed by a batch that raced this one.
         for _ in 0..2 {
             let listed = self
                 .retrying(deadline, || self.store.update(&update, Returns::Nothing))
                 .await;
             match listed {
-                Ok(_) => return Ok(true),
+                Ok(_) => return Ok(Listed::Yes),
                 Err(StoreError::ConditionFailed { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match self.store.transact(&listing.admit(seen)).await {
-                Ok(()) => return Ok(true),
-                // The header's count is at the cap.
-                Err(StoreError::ConditionFailed { .. }) => {
-                    self.retrying(deadline, || self.store.update(&overflow, Returns::Nothing))
-                        .await?;
-                    return Ok(false);
-                }
-                Err(StoreError::Cancelled { .. }) => {}
-                Err(e) => return Err(e),
+            let key = (
+                namespace.clone(),
+                resource.clone(),
+                *minute_ms,
+                entity.clone(),
+            );
+            if known(&key) {
+                return Ok(Listed::LeftOutAgain);
+            }
+            // A minute's count never falls: once at the cap, it stays there.
+            let full = known(&minute)
+                || match self.store.transact(&listing.admit(seen)).await {
+                    Ok(()) => return Ok(Listed::Yes),
+                    // The header's count is at the cap.
+                    Err(StoreError::ConditionFailed { .. }) => true,
+                    Err(StoreError::Cancelled { .. }) => false,
+                    Err(e) => return Err(e),
+                };
+            if full {
+                self.retrying(deadline, || self.store.update(&overflow, Returns::Nothing))
+                    .await?;
+                remember(minute);
+                remember(key);
+                return Ok(Listed::LeftOut);
             }
         }
         Err(StoreError::Retryable {

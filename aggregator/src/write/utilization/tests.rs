@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use zae_table::adaptive::{Declaration, canary, usage};
 use zae_table::keys;
+use zae_table::store::Counted;
 use zae_table::{Item, Window};
 use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
@@ -529,6 +530,30 @@ async fn past_the_cap_an_entity_is_left_out_and_counted() {
     );
     let d = demand(agg.store());
     assert!(d.entities.is_empty() && d.overflow == 1, "{d:?}");
+}
+
+/// An entity left out is counted once by this instance, and a later batch
+/// of its minute costs it one call; a newcomer to a minute known full skips
+/// the transaction. An earlier version made three calls per entity and
+/// batch, and counted the overflow per batch.
+#[tokio::test]
+async fn past_the_cap_an_entity_is_counted_once_and_costs_one_call_a_batch() {
+    let agg = Aggregator::new(Counted::new(full_demand_table()), settings());
+    let first = [admitted(0, "heavy", (0, 100), 0)];
+    let outcome = agg.process(&first, "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.demand_overflow, 1, "{:?}", outcome.errors);
+    agg.store().reset();
+    let second = [
+        admitted(1, "heavy", (100, 200), 0),
+        admitted(2, "newcomer", (0, 100), 0),
+    ];
+    let outcome = agg.process(&second, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert_eq!(outcome.stats.demand_overflow, 1, "the newcomer only");
+    let counts = agg.store().counts();
+    assert_eq!(counts.get("TransactWriteItems"), None, "{counts:?}");
+    let d = demand(agg.store().inner());
+    assert!(d.entities.is_empty() && d.overflow == 2, "{d:?}");
 }
 
 /// A raised entity is listed whenever it is used, outside the cap, and
