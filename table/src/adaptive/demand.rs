@@ -55,7 +55,7 @@ pub struct Reading {
 pub fn read(image: &BucketImage<'_>, limit: &str, at_ms: i64, admitted: i64) -> Option<Reading> {
     let state = image.limit(limit)?;
     let (tokens, capacity) = (state.balance?, state.capacity?);
-    let (amount, period) = (state.amount?, state.period?);
+    let (amount, period) = image.refill(limit)?;
     let shards = image.shard_count.unwrap_or(1).max(1);
     let projected = refill_tokens(
         tokens,

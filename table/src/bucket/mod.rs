@@ -79,10 +79,6 @@ pub struct LimitState {
     pub balance: Option<i64>,
     /// `b_{n}_cp`: undivided base capacity.
     pub capacity: Option<i64>,
-    /// `b_{n}_ra`, `b_{n}_rp`: the refill; `None` also when not a number
-    /// (only the demand reading uses them, and it skips such a limit).
-    pub amount: Option<i64>,
-    pub period: Option<i64>,
     /// `b_{n}_soft` present, in any form: the limit is soft.
     pub soft: bool,
 }
@@ -95,9 +91,20 @@ pub struct BucketImage<'i> {
     pub shard_count: Option<i64>,
     /// `rf`; `None` also when not a number.
     pub refilled_at: Option<i64>,
-    /// The adaptive stamp records' attributes, per limit, in the order of
-    /// `Record::names`; `None` also when not a number.
-    records: BTreeMap<&'i str, [Option<i64>; 3]>,
+    /// What only the demand reading uses, per limit: kept apart from
+    /// `limits`, whose entries are the limits that count.
+    refills: BTreeMap<&'i str, Refill>,
+}
+
+/// A limit's refill and its adaptive stamp record, as an image has them;
+/// `None` also when not a number (the demand reading then skips the limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Refill {
+    /// `b_{n}_ra`, `b_{n}_rp`.
+    amount: Option<i64>,
+    period: Option<i64>,
+    /// In the order of `Record::names`.
+    record: [Option<i64>; 3],
 }
 
 /// Splits `b_{name}_{field}` on the last `_`; names may contain `_` themselves.
@@ -114,48 +121,53 @@ impl<'i> BucketImage<'i> {
             ..BucketImage::default()
         };
         for (attr, value) in image.entries() {
+            let lenient = || value.int(attr).ok();
             let Some((name, field)) = split_bucket_attr(attr) else {
-                bucket.read_other(attr, value.int(attr).ok());
+                if attr == REFILLED_AT {
+                    bucket.refilled_at = lenient();
+                } else if let Some((limit, place)) = split_record_attr(attr) {
+                    bucket.refills.entry(limit).or_default().record[place] = lenient();
+                }
                 continue;
             };
             let number = || value.int(attr).map(Some);
             let slot = match field {
-                field::CONSUMED
-                | field::TOKENS
-                | field::CAPACITY
-                | field::SOFT
-                | field::REFILL_AMOUNT
-                | field::REFILL_PERIOD => bucket.limits.entry(name).or_default(),
+                field::CONSUMED | field::TOKENS | field::CAPACITY | field::SOFT => {
+                    bucket.limits.entry(name).or_default()
+                }
+                field::REFILL_AMOUNT => {
+                    bucket.refills.entry(name).or_default().amount = lenient();
+                    continue;
+                }
+                field::REFILL_PERIOD => {
+                    bucket.refills.entry(name).or_default().period = lenient();
+                    continue;
+                }
                 _ => continue,
             };
             match field {
                 field::CONSUMED => slot.consumed = number()?,
                 field::TOKENS => slot.balance = number()?,
                 field::CAPACITY => slot.capacity = number()?,
-                field::REFILL_AMOUNT => slot.amount = number().ok().flatten(),
-                field::REFILL_PERIOD => slot.period = number().ok().flatten(),
                 _ => slot.soft = true,
             }
         }
         Ok(bucket)
     }
 
-    /// An attribute other than a limit's: `rf` or a stamp record's.
-    fn read_other(&mut self, attr: &'i str, number: Option<i64>) {
-        if attr == REFILLED_AT {
-            self.refilled_at = number;
-        } else if let Some((limit, place)) = split_record_attr(attr) {
-            self.records.entry(limit).or_default()[place] = number;
-        }
+    /// `limit`'s refill amount and period, when both are numbers.
+    pub fn refill(&self, limit: &str) -> Option<(i64, i64)> {
+        let refill = self.refills.get(limit)?;
+        Some((refill.amount?, refill.period?))
     }
 
     /// The adaptive stamp record of `limit`, when the image has a whole one.
     pub fn record(&self, limit: &str) -> Option<Record> {
-        match self.records.get(limit)? {
+        match self.refills.get(limit)?.record {
             [Some(generation), Some(stamped), Some(before)] => Some(Record {
-                generation: *generation,
-                stamped: *stamped,
-                before: *before,
+                generation,
+                stamped,
+                before,
             }),
             _ => None,
         }
@@ -204,11 +216,11 @@ mod tests {
                 "ad_g_rpm":{"N":"7"},"ad_ra_rpm":{"N":"5000"}}"##,
         );
         let b = BucketImage::read(&img).unwrap();
-        let tpm = b.limit("tpm").unwrap();
         assert_eq!(
-            (tpm.amount, tpm.period, b.refilled_at),
-            (Some(5_000), Some(60_000), Some(9))
+            (b.refill("tpm"), b.refilled_at),
+            (Some((5_000, 60_000)), Some(9))
         );
+        assert!(b.limits.is_empty(), "a refill alone is no counted limit");
         let record = b.record("tpm").unwrap();
         assert_eq!(
             (record.generation, record.stamped, record.before),
@@ -221,8 +233,7 @@ mod tests {
     fn a_refill_that_is_not_a_number_is_absent_not_an_error() {
         let img = image(r##"{"b_tpm_ra":{"S":"x"},"b_tpm_rp":{"N":"1e400"},"rf":{"S":"y"}}"##);
         let b = BucketImage::read(&img).unwrap();
-        let tpm = b.limit("tpm").unwrap();
-        assert_eq!((tpm.amount, tpm.period, b.refilled_at), (None, None, None));
+        assert_eq!((b.refill("tpm"), b.refilled_at), (None, None));
     }
 
     #[test]

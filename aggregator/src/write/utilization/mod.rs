@@ -47,9 +47,10 @@ pub type Declarations = crate::write::bounded::Bounded<
 >;
 pub type DeclarationCache = std::sync::Mutex<Declarations>;
 
-/// Entities past the cap on this instance (`None`), and minutes found full
-/// (`entity` empty): an entity left out is one call per later batch of its
-/// minute instead of three, and counted once per instance, not per batch.
+/// Entities this instance left out past the cap, and minutes it found full
+/// (keyed with an empty entity): an entity left out is one call per later
+/// batch of its minute instead of three, and counted once per instance, not
+/// per batch.
 /// Bounded: a client can make any number of entities.
 pub type OverflowCache =
     std::sync::Mutex<crate::write::bounded::Bounded<EntityKey, (), OVERFLOW_KEPT>>;
@@ -289,12 +290,15 @@ impl<S: Store> Aggregator<S> {
             return Ok(Listed::Yes);
         }
         let (update, overflow) = (listing.listed(seen), listing.overflow());
-        let minute = (
-            namespace.clone(),
-            resource.clone(),
-            *minute_ms,
-            String::new(),
-        );
+        // Made only past the first update: most entities are listed already.
+        let key = |entity: &str| {
+            (
+                namespace.clone(),
+                resource.clone(),
+                *minute_ms,
+                entity.to_owned(),
+            )
+        };
         let known = |key: &EntityKey| self.overflowed.lock().is_ok_and(|c| c.get(key).is_some());
         let remember = |key: EntityKey| {
             if let Ok(mut c) = self.overflowed.lock() {
@@ -311,17 +315,11 @@ impl<S: Store> Aggregator<S> {
                 Err(StoreError::ConditionFailed { .. }) => {}
                 Err(e) => return Err(e),
             }
-            let key = (
-                namespace.clone(),
-                resource.clone(),
-                *minute_ms,
-                entity.clone(),
-            );
-            if known(&key) {
+            if known(&key(entity)) {
                 return Ok(Listed::LeftOutAgain);
             }
             // A minute's count never falls: once at the cap, it stays there.
-            let full = known(&minute)
+            let full = known(&key(""))
                 || match self.store.transact(&listing.admit(seen)).await {
                     Ok(()) => return Ok(Listed::Yes),
                     // The header's count is at the cap.
@@ -332,8 +330,8 @@ impl<S: Store> Aggregator<S> {
             if full {
                 self.retrying(deadline, || self.store.update(&overflow, Returns::Nothing))
                     .await?;
-                remember(minute);
-                remember(key);
+                remember(key(""));
+                remember(key(entity));
                 return Ok(Listed::LeftOut);
             }
         }
