@@ -33,6 +33,8 @@ pub const SK_ADAPTIVE_USAGE: &str = "#USAGE#";
 pub const SK_ADAPTIVE_TARGET: &str = "#TARGET#";
 pub const SK_ADAPTIVE_DEMAND: &str = "#DEMAND#";
 pub const SK_ADAPTIVE_ALLOCATION: &str = "#ALLOCATION#";
+/// The namespace's generation counter (`crate::adaptive::generation`).
+pub const SK_ADAPTIVE_GENERATION: &str = "#GENERATION";
 /// The namespace of table-wide records: the namespace registry and `#VERSION`.
 pub const RESERVED_NAMESPACE: &str = "_";
 

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use zae_table::adaptive::Declaration;
 use zae_table::adaptive::allocation::Allocated;
 use zae_table::adaptive::demand::Demand;
+use zae_table::adaptive::generation;
 use zae_table::adaptive::law::Factor;
 use zae_table::adaptive::pass::{self, Configured, Through};
 use zae_table::adaptive::share::{self, BAND, Claimant, EntityShare, Share, ShareTick};
@@ -229,6 +230,9 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
     ) -> Result<(ShareTick, pass::Pass), StoreError> {
         let Plan { mut tick, decided } = plan;
         let mut total = pass::Pass::default();
+        let mut generation = self
+            .generations(namespace, target, &decided, now_ms)
+            .await?;
         for (d, report) in decided.iter().zip(tick.entities.iter_mut()) {
             if d.moved && super::passed(self.stop_at) {
                 // Out of time: the entities left keep what they have, and
@@ -237,7 +241,10 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
                 continue;
             }
             if d.moved {
-                let p = self.stamp_decided(namespace, target, d, now_ms).await?;
+                let p = self
+                    .stamp_decided(namespace, target, d, (generation, now_ms))
+                    .await?;
+                generation = generation.saturating_add(1);
                 if p.superseded {
                     total.superseded = true;
                     break;
@@ -253,19 +260,38 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         Ok((tick, total))
     }
 
-    /// Records one entity's allocation (pending), stamps its shards under a
-    /// generation above every earlier one of its, and settles the record
-    /// (deleted at base) once every shard carries it.
+    /// The first of one new generation for each entity to stamp, taken in
+    /// one block from the namespace's counter: above the target's and every
+    /// allocation's read.
+    async fn generations(
+        &self,
+        namespace: &str,
+        target: &Target,
+        decided: &[Decided],
+        now_ms: i64,
+    ) -> Result<i64, StoreError> {
+        let moving = decided.iter().filter(|d| d.moved).count() as i64;
+        if moving == 0 {
+            return Ok(0);
+        }
+        let floor = decided
+            .iter()
+            .filter_map(|d| d.old.as_ref().map(|a| a.generation))
+            .fold(target.generation, i64::max)
+            .saturating_add(1);
+        generation::take(self.store, namespace, moving, floor, now_ms).await
+    }
+
+    /// Records one entity's allocation (pending), stamps its shards under
+    /// its new generation, and settles the record (deleted at base) once
+    /// every shard carries it.
     async fn stamp_decided(
         &self,
         namespace: &str,
         target: &Target,
         d: &Decided,
-        now_ms: i64,
+        (generation, now_ms): (i64, i64),
     ) -> Result<pass::Pass, StoreError> {
-        let generation = now_ms
-            .max(target.generation)
-            .max(d.old.as_ref().map_or(0, |a| a.generation.saturating_add(1)));
         let mut allocated = Allocated {
             resource: target.resource.clone(),
             limit: target.limit.clone(),

@@ -225,12 +225,9 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         let moved =
             !demand && matches!(seen.decision.0, Decision::Move(_)) && wanted != target.factor;
         if moved {
-            target.moved(
-                wanted,
-                now_ms,
-                move_reason(&estimator, wanted, &target),
-                seen.decision.1,
-            );
+            let generation = target.fresh(self.store, namespace, now_ms).await?;
+            let reason = move_reason(&estimator, wanted, &target);
+            target.moved(wanted, now_ms, reason, seen.decision.1, generation);
         }
         target.state = (!demand)
             .then(|| serde_json::to_string(&estimator).ok())
@@ -239,8 +236,10 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         if target.declared.as_deref() != Some(declared.as_str()) {
             // Opt-ins changed: every bucket is stamped again under them.
             target.declared = Some(declared);
-            target.restamp(now_ms);
+            let generation = target.fresh(self.store, namespace, now_ms).await?;
+            target.restamp(generation);
         }
+        target.ticked_at_ms = Some(now_ms);
         self.store
             .update(&target.write(namespace, read_generation), Returns::Nothing)
             .await?;
@@ -320,7 +319,8 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             target.shared = plan.tick.on_record();
         }
         if target.factor != Factor::ONE {
-            target.moved(Factor::ONE, now_ms, "share: demand", 0);
+            let generation = target.fresh(self.store, namespace, now_ms).await?;
+            target.moved(Factor::ONE, now_ms, "share: demand", 0, generation);
         }
         Ok(plan)
     }

@@ -96,10 +96,20 @@ async fn run(
     minutes: std::ops::Range<i64>,
     load: impl Fn(i64) -> i64,
 ) -> Vec<f64> {
+    run_from(store, T0, minutes, load).await
+}
+
+/// `run` on a controller clock whose minute 0 starts at `start`.
+async fn run_from(
+    store: &MemoryStore,
+    start: i64,
+    minutes: std::ops::Range<i64>,
+    load: impl Fn(i64) -> i64,
+) -> Vec<f64> {
     let mut path = Vec::new();
     for m in minutes {
-        let now = T0 + m * MINUTE_MS + 5_000;
-        used(store, T0 + (m - 1) * MINUTE_MS, load(m - 1)).await;
+        let now = start + m * MINUTE_MS + 5_000;
+        used(store, start + (m - 1) * MINUTE_MS, load(m - 1)).await;
         sense(store, now).await;
         path.push(tick(store, now).await.targets[0].factor);
     }
@@ -192,10 +202,16 @@ async fn calling_again_within_the_minute_changes_nothing() {
     let before = store.items();
     let again = controller(&store).tick_all(now + 2_000).await.unwrap();
     assert!(again.namespaces[0].targets[0].minutes.is_empty() && again.canaries_written == 0);
+    // Only the records of when it ran move: the table's tick and each
+    // target's `ticked_at`.
     let ticks = |items: Vec<Item>| -> Vec<Item> {
         items
             .into_iter()
             .filter(|i| i["SK"] != Attr::s(keys::SK_ADAPTIVE_TICK))
+            .map(|mut i| {
+                i.remove(zae_table::adaptive::target::TICKED_AT);
+                i
+            })
             .collect()
     };
     assert_eq!(ticks(before), ticks(store.items()));
@@ -280,6 +296,36 @@ async fn dropping_the_opt_in_returns_every_bucket_to_base_and_retires_the_target
         .await
         .unwrap();
     assert!(!last.adaptive(), "{last:?}");
+}
+
+/// A controller whose clock runs a day ahead raises the buckets, and the
+/// opt-in is dropped: the retire takes them back to base under its
+/// generation. The opt-in comes back, and a controller on the right clock
+/// makes the target again: its generation comes from the namespace's
+/// counter, above every one taken before, so its lap raises them again. A
+/// generation read off the clock was a day below the retire's, and every
+/// bucket stayed at base for that day.
+#[tokio::test]
+async fn a_target_made_again_after_a_retire_raises_its_buckets_whatever_the_clock() {
+    const DAY: i64 = 86_400_000;
+    let store = table(2);
+    let (pk, sk) = (keys::pk_adaptive(NS), keys::SK_ADAPTIVE_DECLARATION);
+    let declared = store.item(&pk, sk).unwrap();
+    run_from(&store, T0 + DAY, 0..7, |_| 20_000).await;
+    assert!(ra(&store, "e0") > 4_000_000);
+    let kept = Declaration {
+        capacity: BTreeMap::from([("r".into(), BTreeMap::from([("tpm".into(), CAPACITY)]))]),
+        ..Declaration::default()
+    };
+    store.insert(kept.to_item(NS));
+    assert!(tick(&store, T0 + DAY + 7 * MINUTE_MS + 5_000).await.targets[0].retired);
+    assert_eq!(ra(&store, "e0"), 1_000_000);
+    store.insert(declared);
+    let path = run_from(&store, T0 + 20 * MINUTE_MS, 0..7, |_| 20_000).await;
+    assert!(path[6] > 4.0, "{path:?}");
+    for e in ["e0", "e1"] {
+        assert_eq!(ra(&store, e), (1_000_000.0 * path[6]).round() as i64, "{e}");
+    }
 }
 
 /// Fifty namespaces, each with three buckets stamped at 5x; the stream
@@ -557,4 +603,32 @@ async fn laps_longer_than_a_tick_reach_every_bucket_while_the_factor_keeps_movin
         t = target(&store.inner, NS);
     }
     assert_eq!(t.stamped, t.generation, "the lap is through: {t:?}");
+}
+
+/// Generations come from the namespace's counter: each above every one
+/// taken before whatever the taker's clock (the clock only seeds a counter
+/// not yet made), a block of them consecutive, and a counter behind what its
+/// taker read (a record of an earlier build's, off a clock) moved up to it.
+#[tokio::test]
+async fn generations_rise_from_one_counter_whatever_the_clocks() {
+    use zae_table::adaptive::generation::take;
+    const DAY: i64 = 86_400_000;
+    let store = MemoryStore::new();
+    let first = take(&store, NS, 1, 0, T0 + DAY).await.unwrap();
+    assert_eq!(first, T0 + DAY + 1, "seeded by the first taker's clock");
+    let behind = take(&store, NS, 1, 0, T0).await.unwrap();
+    assert_eq!(behind, first + 1, "a clock a day behind takes the next one");
+    let block = take(&store, NS, 3, 0, T0).await.unwrap();
+    assert_eq!(block, first + 2);
+    let floor = first + 100;
+    assert_eq!(take(&store, NS, 2, floor, T0).await.unwrap(), floor);
+    assert_eq!(take(&store, NS, 1, 0, T0).await.unwrap(), floor + 2);
+    let many = futures::future::join_all((0..20).map(|_| take(&store, NS, 1, 0, T0))).await;
+    let many: std::collections::BTreeSet<i64> = many.into_iter().map(Result::unwrap).collect();
+    assert_eq!(many.len(), 20, "never the same one twice");
+    assert_eq!(
+        take(&store, "other", 1, 0, T0).await.unwrap(),
+        T0 + 1,
+        "one per namespace"
+    );
 }

@@ -297,7 +297,7 @@ mod tests {
     #[test]
     fn the_chart_draws_the_target_and_the_factor_per_minute() {
         let mut target = Target::base("r", "tpm");
-        target.moved(Factor::from_ppm(5_000_000), 120_000, "raise", 60_000);
+        target.moved(Factor::from_ppm(5_000_000), 120_000, "raise", 60_000, 1);
         let chart: Vec<ChartMinute> = (0..4)
             .map(|k| ChartMinute {
                 minute: k * MINUTE_MS,

@@ -103,8 +103,10 @@ async fn to_one<S: Store>(
     loop {
         let generation = target.generation;
         let now = chrono::Utc::now().timestamp_millis();
-        target.moved(Factor::ONE, now, "reset", 0);
-        target.generation = target.generation.max(above);
+        // From the namespace's counter, not the operator's clock.
+        let floor = generation.saturating_add(1).max(above);
+        let fresh = zae_table::adaptive::generation::take(store, namespace, 1, floor, now).await?;
+        target.moved(Factor::ONE, now, "reset", 0, fresh);
         target.state = None;
         target.shared = None;
         match store

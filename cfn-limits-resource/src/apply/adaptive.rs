@@ -7,6 +7,7 @@ use super::change::{Action, ChangeLine};
 use super::{ApplyError, Caller, Provisioner, store_err};
 use zae_table::adaptive::Declaration;
 use zae_table::adaptive::allocation::Allocated;
+use zae_table::adaptive::generation;
 use zae_table::adaptive::pass::{self, Writes};
 use zae_table::adaptive::target::Target;
 use zae_table::keys;
@@ -199,7 +200,8 @@ impl<S: Store> Provisioner<'_, S> {
         if above <= read.generation {
             return Ok(Some(lap));
         }
-        lap.restamp(above);
+        let now = chrono::Utc::now().timestamp_millis();
+        lap.restamp(generation::take(self.store, self.namespace, 1, above, now).await?);
         match self
             .store
             .update(

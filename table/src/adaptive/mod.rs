@@ -6,7 +6,8 @@
 //! ([`estimator`]), the declaration ([`declaration`]), the per-minute usage
 //! the aggregator senses ([`usage`]), the canaries that prove the stream is
 //! read on every shard ([`canary`]) and the table's tick record ([`tick`]),
-//! the targets ([`target`]), and the stamps ([`stamp`]) written in passes
+//! the targets ([`target`]) and the counter their generations come from
+//! ([`generation`]), and the stamps ([`stamp`]) written in passes
 //! over a resource's buckets ([`pass`]).
 
 pub mod allocation;
@@ -14,6 +15,7 @@ pub mod canary;
 pub mod declaration;
 pub mod demand;
 pub mod estimator;
+pub mod generation;
 pub mod law;
 pub mod pass;
 pub mod share;

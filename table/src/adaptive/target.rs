@@ -14,6 +14,7 @@
 //! (`wrapped`), and the buckets whose stamps kept losing (`owed`).
 
 use super::allocation::Allocated;
+use super::generation;
 use super::law::Factor;
 use crate::keys::{self, Index};
 use crate::store::{Condition, Query, Store, StoreError, Update, UpdateBuilder};
@@ -25,6 +26,8 @@ pub const FACTOR_PPM: &str = "factor_ppm";
 pub const PREVIOUS_PPM: &str = "previous_ppm";
 pub const GENERATION: &str = "generation";
 pub const SET_AT: &str = "set_at";
+/// When a controller last ticked the target (its clock).
+pub const TICKED_AT: &str = "ticked_at";
 pub const MINUTE: &str = "minute";
 pub const STAMPED: &str = "stamped";
 pub const CURSOR: &str = "cursor";
@@ -58,6 +61,10 @@ pub struct Target {
     pub generation: i64,
     /// The last complete minute the controller evaluated (its start).
     pub minute_ms: i64,
+    /// When a controller last ticked it (`None`: written by an earlier
+    /// build). A target that stops being ticked (its namespace left the
+    /// registry, or its ticks keep failing) is stopped for the repair.
+    pub ticked_at_ms: Option<i64>,
     /// The generation whose stamping pass finished.
     pub stamped: i64,
     /// Where the running lap goes on: the index's start key after the last
@@ -134,6 +141,7 @@ impl Target {
             set_at_ms: 0,
             generation: 0,
             minute_ms: 0,
+            ticked_at_ms: None,
             stamped: 0,
             cursor: None,
             lap_start: None,
@@ -147,9 +155,10 @@ impl Target {
         }
     }
 
-    /// Moves the factor to `to` under a new generation, with why; a lap
-    /// under way goes on from where it is, round to there.
-    pub fn moved(&mut self, to: Factor, at_ms: i64, reason: &str, minute_ms: i64) {
+    /// Moves the factor to `to` under the new `generation` (from
+    /// [`Target::fresh`]), with why; a lap under way goes on from where it
+    /// is, round to there.
+    pub fn moved(&mut self, to: Factor, at_ms: i64, reason: &str, minute_ms: i64, generation: i64) {
         self.history.push(Move {
             at_ms,
             from: self.factor,
@@ -162,17 +171,15 @@ impl Target {
         self.previous = self.factor;
         self.factor = to;
         self.set_at_ms = at_ms;
-        self.restamp(at_ms);
+        self.restamp(generation);
     }
 
-    /// A new generation, at `at_ms`, whose buckets all need stamping again:
-    /// the running lap, if any, goes on from where it is and comes round to
-    /// there. Generations are at least the instant they were made at, so a
-    /// target made again after one was retired starts above every stamp
-    /// the old one left on its buckets.
-    pub fn restamp(&mut self, at_ms: i64) {
+    /// The new `generation` (from [`Target::fresh`]), whose buckets all need
+    /// stamping again: the running lap, if any, goes on from where it is
+    /// and comes round to there.
+    pub fn restamp(&mut self, generation: i64) {
         let running = self.stamped < self.generation;
-        self.generation = self.generation.saturating_add(1).max(at_ms);
+        self.generation = generation;
         if running {
             self.lap_start = self.cursor.clone();
         } else {
@@ -182,17 +189,31 @@ impl Target {
         self.wrapped = false;
     }
 
-    /// `restamp` at `at_ms` or above every generation the target's demand
-    /// share raised an entity under, whatever the clock of the controller
-    /// that raised it: the lap then reaches their buckets too.
+    /// A new generation for this target from its namespace's counter:
+    /// above its own and every one taken before, whatever any clock says.
+    pub async fn fresh<S: Store>(
+        &self,
+        store: &S,
+        namespace: &str,
+        now_ms: i64,
+    ) -> Result<i64, StoreError> {
+        let floor = self.generation.saturating_add(1);
+        generation::take(store, namespace, 1, floor, now_ms).await
+    }
+
+    /// `restamp` under a new generation above every one the target's demand
+    /// share raised an entity under (an earlier build's, off a clock,
+    /// included): the lap then reaches their buckets too.
     pub async fn restamp_above_raises<S: Store>(
         &mut self,
         store: &S,
         namespace: &str,
-        at_ms: i64,
+        now_ms: i64,
     ) -> Result<(), StoreError> {
         let above = Allocated::above_all(store, namespace, &self.resource, &self.limit).await?;
-        self.restamp(at_ms.max(above));
+        let floor = self.generation.saturating_add(1).max(above);
+        let generation = generation::take(store, namespace, 1, floor, now_ms).await?;
+        self.restamp(generation);
         Ok(())
     }
 
@@ -255,6 +276,7 @@ impl Target {
             set_at_ms: int(SET_AT).unwrap_or(0),
             generation: int(GENERATION)?,
             minute_ms: int(MINUTE).unwrap_or(0),
+            ticked_at_ms: int(TICKED_AT),
             stamped: int(STAMPED).unwrap_or(0),
             cursor: key_at(item, CURSOR),
             lap_start: key_at(item, LAP_START),
@@ -291,6 +313,9 @@ impl Target {
             .set(GENERATION, Attr::n(self.generation))
             .set(MINUTE, Attr::n(self.minute_ms))
             .set(STAMPED, Attr::n(self.stamped));
+        if let Some(at) = self.ticked_at_ms {
+            update.set(TICKED_AT, Attr::n(at));
+        }
         for (name, key) in [(CURSOR, &self.cursor), (LAP_START, &self.lap_start)] {
             match key {
                 Some(key) => update.set(name, Attr::M(key.clone())),
@@ -360,7 +385,7 @@ mod tests {
     fn a_target_round_trips_and_is_written_over_its_generation_only() {
         let mut t = Target::base("gpt-4", "tpm");
         t.generation = 2;
-        t.moved(Factor::from_ppm(2_500_000), 9_000, "raise", 0);
+        t.moved(Factor::from_ppm(2_500_000), 9_000, "raise", 0, 3);
         t.cursor = Some(Item::from([("PK".to_owned(), Attr::s("x"))]));
         t.owed = vec!["ns/BUCKET#e#gpt-4#0".into()];
         t.owed_overflow = true;
@@ -381,28 +406,24 @@ mod tests {
     fn a_move_during_a_lap_goes_on_from_where_the_lap_is_and_the_history_keeps_a_hundred() {
         let mut t = Target::base("r", "l");
         let at = |k: &str| Some(Item::from([("GSI2SK".to_owned(), Attr::s(k))]));
-        t.moved(Factor::from_ppm(2_000_000), 1, "raise", 0);
+        t.moved(Factor::from_ppm(2_000_000), 1, "raise", 0, 1);
         assert_eq!(
             (t.generation, t.cursor.clone(), t.lap_start.clone()),
             (1, None, None)
         );
         t.cursor = at("BUCKET#m#0");
-        t.moved(Factor::ONE, 2, "surge", 0);
+        t.moved(Factor::ONE, 2, "surge", 0, 2);
         assert_eq!((t.generation, t.lap_start.clone()), (2, at("BUCKET#m#0")));
-        // Made again after a retire, a target starts above what it left.
-        let mut again = Target::base("r", "l");
-        again.restamp(1_796_032_805_000);
-        assert_eq!(again.generation, 1_796_032_805_000);
         assert_eq!(
             t.cursor,
             at("BUCKET#m#0"),
             "the lap goes on from where it was"
         );
         t.lap_done();
-        t.moved(Factor::from_ppm(3_000_000), 3, "raise", 0);
+        t.moved(Factor::from_ppm(3_000_000), 3, "raise", 0, 3);
         assert_eq!((t.cursor.clone(), t.lap_start.clone()), (None, None));
         for k in 0..150 {
-            t.moved(Factor::from_ppm(1_000_000 + k), 10 + k, "raise", 0);
+            t.moved(Factor::from_ppm(1_000_000 + k), 10 + k, "raise", 0, 4 + k);
         }
         assert_eq!(t.history.len(), HISTORY_KEPT);
         assert_eq!(t.history.last().unwrap().at_ms, 159);

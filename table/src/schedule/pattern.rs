@@ -162,9 +162,10 @@ fn field_set(spec: &str, field: usize) -> Result<u64, String> {
             return Err("a step must be positive".into());
         }
         let items = field_set(term, field)?;
-        // A single start runs to the top of the range; several are stepped
-        // through in order.
-        let values: Vec<u32> = if items.count_ones() == 1 {
+        // A single start runs to the top of the range; a range (one of a
+        // single value, `2-2`, included) or a list is stepped through in order.
+        let single = !term.contains('-') && !term.contains('*');
+        let values: Vec<u32> = if single {
             (items.trailing_zeros()..=RANGES[field].1).collect()
         } else {
             (0..64).filter(|v| items & (1 << v) != 0).collect()
@@ -236,6 +237,13 @@ mod tests {
     fn a_day_no_month_has_is_refused_only_when_the_days_are_anded() {
         assert!(Pattern::parse("* * 30 2 *").is_err());
         assert!(Pattern::parse("* * 31 2,4 *").is_err());
+        // A range of one value stepped is that value, not a start.
+        assert_eq!(Pattern::parse("* * * 2-2/2 *").unwrap().months, set(&[2]));
+        assert!(Pattern::parse("*,* 1 31-31/2 2-2/2 *").is_err());
+        assert_eq!(
+            Pattern::parse("* * * 10/2 *").unwrap().months,
+            set(&[10, 12])
+        );
         assert!(Pattern::parse("* * 30 2 1").is_ok(), "ORed with Mondays");
         assert!(
             Pattern::parse("* * 31 2 */2").is_err(),

@@ -54,6 +54,17 @@ impl UpdateBuilder {
         self
     }
 
+    /// `SET attr = if_not_exists(attr, seed) + step`: a counter moved on
+    /// by `step`, starting from `seed` where there is none.
+    pub fn step_from(&mut self, attr: &str, seed: Attr, step: Attr) -> &mut Self {
+        let name = self.name(attr);
+        let seed = self.value(seed);
+        let step = self.value(step);
+        self.sets
+            .push(format!("{name} = if_not_exists({name}, {seed}) + {step}"));
+        self
+    }
+
     /// `ADD attr value`: a number added to what is there (or to 0).
     pub fn add(&mut self, attr: &str, value: Attr) -> &mut Self {
         let name = self.name(attr);

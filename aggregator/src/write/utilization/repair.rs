@@ -2,8 +2,9 @@
 //! stream whose `ra` is not what its target asks for (a new bucket or shard
 //! created at base, an admin `set_limits` sync, a stamp whose config moved)
 //! is stamped at once. When the controller has not ticked for five minutes,
-//! the buckets seen go back to base instead: a stamp must not outlive its
-//! controller for long.
+//! the table or the bucket's target (a namespace that left the registry, or
+//! whose ticks keep failing, while others tick), the buckets seen go back to
+//! base instead: a stamp must not outlive its controller for long.
 //!
 //! It reads targets, config levels and the entity-config index through
 //! caches up to a minute old, so it never writes from what it read alone: a
@@ -138,7 +139,7 @@ impl<S: Store> Aggregator<S> {
         let Some(image) = image_item(text, pk, &limits) else {
             return Ok(0);
         };
-        let stopped = now_ms.saturating_sub(self.ticked().await?) > STOPPED_AFTER_MS;
+        let table_stopped = now_ms.saturating_sub(self.ticked().await?) > STOPPED_AFTER_MS;
         let Some((level, config)) = self.governing(&key).await? else {
             return Ok(0);
         };
@@ -156,6 +157,12 @@ impl<S: Store> Aggregator<S> {
             let target = targets
                 .iter()
                 .find(|t| t.resource == key.resource && t.limit == limit);
+            // The controller stopped for the whole table, or for this
+            // target (its namespace left the registry, its ticks fail).
+            let stopped = table_stopped
+                || target
+                    .and_then(|t| t.ticked_at_ms)
+                    .is_some_and(|at| now_ms.saturating_sub(at) > STOPPED_AFTER_MS);
             let scaling = declaration.scaling(&level, &limit).filter(|_| !stopped);
             // A raised entity's shards carry its allocation, under its own
             // generation (base under it, when the controller stopped).

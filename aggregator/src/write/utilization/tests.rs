@@ -5,6 +5,7 @@ use super::*;
 use crate::write::{RetryPolicy, Settings};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use zae_table::adaptive::target::Target;
 use zae_table::adaptive::{Declaration, canary, usage};
 use zae_table::keys;
 use zae_table::store::Counted;
@@ -407,6 +408,28 @@ async fn with_the_controller_stopped_five_minutes_a_bucket_seen_goes_back_to_bas
     assert_eq!(tpm_ra(agg.store()), Attr::n(1_000_000));
     let bucket = agg.store().item("ns/BUCKET#e#r#0", "#STATE").unwrap();
     assert_eq!(bucket["vu"], Attr::n(0));
+}
+
+/// The table's controller ticks (other namespaces), but this namespace's
+/// target was last ticked over five minutes ago: its namespace left the
+/// registry, or its ticks keep failing. Its buckets seen go back to base,
+/// as under a stopped controller; the repair used to go on stamping the
+/// factor nobody evaluated any more.
+#[tokio::test]
+async fn a_target_no_controller_ticks_any_more_sends_its_buckets_seen_to_base() {
+    let (store, records) = adaptive_table(ten_past() - 60_000, 10_000_000, 5_000_000).await;
+    let record = carrying(&store, &records[0], 5_000_000, 1);
+    let (pk, sk) = Target::key("ns", "r", "tpm");
+    let mut target = Target::from_item(&store.item(&pk, &sk).unwrap()).unwrap();
+    target.ticked_at_ms = Some(ten_past() - repair::STOPPED_AFTER_MS - 1);
+    store
+        .update(&target.write("ns", Some(1)), Returns::Nothing)
+        .await
+        .unwrap();
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let outcome = agg.process(&[record], "p", MINUTE_S, None).await;
+    assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
+    assert_eq!(tpm_ra(agg.store()), Attr::n(1_000_000));
 }
 
 #[tokio::test]
