@@ -11,6 +11,7 @@
 //! it whether or not it moved.
 
 use super::{Controller, StreamShards};
+use futures::StreamExt;
 use std::collections::{BTreeMap, BTreeSet};
 use zae_table::adaptive::Declaration;
 use zae_table::adaptive::allocation::Allocated;
@@ -47,7 +48,13 @@ pub(super) struct Decided {
 pub(super) struct Plan {
     pub tick: ShareTick,
     decided: Vec<Decided>,
+    /// The stop instant came before the share was decided.
+    pub out_of_time: bool,
 }
+
+/// Entities whose governing level is read at once: the share's reads are
+/// one per listed or raised entity, at most a few thousand a tick.
+const GOVERNING_IN_FLIGHT: usize = 16;
 
 /// An entity's governing level and base for the limit, when it opted in.
 struct Governed {
@@ -101,14 +108,24 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         let capacity = declaration.capacity(resource, limit).unwrap_or(1).max(1) as f64;
         let to_share = declaration.target_utilization(resource, limit) * capacity;
         let entities: BTreeSet<&String> = demand.entities.keys().chain(allocated.keys()).collect();
+        let Some(levels_of) = self
+            .governing_all(declaration, &levels, entities.iter().copied(), target)
+            .await?
+        else {
+            // Out of time before every entity's level was read: nothing
+            // moves, and the target is not marked ticked (a namespace that
+            // never has the time is stopped for the repair).
+            plan.out_of_time = true;
+            return Ok(plan);
+        };
         let mut claimants = Vec::new();
         let mut governed = Vec::new();
-        for entity in entities {
+        for (entity, g) in entities.into_iter().zip(levels_of) {
             // A raised entity is listed whenever it is used, outside the
             // cap: one unlisted is idle, overflow or not, and eases down.
             let seen = demand.entities.get(entity);
             let old = allocated.get(entity).cloned();
-            let Some(g) = self.governed(declaration, &levels, entity, target).await? else {
+            let Some(g) = g else {
                 if let Some(old) = old {
                     // No longer opted in: back to base with the others.
                     plan.decided.push(back_to_base(old, "not opted in"));
@@ -172,8 +189,15 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         allocated: BTreeMap<String, Allocated>,
         plan: &mut Plan,
     ) -> Result<(), StoreError> {
-        for (entity, old) in allocated {
-            let governed = self.governed(declaration, levels, &entity, target).await?;
+        // Out of time, the placeholder base of `back_to_base` still takes
+        // every bucket carrying our amount back to what it had before.
+        let mut levels_of = self
+            .governing_all(declaration, levels, allocated.keys(), target)
+            .await?
+            .unwrap_or_default()
+            .into_iter();
+        for (_, old) in allocated {
+            let governed = levels_of.next().flatten();
             let mut decided = back_to_base(old, BLIND);
             if let Some(g) = governed {
                 decided.base = g.base;
@@ -183,6 +207,29 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         }
         plan.tick.entities = plan.decided.iter().map(|d| d.report.clone()).collect();
         Ok(())
+    }
+
+    /// [`Controller::governed`] for each of `entities`, in their order, read
+    /// `GOVERNING_IN_FLIGHT` at a time; `None` when the stop instant came
+    /// first.
+    async fn governing_all<'e>(
+        &self,
+        declaration: &Declaration,
+        levels: &Through<'_, Resolver<'_, S>>,
+        entities: impl Iterator<Item = &'e String>,
+        target: &Target,
+    ) -> Result<Option<Vec<Option<Governed>>>, StoreError> {
+        let mut reads = futures::stream::iter(entities)
+            .map(|entity| self.governed(declaration, levels, entity, target))
+            .buffered(GOVERNING_IN_FLIGHT);
+        let mut all = Vec::new();
+        while let Some(read) = reads.next().await {
+            if super::passed(self.stop_at) {
+                return Ok(None);
+            }
+            all.push(read?);
+        }
+        Ok(Some(all))
     }
 
     /// The level deciding `entity`'s limits on the target's resource, and
@@ -228,7 +275,9 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
         plan: Plan,
         now_ms: i64,
     ) -> Result<(ShareTick, pass::Pass), StoreError> {
-        let Plan { mut tick, decided } = plan;
+        let Plan {
+            mut tick, decided, ..
+        } = plan;
         let mut total = pass::Pass::default();
         let mut generation = self
             .generations(namespace, target, &decided, now_ms)

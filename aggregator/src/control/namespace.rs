@@ -239,7 +239,11 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             let generation = target.fresh(self.store, namespace, now_ms).await?;
             target.restamp(generation);
         }
-        target.ticked_at_ms = Some(now_ms);
+        // A share that ran out of time leaves the target unmarked: one that
+        // never has the time is stopped for the repair, not frozen raised.
+        if !share.as_ref().is_some_and(|p| p.out_of_time) {
+            target.ticked_at_ms = Some(now_ms);
+        }
         self.store
             .update(&target.write(namespace, read_generation), Returns::Nothing)
             .await?;

@@ -436,6 +436,10 @@ enum Step {
     /// The client's admin sync of one entity: its level's amount written
     /// over whatever stamp it carries.
     Sync(usize),
+    /// One entity's bucket doubled to two shards, shard 1 cloned from shard
+    /// 0's whole item, stamp included (as the aggregator's propagation
+    /// clones it).
+    Clone(usize),
 }
 
 fn step() -> impl proptest::strategy::Strategy<Value = Step> {
@@ -447,11 +451,35 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         2 => any::<bool>().prop_map(|demand| Step::Apply { demand }),
         1 => Just(Step::Reset),
         1 => (0..4usize).prop_map(Step::Sync),
+        1 => (0..4usize).prop_map(Step::Clone),
     ]
 }
 
+/// Every shard's `ra` of `r`'s `tpm`.
 fn every_ra(store: &MemoryStore) -> Vec<i64> {
-    (0..11).map(|i| ra(store, &format!("e{i}"))).collect()
+    store
+        .items()
+        .iter()
+        .filter(|i| i["PK"].as_s().is_some_and(|pk| pk.contains("/BUCKET#")))
+        .filter_map(|i| i.get("b_tpm_ra").and_then(zae_table::value::Attr::as_int))
+        .collect()
+}
+
+/// Doubles `e{i}`'s bucket: the count on shard 0, then shard 1 cloned
+/// from it.
+fn clone_shard(store: &MemoryStore, i: usize) {
+    use zae_table::value::Attr;
+    let pk = format!("{NS}/BUCKET#e{i}#r#0");
+    let mut first = store.item(&pk, "#STATE").unwrap();
+    if first.contains_key(zae_table::bucket::SHARD_COUNT) {
+        return;
+    }
+    first.insert(zae_table::bucket::SHARD_COUNT.into(), Attr::n(2));
+    store.insert(first.clone());
+    let mut clone = first;
+    clone.insert("PK".into(), Attr::s(format!("{NS}/BUCKET#e{i}#r#1")));
+    clone.insert("GSI2SK".into(), Attr::s(format!("BUCKET#e{i}#1")));
+    store.insert(clone);
 }
 
 /// Runs one step; what it leaves to check.
@@ -500,6 +528,7 @@ async fn run_step(
                 "{done:?}"
             );
         }
+        Step::Clone(i) => clone_shard(store, *i),
         Step::Sync(i) => {
             let pk = format!("{NS}/BUCKET#e{i}#r#0");
             let mut bucket = store.item(&pk, "#STATE").unwrap();
@@ -516,7 +545,8 @@ proptest::proptest! {
     ))]
 
     /// Generated histories of ticks, applies (dropping adaptive, switching
-    /// the share), resets and client syncs, on controller clocks skewed by
+    /// the share), resets, client syncs and shard clones (every shard
+    /// checked), on controller clocks skewed by
     /// up to 20 s and an operator's clock days ahead: every bucket stays
     /// within [base, burst] at every step; the apply that drops adaptive and
     /// a reset leave every bucket at base and no allocation behind (at
@@ -544,7 +574,8 @@ proptest::proptest! {
                     _ => {}
                 }
                 let at_base = all.iter().all(|ra| *ra == 1_000_000);
-                if matches!(step, Step::Drop | Step::Reset) || (dropped && !matches!(step, Step::Sync(_))) {
+                let client_side = matches!(step, Step::Sync(_) | Step::Clone(_));
+                if matches!(step, Step::Drop | Step::Reset) || (dropped && !client_side) {
                     assert!(at_base, "{at}");
                     assert!(allocations(&store).await.is_empty(), "{at}");
                 }
@@ -616,4 +647,44 @@ async fn a_share_past_the_stop_instant_starts_no_stamp_and_the_next_minute_goes_
     minute(&store, at(4), &all, 0).await;
     tick(&store, at(5) + 5_000, false).await;
     assert_eq!(raised(&store.inner), N, "the rest at the next minute");
+}
+
+/// A tick whose share cannot read every entity's level before its stop
+/// instant moves nobody and leaves the target unmarked: a namespace whose
+/// share never has the time stops being ticked for the repair, which takes
+/// its buckets back to base, instead of holding its raises for ever while
+/// looking ticked. The next tick with the time decides as usual.
+#[tokio::test]
+async fn a_share_out_of_time_moves_nobody_and_leaves_the_target_unticked() {
+    let store = table();
+    heavy_raised(&store).await;
+    let target = |store: &MemoryStore| {
+        let (pk, sk) = zae_table::adaptive::target::Target::key(NS, "r", "tpm");
+        zae_table::adaptive::target::Target::from_item(&store.item(&pk, &sk).unwrap()).unwrap()
+    };
+    let ticked = target(&store).ticked_at_ms;
+    assert_eq!(ticked, Some(at(4) + 5_000));
+    // Everyone saturated: the raise is withdrawn when there is time.
+    let mut all = light(1_000, true);
+    all.push(("e0", 7_000, true));
+    minute(&store, at(4), &all, 0).await;
+    let now = at(5) + 5_000;
+    let indices: Vec<u32> = (0..4).collect();
+    store
+        .update(&canary::sense(now, &indices), Returns::Nothing)
+        .await
+        .unwrap();
+    let late = Controller {
+        store: &store,
+        shards: &Fixed(1),
+        stop_at: Some(tokio::time::Instant::now()),
+        wait: None,
+    };
+    late.tick_all(now).await.unwrap();
+    assert_eq!(target(&store).ticked_at_ms, ticked, "not marked ticked");
+    assert_eq!(ra(&store, "e0"), 7_000_000, "nobody moved");
+    minute(&store, at(5), &all, 0).await;
+    tick(&store, at(6) + 5_000, false).await;
+    assert_eq!(target(&store).ticked_at_ms, Some(at(6) + 5_000));
+    assert!(ra(&store, "e0") < 7_000_000, "withdrawn with the time to");
 }
