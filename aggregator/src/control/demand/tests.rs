@@ -85,21 +85,33 @@ async fn tick(store: &impl Store, now: i64, blind: bool) -> NamespaceTick {
 /// report, `None` when nothing in it is adaptive any more.
 async fn tick_of(store: &impl Store, now: i64, blind: bool) -> Option<NamespaceTick> {
     if !blind {
-        let indices: Vec<u32> = (0..4).collect();
-        store
-            .update(&canary::sense(now, &indices), Returns::Nothing)
-            .await
-            .unwrap();
+        sensed(store, now).await;
     }
-    let controller = Controller {
-        store,
-        shards: &Fixed(1),
-        stop_at: None,
-        wait: None,
-    };
-    let tick = controller.tick_all(now).await.unwrap();
+    let tick = stopping(store, None).tick_all(now).await.unwrap();
     assert!(tick.failed.is_empty(), "{tick:?}");
     tick.namespaces.into_iter().next()
+}
+
+/// What the aggregator does on reading every canary of the tick at `now`.
+async fn sensed(store: &impl Store, now: i64) {
+    let indices: Vec<u32> = (0..4).collect();
+    store
+        .update(&canary::sense(now, &indices), Returns::Nothing)
+        .await
+        .unwrap();
+}
+
+/// A controller on a one-shard stream that starts nothing past `stop_at`.
+fn stopping<S: Store>(
+    store: &S,
+    stop_at: Option<tokio::time::Instant>,
+) -> Controller<'_, S, Fixed> {
+    Controller {
+        store,
+        shards: &Fixed(1),
+        stop_at,
+        wait: None,
+    }
 }
 
 /// Ticks 5 s into minutes `0..3` with nothing sensed, so that the target's
@@ -622,20 +634,9 @@ async fn a_share_past_the_stop_instant_starts_no_stamp_and_the_next_minute_goes_
     let all: Vec<(&str, i64, bool)> = names.iter().map(|e| (e.as_str(), 1_000, true)).collect();
     minute(&store, at(3), &all, 0).await;
     let now = at(4) + 5_000;
-    let indices: Vec<u32> = (0..4).collect();
-    store
-        .update(&canary::sense(now, &indices), Returns::Nothing)
-        .await
-        .unwrap();
-    let started_at = tokio::time::Instant::now();
-    let stop = started_at + std::time::Duration::from_secs(10);
-    let controller = Controller {
-        store: &store,
-        shards: &Fixed(1),
-        stop_at: Some(stop),
-        wait: None,
-    };
-    let first_tick = controller.tick_all(now).await.unwrap();
+    sensed(&store, now).await;
+    let stop = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let first_tick = stopping(&store, Some(stop)).tick_all(now).await.unwrap();
     assert!(first_tick.failed.is_empty(), "{first_tick:?}");
     assert!(tokio::time::Instant::now() <= stop + std::time::Duration::from_secs(1));
     let raised = |store: &MemoryStore| names.iter().filter(|e| ra(store, e) > 1_000_000).count();
@@ -669,17 +670,8 @@ async fn a_share_out_of_time_moves_nobody_and_leaves_the_target_unticked() {
     all.push(("e0", 7_000, true));
     minute(&store, at(4), &all, 0).await;
     let now = at(5) + 5_000;
-    let indices: Vec<u32> = (0..4).collect();
-    store
-        .update(&canary::sense(now, &indices), Returns::Nothing)
-        .await
-        .unwrap();
-    let late = Controller {
-        store: &store,
-        shards: &Fixed(1),
-        stop_at: Some(tokio::time::Instant::now()),
-        wait: None,
-    };
+    sensed(&store, now).await;
+    let late = stopping(&store, Some(tokio::time::Instant::now()));
     late.tick_all(now).await.unwrap();
     assert_eq!(target(&store).ticked_at_ms, ticked, "not marked ticked");
     assert_eq!(ra(&store, "e0"), 7_000_000, "nobody moved");
