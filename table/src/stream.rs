@@ -104,6 +104,14 @@ pub enum AttrError {
     WrongType(String, &'static str),
     #[error("attribute `{name}`: {source}")]
     Number { name: String, source: NumberError },
+    /// A number the client never writes there (any principal with the
+    /// acquire policy may write any value on its own bucket).
+    #[error("attribute `{name}` is {value}, outside {range}")]
+    OutOfRange {
+        name: String,
+        value: i64,
+        range: &'static str,
+    },
 }
 
 impl WireValue<'_> {

@@ -82,8 +82,10 @@ impl<S: Store> Aggregator<S> {
         deadline: Option<Instant>,
     ) -> Propagated {
         let mut done = Propagated::default();
-        if raise.to > MAX_SHARD_COUNT {
-            tracing::warn!(pk = %raise.key.pk(), shard_count = raise.to, "shard count above the ceiling: not propagated");
+        // The planner reads only counts within 1..=32; kept here too, since
+        // every count below is divided by or cloned up to.
+        if raise.from < 1 || raise.to > MAX_SHARD_COUNT {
+            tracing::warn!(pk = %raise.key.pk(), shard_count = raise.to, "shard count outside 1..=32: not propagated");
             return done;
         }
         if let Err(e) = self.propagate_into(raise, now, deadline, &mut done).await {

@@ -7,8 +7,8 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use zae_table::Attr;
 use zae_table::store::StoreError;
+use zae_table::{Attr, Item};
 use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
 
@@ -461,4 +461,52 @@ async fn conflict_rounds_stop_at_the_deadline() {
         4,
         "one round per item, none after the deadline"
     );
+}
+
+/// A MODIFY of `h`'s shard 0 moving its `shard_count` from `from` to `to`
+/// (as a client with the acquire policy may write), with a `cp` of `cp`;
+/// shard 0 is in the table as the new image has it.
+fn hostile_count(table: &Faulty, (from, to): (i64, i64), cp: i64, sequence: u64) -> String {
+    let pk = "ns/BUCKET#h#r#0";
+    let image = |count: i64| {
+        json!({"PK": {"S": pk}, "SK": {"S": "#STATE"}, "shard_count": {"N": count.to_string()},
+               "b_tpm_cp": {"N": cp.to_string()}, "b_tpm_tc": {"N": "0"}})
+    };
+    table.inner.insert(Item::from([
+        ("PK".into(), Attr::s(pk)),
+        ("SK".into(), Attr::s("#STATE")),
+        ("shard_count".into(), Attr::n(to)),
+        ("b_tpm_cp".into(), Attr::n(cp)),
+        ("b_tpm_tc".into(), Attr::n(0)),
+    ]));
+    json!({"eventName": "MODIFY", "dynamodb": {
+        "ApproximateCreationDateTime": 1_795_970_136,
+        "Keys": {"PK": {"S": pk}, "SK": {"S": "#STATE"}},
+        "SequenceNumber": sequence.to_string(),
+        "NewImage": image(to), "OldImage": image(from)}})
+    .to_string()
+}
+
+/// A client may write any `shard_count` on its own bucket. Set to -1 and
+/// then 0 (a "raise" to no shards), or to -1 under a `cp` of `i64::MIN`,
+/// the propagation divided by the count and panicked: the batch failed at
+/// every retry and every record after it, other entities' usage included,
+/// was never counted. A count outside 1..=32 is refused where the image is
+/// read: the record is skipped and counted, and the batch goes on.
+#[tokio::test]
+async fn a_shard_count_a_client_sets_out_of_range_is_skipped_and_the_batch_goes_on() {
+    for (counts, cp) in [((-1, 0), 10_000), ((-2, -1), i64::MIN), ((1, 64), 10_000)] {
+        let with_refills = Settings {
+            refill: true,
+            ..settings()
+        };
+        let agg = Aggregator::new(faulty(UpdateFaults::default()), with_refills);
+        let mut batch = records();
+        batch.insert(3, hostile_count(agg.store(), counts, cp, 999));
+        let outcome = agg.process(&batch, "p", 7, None).await;
+        assert_eq!(outcome.stats.skipped, 1, "{counts:?}: {:?}", outcome.stats);
+        assert!(outcome.first_failure.is_none(), "{counts:?}");
+        assert_eq!(usage(agg.store(), "a").0, 6, "{counts:?}");
+        assert_eq!(usage(agg.store(), "b").0, 6, "{counts:?}");
+    }
 }

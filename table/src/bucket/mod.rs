@@ -117,7 +117,7 @@ pub fn split_bucket_attr(attr: &str) -> Option<(&str, &str)> {
 impl<'i> BucketImage<'i> {
     pub fn read(image: &'i Image<'_>) -> Result<BucketImage<'i>, AttrError> {
         let mut bucket = BucketImage {
-            shard_count: image.int(SHARD_COUNT)?,
+            shard_count: shard::checked_count(image.int(SHARD_COUNT)?)?,
             ..BucketImage::default()
         };
         for (attr, value) in image.entries() {

@@ -153,7 +153,7 @@ impl<'i> BucketState<'i> {
             match attr {
                 REFILLED_AT => state.refilled_at = value.int(attr)?,
                 VALID_UNTIL => state.valid_until = value.int(attr)?,
-                SHARD_COUNT => state.shard_count = value.int(attr)?,
+                SHARD_COUNT => state.shard_count = super::shard::checked_count(value.int(attr)?)?,
                 SCHED => state.sched = value.text(attr)?,
                 RSCHED => state.rsched = value.text(attr)?,
                 SCHED_TZ => state.sched_tz = value.text(attr)?,
