@@ -106,11 +106,12 @@ pub enum AttrError {
     Number { name: String, source: NumberError },
     /// A number the client never writes there (any principal with the
     /// acquire policy may write any value on its own bucket).
-    #[error("attribute `{name}` is {value}, outside {range}")]
+    #[error("attribute `{name}` is {value}, outside {lo}..={hi}")]
     OutOfRange {
         name: String,
         value: i64,
-        range: &'static str,
+        lo: i64,
+        hi: i64,
     },
 }
 

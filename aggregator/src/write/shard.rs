@@ -82,10 +82,10 @@ impl<S: Store> Aggregator<S> {
         deadline: Option<Instant>,
     ) -> Propagated {
         let mut done = Propagated::default();
-        // The planner reads only counts within 1..=32; kept here too, since
-        // every count below is divided by or cloned up to.
+        // The planner reads only counts within 1..=MAX_SHARD_COUNT; kept
+        // here too, since every count below is divided by or cloned up to.
         if raise.from < 1 || raise.to > MAX_SHARD_COUNT {
-            tracing::warn!(pk = %raise.key.pk(), shard_count = raise.to, "shard count outside 1..=32: not propagated");
+            tracing::warn!(pk = %raise.key.pk(), from = raise.from, to = raise.to, max = MAX_SHARD_COUNT, "shard count outside the client's range: not propagated");
             return done;
         }
         if let Err(e) = self.propagate_into(raise, now, deadline, &mut done).await {

@@ -104,8 +104,7 @@ async fn to_one<S: Store>(
         let generation = target.generation;
         let now = chrono::Utc::now().timestamp_millis();
         // From the namespace's counter, not the operator's clock.
-        let floor = generation.saturating_add(1).max(above);
-        let fresh = zae_table::adaptive::generation::take(store, namespace, 1, floor, now).await?;
+        let fresh = target.fresh_above(store, namespace, above, now).await?;
         target.moved(Factor::ONE, now, "reset", 0, fresh);
         target.state = None;
         target.shared = None;

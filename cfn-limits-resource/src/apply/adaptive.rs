@@ -7,7 +7,6 @@ use super::change::{Action, ChangeLine};
 use super::{ApplyError, Caller, Provisioner, store_err};
 use zae_table::adaptive::Declaration;
 use zae_table::adaptive::allocation::Allocated;
-use zae_table::adaptive::generation;
 use zae_table::adaptive::pass::{self, Writes};
 use zae_table::adaptive::target::Target;
 use zae_table::keys;
@@ -201,7 +200,10 @@ impl<S: Store> Provisioner<'_, S> {
             return Ok(Some(lap));
         }
         let now = chrono::Utc::now().timestamp_millis();
-        lap.restamp(generation::take(self.store, self.namespace, 1, above, now).await?);
+        let generation = lap
+            .fresh_above(self.store, self.namespace, above, now)
+            .await?;
+        lap.restamp(generation);
         match self
             .store
             .update(

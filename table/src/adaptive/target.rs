@@ -197,7 +197,19 @@ impl Target {
         namespace: &str,
         now_ms: i64,
     ) -> Result<i64, StoreError> {
-        let floor = self.generation.saturating_add(1);
+        self.fresh_above(store, namespace, 0, now_ms).await
+    }
+
+    /// [`Target::fresh`], and at least `above` (one above the generations
+    /// of records the caller read, such as the allocations).
+    pub async fn fresh_above<S: Store>(
+        &self,
+        store: &S,
+        namespace: &str,
+        above: i64,
+        now_ms: i64,
+    ) -> Result<i64, StoreError> {
+        let floor = self.generation.saturating_add(1).max(above);
         generation::take(store, namespace, 1, floor, now_ms).await
     }
 
@@ -211,8 +223,7 @@ impl Target {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         let above = Allocated::above_all(store, namespace, &self.resource, &self.limit).await?;
-        let floor = self.generation.saturating_add(1).max(above);
-        let generation = generation::take(store, namespace, 1, floor, now_ms).await?;
+        let generation = self.fresh_above(store, namespace, above, now_ms).await?;
         self.restamp(generation);
         Ok(())
     }

@@ -21,7 +21,8 @@ pub fn checked_count(count: Option<i64>) -> Result<Option<i64>, crate::stream::A
             Err(crate::stream::AttrError::OutOfRange {
                 name: SHARD_COUNT.to_owned(),
                 value: c,
-                range: "1..=32",
+                lo: 1,
+                hi: MAX_SHARD_COUNT,
             })
         }
         other => Ok(other),
