@@ -491,11 +491,19 @@ fn hostile_count(table: &Faulty, (from, to): (i64, i64), cp: i64, sequence: u64)
 /// then 0 (a "raise" to no shards), or to -1 under a `cp` of `i64::MIN`,
 /// the propagation divided by the count and panicked: the batch failed at
 /// every retry and every record after it, other entities' usage included,
-/// was never counted. A count outside 1..=32 is refused where the image is
-/// read: the record is skipped and counted, and the batch goes on.
+/// was never counted. A count outside 1..=32, or a capacity below 1, is
+/// refused where the image is read: the record is skipped and counted, and
+/// the batch goes on.
 #[tokio::test]
 async fn a_shard_count_a_client_sets_out_of_range_is_skipped_and_the_batch_goes_on() {
-    for (counts, cp) in [((-1, 0), 10_000), ((-2, -1), i64::MIN), ((1, 64), 10_000)] {
+    for (counts, cp) in [
+        ((-1, 0), 10_000),
+        ((-2, -1), i64::MIN),
+        ((1, 64), 10_000),
+        // A count in range under a capacity the client never writes.
+        ((1, 2), i64::MIN),
+        ((1, 2), 0),
+    ] {
         let with_refills = Settings {
             refill: true,
             ..settings()

@@ -16,6 +16,7 @@ mod adaptive_stream;
 mod cli;
 mod common;
 mod controller_model;
+mod hostile;
 mod moto;
 mod moto_adaptive;
 mod refill_accrual;

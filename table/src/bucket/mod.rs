@@ -6,6 +6,7 @@ use crate::names::is_limit_name;
 use crate::stream::{AttrError, Image};
 use std::collections::BTreeMap;
 
+pub mod range;
 pub mod refill;
 pub mod shard;
 mod state;
@@ -117,30 +118,42 @@ pub fn split_bucket_attr(attr: &str) -> Option<(&str, &str)> {
 impl<'i> BucketImage<'i> {
     pub fn read(image: &'i Image<'_>) -> Result<BucketImage<'i>, AttrError> {
         let mut bucket = BucketImage {
-            shard_count: shard::checked_count(image.int(SHARD_COUNT)?)?,
+            shard_count: image
+                .int(SHARD_COUNT)?
+                .map(|n| range::checked(SHARD_COUNT, n, range::of_attr(SHARD_COUNT)))
+                .transpose()?,
             ..BucketImage::default()
         };
         for (attr, value) in image.entries() {
+            // Outside its range is as unreadable as not a number.
             let lenient = || value.int(attr).ok();
+            let lenient_field = |f: &str| {
+                lenient().filter(|n| range::checked(attr, *n, range::of_field(f)).is_ok())
+            };
             let Some((name, field)) = split_bucket_attr(attr) else {
                 if attr == REFILLED_AT {
-                    bucket.refilled_at = lenient();
+                    let range = range::of_attr(REFILLED_AT);
+                    bucket.refilled_at =
+                        lenient().filter(|n| range::checked(attr, *n, range).is_ok());
                 } else if let Some((limit, place)) = split_record_attr(attr) {
                     bucket.refills.entry(limit).or_default().record[place] = lenient();
                 }
                 continue;
             };
-            let number = || value.int(attr).map(Some);
+            let number = || {
+                let n = value.int(attr)?;
+                range::checked(attr, n, range::of_field(field)).map(Some)
+            };
             let slot = match field {
                 field::CONSUMED | field::TOKENS | field::CAPACITY | field::SOFT => {
                     bucket.limits.entry(name).or_default()
                 }
                 field::REFILL_AMOUNT => {
-                    bucket.refills.entry(name).or_default().amount = lenient();
+                    bucket.refills.entry(name).or_default().amount = lenient_field(field);
                     continue;
                 }
                 field::REFILL_PERIOD => {
-                    bucket.refills.entry(name).or_default().period = lenient();
+                    bucket.refills.entry(name).or_default().period = lenient_field(field);
                     continue;
                 }
                 _ => continue,
@@ -240,6 +253,28 @@ mod tests {
     fn names_outside_the_client_grammar_are_not_limits() {
         let img = image(r##"{"b_a#od_tc":{"N":"1"},"b__tc":{"N":"1"}}"##);
         assert!(BucketImage::read(&img).unwrap().limits.is_empty());
+    }
+
+    #[test]
+    fn a_number_outside_the_clients_range_is_an_error_naming_it() {
+        for (attr, value) in [
+            ("b_tpm_cp", "0"),
+            ("b_tpm_cp", "-9223372036854775808"),
+            ("shard_count", "0"),
+            ("shard_count", "33"),
+        ] {
+            let text = format!(r#"{{"{attr}":{{"N":"{value}"}},"b_tpm_tc":{{"N":"1"}}}}"#);
+            let err = BucketImage::read(&image(&text)).unwrap_err();
+            assert!(
+                matches!(err, AttrError::OutOfRange { .. }),
+                "{attr}={value}: {err}"
+            );
+            assert!(err.to_string().contains(attr), "{err}");
+        }
+        // What only the demand reading uses is left out, not refused.
+        let img = image(r#"{"b_tpm_ra":{"N":"-1"},"b_tpm_rp":{"N":"0"},"rf":{"N":"-5"}}"#);
+        let b = BucketImage::read(&img).unwrap();
+        assert_eq!((b.refill("tpm"), b.refilled_at), (None, None));
     }
 
     #[test]

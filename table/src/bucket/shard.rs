@@ -12,23 +12,6 @@ use std::collections::BTreeMap;
 /// The client's ceiling on a bucket's shard count.
 pub const MAX_SHARD_COUNT: i64 = 32;
 
-/// A stored shard count, when it is one the client writes (1 to
-/// `MAX_SHARD_COUNT`): every count the aggregator divides by or clones up to
-/// passes here first.
-pub fn checked_count(count: Option<i64>) -> Result<Option<i64>, crate::stream::AttrError> {
-    match count {
-        Some(c) if !(1..=MAX_SHARD_COUNT).contains(&c) => {
-            Err(crate::stream::AttrError::OutOfRange {
-                name: SHARD_COUNT.to_owned(),
-                value: c,
-                lo: 1,
-                hi: MAX_SHARD_COUNT,
-            })
-        }
-        other => Ok(other),
-    }
-}
-
 /// `SET shard_count = to`, if it is still what was read.
 pub fn double(pk: &str, count_read: Option<i64>, to: i64) -> Update {
     let mut b = UpdateBuilder::new();

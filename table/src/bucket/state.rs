@@ -2,6 +2,7 @@
 //! refill instant, validity stamp, shard count and schedules, and every
 //! field of every limit.
 
+use super::range::{of_attr, of_field};
 use super::{
     PARENT_GENERATION, PARENT_INCARNATION, REFILLED_AT, RSCHED, SCHED, SCHED_TZ, SHARD_COUNT,
     VALID_UNTIL, field, split_bucket_attr,
@@ -68,18 +69,16 @@ enum Field<'i> {
 }
 
 impl Field<'_> {
-    fn int(&self, attr: &str) -> Result<Option<i64>, AttrError> {
-        match self {
-            Field::N(n) => {
-                crate::milli::parse_int(n)
-                    .map(Some)
-                    .map_err(|source| AttrError::Number {
-                        name: attr.to_owned(),
-                        source,
-                    })
-            }
-            _ => Err(AttrError::WrongType(attr.to_owned(), "N")),
-        }
+    /// The number, when it is one within `range` (`None`: any `i64`).
+    fn int(&self, attr: &str, range: Option<(i64, i64)>) -> Result<Option<i64>, AttrError> {
+        let n = match self {
+            Field::N(n) => crate::milli::parse_int(n).map_err(|source| AttrError::Number {
+                name: attr.to_owned(),
+                source,
+            })?,
+            _ => return Err(AttrError::WrongType(attr.to_owned(), "N")),
+        };
+        super::range::checked(attr, n, range).map(Some)
     }
 }
 
@@ -151,13 +150,13 @@ impl<'i> BucketState<'i> {
         let mut state = BucketState::default();
         for (attr, value) in fields {
             match attr {
-                REFILLED_AT => state.refilled_at = value.int(attr)?,
-                VALID_UNTIL => state.valid_until = value.int(attr)?,
-                SHARD_COUNT => state.shard_count = super::shard::checked_count(value.int(attr)?)?,
+                REFILLED_AT => state.refilled_at = value.int(attr, of_attr(attr))?,
+                VALID_UNTIL => state.valid_until = value.int(attr, of_attr(attr))?,
+                SHARD_COUNT => state.shard_count = value.int(attr, of_attr(attr))?,
                 SCHED => state.sched = value.text(attr)?,
                 RSCHED => state.rsched = value.text(attr)?,
                 SCHED_TZ => state.sched_tz = value.text(attr)?,
-                PARENT_GENERATION => state.parent_generation = value.int(attr)?,
+                PARENT_GENERATION => state.parent_generation = value.int(attr, None)?,
                 PARENT_INCARNATION => state.parent_incarnation = value.text(attr)?,
                 _ => state.limit_field(attr, &value)?,
             }
@@ -173,20 +172,21 @@ impl<'i> BucketState<'i> {
             return Ok(());
         }
         let limit = self.limits.entry(name).or_default();
+        let int = || value.int(attr, of_field(f));
         match f {
-            field::CONSUMED => limit.consumed = value.int(attr)?,
-            field::TOKENS => limit.tokens = value.int(attr)?,
-            field::CAPACITY => limit.capacity = value.int(attr)?,
-            field::REFILL_AMOUNT => limit.refill_amount = value.int(attr)?,
-            field::REFILL_PERIOD => limit.refill_period = value.int(attr)?,
+            field::CONSUMED => limit.consumed = int()?,
+            field::TOKENS => limit.tokens = int()?,
+            field::CAPACITY => limit.capacity = int()?,
+            field::REFILL_AMOUNT => limit.refill_amount = int()?,
+            field::REFILL_PERIOD => limit.refill_period = int()?,
             field::SCHED => limit.sched = value.text(attr)?,
             field::RSCHED => limit.rsched = value.text(attr)?,
-            field::WINDOW_START => limit.window_start = value.int(attr)?,
-            field::RESET_AFTER => limit.reset_after = value.int(attr)?,
-            field::WINDOW_APPLIED => limit.window_applied = value.int(attr)?,
-            field::WINDOW_CONSUMED => limit.window_consumed = value.int(attr)?,
-            field::GRANT_COUNT => limit.grant_count = value.int(attr)?,
-            _ => limit.topped_up = value.int(attr)?,
+            field::WINDOW_START => limit.window_start = int()?,
+            field::RESET_AFTER => limit.reset_after = int()?,
+            field::WINDOW_APPLIED => limit.window_applied = int()?,
+            field::WINDOW_CONSUMED => limit.window_consumed = int()?,
+            field::GRANT_COUNT => limit.grant_count = int()?,
+            _ => limit.topped_up = int()?,
         }
         Ok(())
     }
@@ -225,6 +225,42 @@ mod tests {
                 q.window_applied
             ),
             (Some(7), Some(3600), Some(2), Some(0), Some(4), Some(6))
+        );
+    }
+
+    /// Any principal with the acquire policy may write these on its own
+    /// bucket; the refill pass, the doubling and the propagation divide by
+    /// periods and counts and multiply capacities.
+    #[test]
+    fn a_number_outside_the_clients_range_is_an_error_naming_it() {
+        for (attr, value) in [
+            ("b_q_cp", "0"),
+            ("b_q_cp", "-9223372036854775808"),
+            ("b_q_ra", "-1"),
+            ("b_q_rp", "0"),
+            ("b_q_rp", "1000000000001"),
+            ("b_q_rsa", "0"),
+            ("b_q_ws", "-1"),
+            ("rf", "-1"),
+            ("vu", "253402300800000"),
+            ("shard_count", "-1"),
+        ] {
+            let text = format!(r#"{{"{attr}":{{"N":"{value}"}}}}"#);
+            let image: Image<'_> = serde_json::from_str(&text).unwrap();
+            let err = BucketState::read(&image).unwrap_err();
+            assert!(
+                matches!(err, AttrError::OutOfRange { .. }),
+                "{attr}={value}: {err}"
+            );
+            assert!(err.to_string().contains(attr), "{err}");
+        }
+        let image: Image<'_> = serde_json::from_str(
+            r#"{"b_q_tk":{"N":"-9223372036854775808"},"b_q_tc":{"N":"9223372036854775807"},"pgen":{"N":"-1"}}"#,
+        )
+        .unwrap();
+        assert!(
+            BucketState::read(&image).is_ok(),
+            "balances and counters take any i64"
         );
     }
 

@@ -285,6 +285,11 @@ impl MemoryStore {
         }
     }
 
+    /// Deletes an item, with no condition: test set-up.
+    pub fn remove(&self, pk: &str, sk: &str) {
+        self.lock().remove(&(pk.to_owned(), sk.to_owned()));
+    }
+
     pub fn insert(&self, item: Item) {
         if let Some(key) = item_key(&item) {
             self.lock().insert(key, item);
