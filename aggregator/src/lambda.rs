@@ -227,6 +227,14 @@ mod tests {
         }
     }
 
+    /// An invocation with a minute left, as Lambda gives one (a default
+    /// context's deadline is already past: nothing would start).
+    fn context() -> lambda_runtime::Context {
+        let mut context = lambda_runtime::Context::default();
+        context.deadline = (chrono::Utc::now().timestamp_millis() + 60_000) as u64;
+        context
+    }
+
     /// Discards what it is given.
     struct NoMetrics;
 
@@ -249,7 +257,7 @@ mod tests {
         let payload: StreamEvent = serde_json::from_str(&text).unwrap();
         let records = payload.records.len();
         let aggregator = Aggregator::new(MemoryStore::new(), settings());
-        let event = LambdaEvent::new(payload, lambda_runtime::Context::default());
+        let event = LambdaEvent::new(payload, context());
         let answer = handle(&aggregator, &NoMetrics, event).await.unwrap();
         let json = serde_json::to_value(&answer).unwrap();
         assert_eq!(json["batchItemFailures"], serde_json::json!([]));
@@ -312,7 +320,7 @@ mod tests {
         .unwrap();
         let aggregator = Aggregator::new(MemoryStore::new(), settings());
         let raw = RawValue::from_string(text).unwrap();
-        let event = LambdaEvent::new(raw, lambda_runtime::Context::default());
+        let event = LambdaEvent::new(raw, context());
         let answer = dispatch(&aggregator, &NoMetrics, &Named, event)
             .await
             .unwrap();

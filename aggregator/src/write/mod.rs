@@ -171,8 +171,12 @@ impl<S: Store> Aggregator<S> {
         &self.store
     }
 
-    /// Processes one batch. `now_s` stamps the snapshot TTL; `deadline` is when
-    /// retrying must stop so that the caller is answered in time.
+    /// Processes one batch, phase by phase. `now_s` stamps the snapshot
+    /// TTL; `deadline` is when work must stop so that the caller is answered
+    /// in time. Each phase checks it before it starts, and no write runs
+    /// past it: work it stopped is a batch-item failure from its earliest
+    /// record, or for the refills and the stamp repair (which lose nothing:
+    /// the client refills, the next record repairs), counted and left.
     pub async fn process<R: AsRef<str>>(
         &self,
         records: &[R],
@@ -181,141 +185,208 @@ impl<S: Store> Aggregator<S> {
         deadline: Option<Instant>,
     ) -> BatchOutcome {
         let plan = plan_batch(records, &self.settings.windows);
-        let mut outcome = BatchOutcome {
-            stats: BatchStats {
-                records: records.len(),
-                bucket_records: plan.bucket_records,
-                ignored: plan.ignored,
-                skipped: plan.skipped.len(),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let mut outcome = BatchOutcome::planned(records.len(), &plan);
         log_skipped(&plan);
-        let ttl = now_s + self.settings.snapshot_ttl_days * 86_400;
-
-        for skip in &plan.archive_skipped {
-            outcome.skip_archive(skip.clone());
+        let audit_metrics =
+            Box::pin(self.write_items(&plan, principal, now_s, deadline, &mut outcome)).await;
+        Box::pin(self.sense_in_time(&plan, deadline, &mut outcome)).await;
+        if retry::past(deadline) {
+            tracing::warn!("adaptive stamp repair not started: the deadline came");
+        } else {
+            let (repaired, failed) =
+                Box::pin(self.repair(records, &plan, (self.clock)(), deadline)).await;
+            outcome.stats.stamps_repaired = repaired;
+            outcome.stats.repairs_failed = failed;
         }
-        let objects = match self.archive {
-            Some(_) => archive::objects(&self.registered(&plan.removed_audit, &mut outcome).await),
-            None => Vec::new(),
-        };
-        let jobs = plan
-            .snapshots
-            .iter()
-            .map(Job::Snapshot)
-            .chain(plan.transitions.iter().map(Job::Audit))
-            .chain(objects.iter().map(Job::Archive));
-        let mut done = futures::stream::iter(jobs)
-            .map(|job| async move {
-                let earliest = match job {
-                    Job::Snapshot(u) => u.earliest().clone(),
-                    Job::Audit(t) => t.sequence.clone(),
-                    Job::Archive(o) => o.earliest.clone(),
-                };
-                let result = match job {
-                    Job::Snapshot(u) => self.write_snapshot(u, ttl, deadline).await,
-                    Job::Audit(t) => self.write_audit(t, principal, now_s, deadline).await,
-                    Job::Archive(o) => match self.write_object(o, deadline).await {
-                        Ok(()) => Ok(Done::Archived(o.events)),
-                        // S3 will never take this object (its key): skipped,
-                        // never a stalled shard.
-                        Err(StoreError::Rejected { message, .. }) => {
-                            Ok(Done::ArchiveRejected(ArchiveSkip {
-                                sequence: o.earliest.clone(),
-                                key: o.key.clone(),
-                                reason: message,
-                                events: o.events,
-                            }))
-                        }
-                        Err(e) => Err(e),
-                    },
-                };
-                (earliest, result)
-            })
-            .buffer_unordered(self.settings.concurrency.max(1));
-
-        let mut audit_metrics = Vec::new();
-        while let Some((earliest, result)) = done.next().await {
-            match result {
-                Ok(Done::SnapshotWritten) => outcome.stats.snapshot_writes += 1,
-                Ok(Done::Archived(events)) => {
-                    outcome.stats.archive_objects += 1;
-                    outcome.stats.events_archived += events;
-                }
-                Ok(Done::ArchiveRejected(skip)) => outcome.skip_archive(skip),
-                Ok(Done::SnapshotAlreadyApplied) => outcome.stats.snapshots_already_applied += 1,
-                Ok(Done::SnapshotRejected) => outcome.stats.snapshots_rejected += 1,
-                Ok(Done::AuditWritten(metric)) => {
-                    outcome.stats.audit_events_written += 1;
-                    audit_metrics.push(metric);
-                }
-                Ok(Done::AuditExisting(metric)) => {
-                    outcome.stats.audit_events_existing += 1;
-                    audit_metrics.push(metric);
-                }
-                Err(e) => outcome.fail(&e, earliest),
-            }
-        }
-        drop(done);
-        Box::pin(self.sense(&plan, deadline, &mut outcome)).await;
-        let (repaired, failed) =
-            Box::pin(self.repair(records, &plan, (self.clock)(), deadline)).await;
-        outcome.stats.stamps_repaired = repaired;
-        outcome.stats.repairs_failed = failed;
-        // Stream order, whatever order the writes finished in.
-        audit_metrics.sort_by_key(|m| match m {
-            MetricEvent::Transition { transition_ms, .. } => *transition_ms,
-            other => other.at_ms(),
-        });
         outcome.metrics = audit_metrics;
         if self.settings.refill {
             // Boxed: the pass's future is deep, and the poller's main
             // future would otherwise hold it inline.
             Box::pin(self.refill_pass(records, &plan, deadline, &mut outcome)).await;
         }
-        let at_ms = now_s.saturating_mul(1000);
-        if !records.is_empty() {
-            outcome.metrics.push(MetricEvent::Count {
-                name: metrics::RECORDS_PROCESSED,
-                at_ms,
-                count: records.len() as u64,
-            });
+        outcome.count(&plan, records.len(), now_s.saturating_mul(1000));
+        outcome
+    }
+
+    /// The first phase: snapshot updates, overdraw audit events and archive
+    /// objects, written concurrently. Returns the transitions' metrics, in
+    /// stream order whatever order the writes finished in.
+    async fn write_items(
+        &self,
+        plan: &BatchPlan,
+        principal: &str,
+        now_s: i64,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) -> Vec<MetricEvent> {
+        for skip in &plan.archive_skipped {
+            outcome.skip_archive(skip.clone());
         }
-        if !plan.skipped.is_empty() {
-            outcome.metrics.push(MetricEvent::Count {
-                name: metrics::RECORDS_SKIPPED,
-                at_ms,
-                count: plan.skipped.len() as u64,
-            });
+        if retry::past(deadline) {
+            let earliest = (plan.snapshots.iter().map(|u| u.earliest().clone()))
+                .chain(plan.transitions.iter().map(|t| t.sequence.clone()))
+                .chain(plan.removed_audit.iter().map(|(s, _)| s.clone()))
+                .min();
+            outcome.not_started("snapshots, audit events and the archive", earliest);
+            return Vec::new();
         }
-        for (name, count) in [
-            (metrics::ARCHIVE_SKIPPED, outcome.stats.archive_skipped),
-            (metrics::DEMAND_OVERFLOW, outcome.stats.demand_overflow),
-        ] {
-            if count > 0 {
-                outcome.metrics.push(MetricEvent::Count {
-                    at_ms,
-                    name,
-                    count: count as u64,
-                });
+        let ttl = now_s + self.settings.snapshot_ttl_days * 86_400;
+        let objects = match self.archive {
+            Some(_) => archive::objects(
+                &self
+                    .registered(&plan.removed_audit, deadline, outcome)
+                    .await,
+            ),
+            None => Vec::new(),
+        };
+        let jobs = (plan.snapshots.iter().map(Job::Snapshot))
+            .chain(plan.transitions.iter().map(Job::Audit))
+            .chain(objects.iter().map(Job::Archive));
+        let mut done = futures::stream::iter(jobs)
+            .map(|job| async move {
+                (
+                    job.earliest(),
+                    self.write_job(job, principal, now_s, ttl, deadline).await,
+                )
+            })
+            .buffer_unordered(self.settings.concurrency.max(1));
+        let mut audit_metrics = Vec::new();
+        while let Some((earliest, result)) = done.next().await {
+            match result {
+                Ok(done) => outcome.done(done, &mut audit_metrics),
+                Err(e) => outcome.fail(&e, earliest),
             }
         }
-        outcome.stats.counters_left_out = plan.counters_left_out.len();
-        let usage_skipped = outcome.stats.snapshots_rejected + outcome.stats.counters_left_out;
-        if usage_skipped > 0 {
-            outcome.metrics.push(MetricEvent::Count {
-                name: metrics::USAGE_SKIPPED,
-                at_ms,
-                count: usage_skipped as u64,
-            });
+        audit_metrics.sort_by_key(|m| match m {
+            MetricEvent::Transition { transition_ms, .. } => *transition_ms,
+            other => other.at_ms(),
+        });
+        audit_metrics
+    }
+
+    async fn write_job(
+        &self,
+        job: Job<'_>,
+        principal: &str,
+        now_s: i64,
+        ttl: i64,
+        deadline: Option<Instant>,
+    ) -> Result<Done, StoreError> {
+        match job {
+            Job::Snapshot(u) => self.write_snapshot(u, ttl, deadline).await,
+            Job::Audit(t) => self.write_audit(t, principal, now_s, deadline).await,
+            Job::Archive(o) => match self.write_object(o, deadline).await {
+                Ok(()) => Ok(Done::Archived(o.events)),
+                // S3 will never take this object (its key): skipped, never
+                // a stalled shard.
+                Err(StoreError::Rejected { message, .. }) => {
+                    Ok(Done::ArchiveRejected(ArchiveSkip {
+                        sequence: o.earliest.clone(),
+                        key: o.key.clone(),
+                        reason: message,
+                        events: o.events,
+                    }))
+                }
+                Err(e) => Err(e),
+            },
         }
-        outcome
+    }
+
+    /// The adaptive sensor's phase: not started past the deadline, its
+    /// records (the canaries' included) then redelivered.
+    async fn sense_in_time(
+        &self,
+        plan: &BatchPlan,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
+        if retry::past(deadline) {
+            let earliest = (plan.sensed.iter().map(|s| s.earliest.clone()))
+                .chain(plan.canaries.iter().map(|c| c.sequence.clone()))
+                .min();
+            outcome.not_started("adaptive sensing", earliest);
+            return;
+        }
+        self.sense(plan, deadline, outcome).await;
+    }
+}
+
+impl Job<'_> {
+    fn earliest(&self) -> SequenceNumber {
+        match self {
+            Job::Snapshot(u) => u.earliest().clone(),
+            Job::Audit(t) => t.sequence.clone(),
+            Job::Archive(o) => o.earliest.clone(),
+        }
     }
 }
 
 impl BatchOutcome {
+    fn planned(records: usize, plan: &BatchPlan) -> BatchOutcome {
+        BatchOutcome {
+            stats: BatchStats {
+                records,
+                bucket_records: plan.bucket_records,
+                ignored: plan.ignored,
+                skipped: plan.skipped.len(),
+                counters_left_out: plan.counters_left_out.len(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// One write of the first phase done.
+    fn done(&mut self, done: Done, audit_metrics: &mut Vec<MetricEvent>) {
+        let stats = &mut self.stats;
+        match done {
+            Done::SnapshotWritten => stats.snapshot_writes += 1,
+            Done::Archived(events) => {
+                stats.archive_objects += 1;
+                stats.events_archived += events;
+            }
+            Done::ArchiveRejected(skip) => self.skip_archive(skip),
+            Done::SnapshotAlreadyApplied => stats.snapshots_already_applied += 1,
+            Done::SnapshotRejected => stats.snapshots_rejected += 1,
+            Done::AuditWritten(metric) => {
+                stats.audit_events_written += 1;
+                audit_metrics.push(metric);
+            }
+            Done::AuditExisting(metric) => {
+                stats.audit_events_existing += 1;
+                audit_metrics.push(metric);
+            }
+        }
+    }
+
+    /// A phase the deadline stopped before it began: redelivered from the
+    /// earliest record it had work for (if any).
+    fn not_started(&mut self, phase: &str, earliest: Option<SequenceNumber>) {
+        if let Some(earliest) = earliest {
+            self.fail(&retry::out_of_time(phase), earliest);
+        }
+    }
+
+    /// The batch's counts as metrics, stamped `at_ms`.
+    fn count(&mut self, plan: &BatchPlan, records: usize, at_ms: i64) {
+        let usage_skipped = self.stats.snapshots_rejected + self.stats.counters_left_out;
+        for (name, count) in [
+            (metrics::RECORDS_PROCESSED, records),
+            (metrics::RECORDS_SKIPPED, plan.skipped.len()),
+            (metrics::ARCHIVE_SKIPPED, self.stats.archive_skipped),
+            (metrics::DEMAND_OVERFLOW, self.stats.demand_overflow),
+            (metrics::USAGE_SKIPPED, usage_skipped),
+        ] {
+            if count > 0 {
+                self.metrics.push(MetricEvent::Count {
+                    name,
+                    at_ms,
+                    count: count as u64,
+                });
+            }
+        }
+    }
+
     /// An audit removal left out of the archive: logged with its key, counted.
     fn skip_archive(&mut self, skip: ArchiveSkip) {
         tracing::warn!(
@@ -351,6 +422,42 @@ impl<S: Store> Aggregator<S> {
         outcome: &mut BatchOutcome,
     ) {
         let now_ms = (self.clock)();
+        if retry::past(deadline) {
+            // The client refills on its own slow path: nothing is lost.
+            outcome.stats.refills_skipped += plan.buckets.len();
+            tracing::warn!(
+                buckets = plan.buckets.len(),
+                "refill pass not started: the deadline came"
+            );
+        } else {
+            self.refills(records, plan, now_ms, deadline, outcome).await;
+        }
+        self.propagations(plan, now_ms, deadline, outcome).await;
+        for (name, count) in [
+            (metrics::REFILLS_DROPPED, outcome.stats.refills_dropped),
+            (
+                metrics::PROPAGATIONS_FAILED,
+                outcome.stats.propagations_failed,
+            ),
+        ] {
+            if count > 0 {
+                outcome.metrics.push(MetricEvent::Count {
+                    name,
+                    at_ms: now_ms,
+                    count: count as u64,
+                });
+            }
+        }
+    }
+
+    async fn refills<R: AsRef<str>>(
+        &self,
+        records: &[R],
+        plan: &BatchPlan,
+        now_ms: i64,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
         let mut done = futures::stream::iter(&plan.buckets)
             .map(|bucket| self.refill(records, bucket, now_ms, deadline))
             .buffer_unordered(self.settings.concurrency.max(1));
@@ -368,39 +475,37 @@ impl<S: Store> Aggregator<S> {
                 }
             }
         }
-        drop(done);
-        // In record order: a later raise finds the earlier one's shards.
+    }
+
+    /// In record order: a later raise finds the earlier one's shards. A
+    /// raise the deadline stops, and every one after it, is redelivered.
+    async fn propagations(
+        &self,
+        plan: &BatchPlan,
+        now_ms: i64,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
         for raise in &plan.raises {
+            let what = format!(
+                "shard-count propagation of {} to {}",
+                raise.key.pk(),
+                raise.to
+            );
+            if retry::past(deadline) {
+                outcome.not_started(&what, Some(raise.sequence.clone()));
+                return;
+            }
             let done = self.propagate(raise, now_ms, deadline).await;
             let stats = &mut outcome.stats;
             stats.shards_raised += done.raised;
             stats.shards_cloned += done.cloned;
             stats.propagations_failed += usize::from(done.failed);
             if done.retry {
-                let what = format!(
-                    "shard-count propagation of {} to {}",
-                    raise.key.pk(),
-                    raise.to
-                );
                 outcome.fail(
                     &format!("{what} stopped on a transient error"),
                     raise.sequence.clone(),
                 );
-            }
-        }
-        for (name, count) in [
-            (metrics::REFILLS_DROPPED, outcome.stats.refills_dropped),
-            (
-                metrics::PROPAGATIONS_FAILED,
-                outcome.stats.propagations_failed,
-            ),
-        ] {
-            if count > 0 {
-                outcome.metrics.push(MetricEvent::Count {
-                    name,
-                    at_ms: now_ms,
-                    count: count as u64,
-                });
             }
         }
     }

@@ -4,7 +4,8 @@ use super::Aggregator;
 use std::time::{Duration, Instant};
 use zae_table::store::{Store, StoreError};
 
-/// Backoff for retryable table errors: exponential with full jitter.
+/// Backoff for retryable table errors: exponential, each wait drawn
+/// between half the ceiling and the ceiling.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
     pub max_attempts: u32,
@@ -39,9 +40,40 @@ fn jitter() -> f64 {
     0.5 + (bits >> 11) as f64 / (1u64 << 53) as f64 / 2.0
 }
 
+/// Whether `deadline` has come, on tokio's clock (a test that pauses it
+/// gets a slow table without waiting for it).
+pub(super) fn past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| tokio::time::Instant::now().into_std() >= d)
+}
+
+/// The error of work the deadline stopped: retryable, so that the records
+/// it was for are redelivered.
+pub(super) fn out_of_time(what: &str) -> StoreError {
+    StoreError::Retryable {
+        operation: "write",
+        key: what.to_owned(),
+        message: "stopped at the invocation's deadline".into(),
+    }
+}
+
+/// `op`, stopped at `deadline`: an SDK attempt may take longer than the
+/// margin the deadline keeps before Lambda's own timeout.
+async fn within<R>(
+    deadline: Option<Instant>,
+    op: impl std::future::Future<Output = Result<R, StoreError>>,
+) -> Result<R, StoreError> {
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d.into(), op)
+            .await
+            .unwrap_or_else(|_| Err(out_of_time("an attempt in flight"))),
+        None => op.await,
+    }
+}
+
 impl<S: Store> Aggregator<S> {
     /// Runs `op` until it succeeds, fails for good, runs out of attempts, or
-    /// the next backoff would end past `deadline`.
+    /// the next backoff would end past `deadline`. No attempt starts at or
+    /// past `deadline`, and none runs past it.
     pub(super) async fn retrying<R, F, Fut>(
         &self,
         deadline: Option<Instant>,
@@ -54,10 +86,15 @@ impl<S: Store> Aggregator<S> {
         let policy = self.settings.retry;
         let mut attempt = 0;
         loop {
-            match op().await {
+            if past(deadline) {
+                return Err(out_of_time("an attempt not started"));
+            }
+            match within(deadline, op()).await {
                 Err(e) if e.is_retryable() && attempt + 1 < policy.max_attempts => {
                     let delay = policy.delay(attempt);
-                    if deadline.is_some_and(|d| Instant::now() + delay >= d) {
+                    // The wait and the next attempt's start must both fit.
+                    let last_start = deadline.map(|d| d.checked_sub(delay));
+                    if last_start.is_some_and(|s| s.is_none_or(|s| past(Some(s)))) {
                         return Err(e);
                     }
                     tracing::debug!(error = %e, attempt, "retrying");

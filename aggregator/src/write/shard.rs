@@ -153,7 +153,7 @@ impl<S: Store> Aggregator<S> {
         let mut created = Vec::new();
         for t in raise.from..raise.to {
             let shard = u32::try_from(t).map_err(|e| fatal(raise, e))?;
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if super::retry::past(deadline) {
                 break;
             }
             if self
@@ -185,7 +185,7 @@ impl<S: Store> Aggregator<S> {
         }
         for shard in 1..raise.from {
             let shard = u32::try_from(shard).map_err(|e| fatal(raise, e))?;
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if super::retry::past(deadline) {
                 return Err(out_of_time(raise));
             }
             if let Some(item) = self.read_bucket(&raise.key.shard(shard)).await? {

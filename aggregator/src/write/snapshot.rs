@@ -166,7 +166,7 @@ impl<S: Store> Aggregator<S> {
         let mut guard = Guard::Fresh;
         for round in 0..CONFLICT_ROUNDS {
             // A round after a conflict starts only while there is time for it.
-            if round > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            if round > 0 && super::retry::past(deadline) {
                 return Err(StoreError::Retryable {
                     operation: "UpdateItem",
                     key: format!("{} {}", update.key.pk(), update.key.sk()),

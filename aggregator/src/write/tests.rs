@@ -25,6 +25,8 @@ struct UpdateFaults {
     reject_pk: Option<String>,
     /// Every update finds its watermarks changed (another writer, always).
     conflict_always: bool,
+    /// Every call takes this long (on tokio's clock): a slow table.
+    slow: Option<Duration>,
 }
 
 fn retryable(key: &str) -> StoreError {
@@ -55,6 +57,10 @@ impl Faults for UpdateFaults {
             key: update.pk.clone(),
             message: "ValidationException: Item size has exceeded the maximum allowed size".into(),
         })
+    }
+
+    fn delay(&self, _call: &Call<'_>) -> Option<Duration> {
+        self.slow
     }
 
     fn after(&self, call: &Call<'_>) -> Option<StoreError> {
@@ -263,8 +269,8 @@ async fn retrying_stops_at_the_deadline() {
     assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
     assert_eq!(
         agg.store().faults.calls.load(Ordering::SeqCst),
-        4,
-        "one attempt per item, none after the deadline"
+        0,
+        "no attempt starts at or after the deadline"
     );
 }
 
@@ -458,8 +464,8 @@ async fn conflict_rounds_stop_at_the_deadline() {
     assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
     assert_eq!(
         agg.store().faults.calls.load(Ordering::SeqCst),
-        4,
-        "one round per item, none after the deadline"
+        0,
+        "no round starts at or after the deadline"
     );
 }
 
@@ -517,4 +523,43 @@ async fn a_shard_count_a_client_sets_out_of_range_is_skipped_and_the_batch_goes_
         assert_eq!(usage(agg.store(), "a").0, 6, "{counts:?}");
         assert_eq!(usage(agg.store(), "b").0, 6, "{counts:?}");
     }
+}
+
+/// Against a table where each call takes 10 s and 3 s are left, the first
+/// attempt of every write was always made and ran to its end, and the
+/// refill pass and the propagation started after the deadline: Lambda
+/// timed the function out with no `batchItemFailures`, and the whole batch
+/// was retried and bisected. Now no phase starts past the deadline, no
+/// attempt runs past it, and what was not done is a batch-item failure
+/// from its earliest record.
+#[tokio::test(start_paused = true)]
+async fn a_slow_table_stops_every_phase_at_the_deadline_and_answers_in_time() {
+    let slow = Settings {
+        refill: true,
+        ..settings()
+    };
+    let agg = Aggregator::new(
+        faulty(UpdateFaults {
+            slow: Some(Duration::from_secs(10)),
+            ..Default::default()
+        }),
+        slow,
+    );
+    let mut batch = records();
+    batch.insert(3, hostile_count(agg.store(), (1, 2), 10_000, 999));
+    let started = tokio::time::Instant::now();
+    let deadline = started.into_std() + Duration::from_secs(3);
+    let outcome = agg.process(&batch, "p", 7, Some(deadline)).await;
+    assert!(
+        started.elapsed() <= Duration::from_secs(3),
+        "answered {:?} after the start, past the deadline",
+        started.elapsed()
+    );
+    assert_eq!(
+        outcome.first_failure.map(|f| f.as_stream().to_owned()),
+        Some("999".to_owned()),
+        "{:?}",
+        outcome.errors
+    );
+    assert_eq!(outcome.stats.snapshot_writes, 0);
 }

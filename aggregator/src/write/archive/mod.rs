@@ -86,19 +86,16 @@ impl<S: Store> Aggregator<S> {
     pub(super) async fn registered(
         &self,
         removed: &[(SequenceNumber, Archived)],
+        deadline: Option<Instant>,
         outcome: &mut BatchOutcome,
     ) -> Vec<(SequenceNumber, Archived)> {
         let namespaces: BTreeSet<&str> =
             removed.iter().map(|(_, a)| a.namespace.as_str()).collect();
         let (mut known, mut unread) = (BTreeSet::new(), BTreeSet::new());
         for namespace in namespaces {
+            let (pk, sk) = (keys::pk_registry(), keys::sk_namespace_id(namespace));
             let entry = self
-                .store
-                .get(
-                    &keys::pk_registry(),
-                    &keys::sk_namespace_id(namespace),
-                    true,
-                )
+                .retrying(deadline, || self.store.get(&pk, &sk, true))
                 .await;
             match entry {
                 Ok(Some(_)) => {

@@ -55,7 +55,7 @@ impl<S: Store> Aggregator<S> {
         let refill = self.materialise(bucket, &state, horizon, deadline).await;
         let wcu = bucket.consumed.get(WCU_LIMIT).copied().unwrap_or(0);
         // Past the deadline, a doubling waits for the shard's next batch.
-        let in_time = deadline.is_none_or(|d| Instant::now() < d);
+        let in_time = !crate::write::retry::past(deadline);
         let doubled = in_time
             && bucket.shard == 0
             && self.double_if_hot(&bucket.pk, &state, wcu, now_ms).await;

@@ -225,16 +225,23 @@ impl<S: Store> Aggregator<S> {
         limits.sort();
         limits.dedup();
         let mut sensing = Sensing::default();
+        // Per namespace whose declaration failed: the error, and the earliest
+        // record it left unsensed (runs are by bucket, not in stream order).
+        let mut unread: HashMap<&str, (StoreError, SequenceNumber)> = HashMap::new();
         for s in sensed {
             let ns = s.bucket.namespace.as_str();
             if !declarations.contains_key(ns) {
                 match self.declaration(ns, deadline).await {
                     Ok(d) => declarations.insert(ns, d),
                     Err(e) => {
-                        outcome.fail(&e, s.earliest.clone());
+                        unread.insert(ns, (e, s.earliest.clone()));
                         declarations.insert(ns, None)
                     }
                 };
+            }
+            if let Some((_, earliest)) = unread.get_mut(ns) {
+                *earliest = earliest.clone().min(s.earliest.clone());
+                continue;
             }
             let senses = declarations[ns]
                 .as_ref()
@@ -260,6 +267,9 @@ impl<S: Store> Aggregator<S> {
             let used = m.used.entry(s.limit.clone()).or_default();
             *used = used.saturating_add(s.amount);
             m.earliest = m.earliest.clone().min(s.earliest.clone());
+        }
+        for (_, (e, earliest)) in unread {
+            outcome.fail(&e, earliest);
         }
         sensing
     }

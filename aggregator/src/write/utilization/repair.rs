@@ -92,7 +92,7 @@ impl<S: Store> Aggregator<S> {
     ) -> (usize, usize) {
         let (mut repaired, mut failed) = (0, 0);
         for (done, bucket) in plan.buckets.iter().enumerate() {
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if crate::write::retry::past(deadline) {
                 let left = plan.buckets.len() - done;
                 tracing::warn!(left, "adaptive repair stopped at the deadline");
                 break;

@@ -754,3 +754,49 @@ async fn an_orphaned_raise_goes_back_to_the_targets_factor() {
     assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
     assert_eq!(tpm_ra(agg.store()), Attr::n(5_000_000), "the target's 5x");
 }
+
+/// Reads of the namespace's declaration fail.
+struct DeclarationFails;
+impl Faults for DeclarationFails {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        match call {
+            Call::Get { sk, .. } if *sk == keys::SK_ADAPTIVE_DECLARATION => {
+                Some(StoreError::Retryable {
+                    operation: "GetItem",
+                    key: "ns/ADAPTIVE#".into(),
+                    message: "injected".into(),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The sensor's runs are keyed by bucket, not in stream order: `a`'s run
+/// comes first although `b`'s record is the batch's first. A declaration
+/// that cannot be read is reported from the earliest record it left
+/// unsensed, so that the canary between them waits for the redelivery
+/// instead of completing a minute without `b`'s use.
+#[tokio::test]
+async fn a_declaration_that_cannot_be_read_redelivers_from_the_earliest_unsensed_record() {
+    let table = MemoryStore::new();
+    table.insert(declaration("r"));
+    let agg = Aggregator::new(
+        Injected {
+            inner: table,
+            faults: DeclarationFails,
+        },
+        settings(),
+    );
+    let mut batch = Batch::new();
+    batch
+        .debit("b", None, 5)
+        .canary(9_000, 0)
+        .debit("a", None, 5);
+    let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert_eq!(
+        outcome.first_failure.map(|s| s.as_stream().to_owned()),
+        Some("1000".to_owned())
+    );
+    assert_eq!(outcome.stats.canaries_sensed, 0);
+}
