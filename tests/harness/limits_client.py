@@ -14,6 +14,9 @@ writes limits itself, reads back what the provisioner wrote, and acquires.
                               the entity's usage snapshots, as get_usage_snapshots reads them
     limits_client.py lambda-version --table T --version V
                               stamp the version record as if Lambdas at V were deployed
+    limits_client.py write-own --table T --entity E --resource R --set shard_count=-1 [--set ...]
+                              one UpdateItem per --set on E's own shard-0 bucket of R, as a
+                              principal with the acquire policy may write it
 
 LEVELS is a JSON list of "system", "resource:<r>" and "entity:<e>/<r>".
 Endpoint and credentials come from the AWS environment
@@ -204,9 +207,27 @@ def lambda_version(table: str, version: str) -> dict:
     return {"lambda_version": version}
 
 
+def write_own(table: str, entity_id: str, resource: str, sets: list[str]) -> dict:
+    client = boto3.client("dynamodb", endpoint_url=endpoint(), region_name=region())
+    suffix = f"/BUCKET#{entity_id}#{resource}#0"
+    pks = [i["PK"]["S"] for i in items(table)["items"] if i["PK"]["S"].endswith(suffix)]
+    if len(pks) != 1:
+        raise SystemExit(f"write-own: expected one bucket ending {suffix}, found {pks}")
+    for assignment in sets:
+        name, value = assignment.split("=", 1)
+        client.update_item(
+            TableName=table,
+            Key={"PK": {"S": pks[0]}, "SK": {"S": "#STATE"}},
+            UpdateExpression="SET #a = :v",
+            ExpressionAttributeNames={"#a": name},
+            ExpressionAttributeValues={":v": {"N": value}},
+        )
+    return {"pk": pks[0], "writes": len(sets)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["register", "read", "set", "acquire", "entity", "items", "usage", "lambda-version"])
+    parser.add_argument("command", choices=["register", "read", "set", "acquire", "entity", "items", "usage", "lambda-version", "write-own"])
     parser.add_argument("--table", required=True)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--levels", default="[]")
@@ -218,6 +239,7 @@ def main() -> None:
     parser.add_argument("--consume", action="append", default=[])
     parser.add_argument("--times", type=int, default=1)
     parser.add_argument("--version")
+    parser.add_argument("--set", action="append", default=[])
     args = parser.parse_args()
     if args.command == "register":
         result = asyncio.run(register(args.table, args.namespace))
@@ -234,6 +256,8 @@ def main() -> None:
         result = asyncio.run(usage(args.table, args.namespace, args.entity))
     elif args.command == "lambda-version":
         result = lambda_version(args.table, args.version)
+    elif args.command == "write-own":
+        result = write_own(args.table, args.entity, args.resource, args.set)
     else:
         result = items(args.table)
     json.dump(result, sys.stdout, default=str)

@@ -729,3 +729,77 @@ fn removed_audit_items_reach_the_archive_once_after_deduplication() {
 }
 
 mod realtime;
+
+/// The shard stall of issue 28, as a new user met it: a principal with the
+/// acquire policy sets `shard_count` to -1 and then to 0 on its own bucket
+/// (the second write is a "raise" to no shards, which the propagation
+/// divided by and panicked on, again at every restart from the
+/// checkpoint). Then another entity makes 20 requests. The poller exits 0
+/// in both passes, the hostile records are skipped and counted, and the
+/// other entity's usage is all of its requests.
+#[test]
+fn a_shard_count_a_client_writes_out_of_range_stalls_nothing() {
+    let table = unique_table("agg-stall");
+    let dir = TempDir::new("stall");
+    run_json("client.py", &["setup", "--table", &table]);
+    let manifest = dir.file("limits.yaml");
+    std::fs::write(
+        &manifest,
+        "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 1000}}}}\n",
+    )
+    .unwrap();
+    let t = table.as_str();
+    let m = manifest.to_str().unwrap();
+    run_json("limits_client.py", &["set", "--table", t, "--manifest", m]);
+    let acquire = |entity: &str, times: &str| {
+        let args = [
+            "acquire",
+            "--table",
+            t,
+            "--entity",
+            entity,
+            "--resource",
+            "gpt-4",
+            "--consume",
+            "rpm=1",
+            "--times",
+            times,
+        ];
+        run_json("limits_client.py", &args)
+    };
+    assert_eq!(acquire("mallory", "1")["ok"], 1);
+    let own = [
+        "write-own",
+        "--table",
+        t,
+        "--entity",
+        "mallory",
+        "--resource",
+        "gpt-4",
+    ];
+    for count in ["-1", "0"] {
+        let set = format!("shard_count={count}");
+        run_json("limits_client.py", &[&own[..], &["--set", &set]].concat());
+    }
+    let checkpoint = dir.file("checkpoint.json");
+    let first = poll(&table, &checkpoint, moto(), &[], &[]);
+    assert_eq!(
+        first.summary["records_skipped"], 2,
+        "the hostile records are skipped and counted: {}",
+        first.summary
+    );
+    assert_eq!(acquire("alice", "20")["ok"], 20);
+    let second = poll(&table, &checkpoint, moto(), &[], &[]);
+    assert_eq!(second.summary["redeliveries"], 0, "{}", second.summary);
+    let usage = run_json(
+        "limits_client.py",
+        &["usage", "--table", t, "--entity", "alice"],
+    );
+    let hourly = usage["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["window"] == "hourly")
+        .expect("an hourly snapshot of alice");
+    assert_eq!(hourly["counters"]["rpm"], 20, "{usage}");
+}
