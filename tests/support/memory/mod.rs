@@ -6,7 +6,8 @@
 //! items that carry the index's key attributes, projected whole or to their
 //! keys as the 0.17.0 table's are. Two rules of DynamoDB that the adaptive
 //! paths rely on are modelled too: an item over 400 KB is refused
-//! (`ValidationException`), and a transaction is in flight for a moment
+//! (`ValidationException`), as is a transaction of more than 100 actions,
+//! and a transaction is in flight for a moment
 //! (one yield to the executor) during which any other transaction or write
 //! touching one of its items is refused with `TransactionConflict`, as the
 //! SDK adapter reports it (retryable). It does not model reserved words or
@@ -26,6 +27,9 @@ use zae_table::value::{MAX_ITEM_BYTES, item_size};
 use zae_table::{Attr, Item};
 
 type Key = (String, String);
+
+/// DynamoDB's ceiling on the actions of one `TransactWriteItems`.
+pub const MAX_TRANSACTION_ACTIONS: usize = 100;
 
 /// Items per query page: small, so that every test that queries pages.
 /// (DynamoDB's pages end at 1 MB.)
@@ -417,6 +421,13 @@ impl Store for MemoryStore {
         let Some(first) = writes.first().map(TxWrite::key_text) else {
             return Ok(());
         };
+        if writes.len() > MAX_TRANSACTION_ACTIONS {
+            let message = format!(
+                "Member must have length less than or equal to {MAX_TRANSACTION_ACTIONS} (transactItems: {})",
+                writes.len()
+            );
+            return Err(invalid(OP, first, message));
+        }
         let planned = writes
             .iter()
             .map(Planned::from_tx)
@@ -582,6 +593,25 @@ mod tests {
         ));
         block(store.transact(&second)).unwrap();
         assert!(store.item("b", "1").is_some());
+    }
+
+    #[test]
+    fn a_transaction_of_more_than_100_actions_is_refused_whole() {
+        let store = MemoryStore::new();
+        let writes: Vec<TxWrite> = (0..=MAX_TRANSACTION_ACTIONS)
+            .map(|i| TxWrite::Put {
+                item: item("a", &i.to_string(), &[]),
+                condition: None,
+            })
+            .collect();
+        let refused = block(store.transact(&writes));
+        assert!(
+            matches!(&refused, Err(StoreError::Rejected { message, .. }) if message.contains("100")),
+            "{refused:?}"
+        );
+        assert!(store.items().is_empty());
+        block(store.transact(&writes[..MAX_TRANSACTION_ACTIONS])).unwrap();
+        assert_eq!(store.items().len(), MAX_TRANSACTION_ACTIONS);
     }
 
     #[test]
