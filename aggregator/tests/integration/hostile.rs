@@ -119,24 +119,8 @@ fn read_name() -> impl Strategy<Value = String> {
 fn name() -> impl Strategy<Value = String> {
     let limits = prop::sample::select(vec!["tpm", "rpm", "wcu", "q", "tok_in"]);
     let fields = prop::sample::select(field::ALL.to_vec());
-    let read = prop::sample::select(vec![
-        "shard_count",
-        "rf",
-        "b_tpm_tc",
-        "b_tpm_tk",
-        "b_tpm_cp",
-        "b_tpm_ra",
-        "b_tpm_rp",
-        "b_wcu_tk",
-        "b_wcu_cp",
-        "b_wcu_ra",
-        "b_wcu_rp",
-        "ad_g_tpm",
-        "ad_ra_tpm",
-        "ad_pre_tpm",
-    ]);
     prop_oneof![
-        6 => read.prop_map(str::to_owned),
+        6 => read_name(),
         4 => (limits.clone(), fields).prop_map(|(l, f)| format!("b_{l}_{f}")),
         2 => prop::sample::select(vec![
             "vu", "ttl", "disabled", "bypass", "cascade", "parent_id",
@@ -238,8 +222,8 @@ enum Write {
     /// One attribute the server side reads, written several times in a
     /// row (a count of -1 then 0, say), one record each.
     Again(String, Vec<String>),
-    /// A delete (by the client, or the table's TTL).
-    Remove,
+    /// A delete: by the client, or (`true`) by the table's TTL.
+    Remove(bool),
 }
 
 #[derive(Debug, Clone)]
@@ -260,7 +244,7 @@ fn write() -> impl Strategy<Value = Write> {
         2 => attributes().prop_map(Write::Put),
         2 => prop::collection::btree_map(name(), value(), 1..4).prop_map(Write::Set),
         3 => again.prop_map(|(name, values)| Write::Again(name, values)),
-        1 => Just(Write::Remove),
+        1 => any::<bool>().prop_map(Write::Remove),
     ]
 }
 
@@ -280,7 +264,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 /// One stream record in the Lambda event's shape.
-fn record(sequence: usize, old: Option<&Item>, new: Option<&Item>) -> String {
+fn record(sequence: usize, old: Option<&Item>, new: Option<&Item>, by_ttl: bool) -> String {
     let keys = new.or(old).expect("a record has an image");
     let mut change = serde_json::json!({
         "ApproximateCreationDateTime": HOUR_S + 60 + sequence as i64,
@@ -304,8 +288,13 @@ fn record(sequence: usize, old: Option<&Item>, new: Option<&Item>) -> String {
         Event::Modify => "MODIFY",
         Event::Remove => "REMOVE",
     };
-    serde_json::json!({"eventName": name, "eventSource": "aws:dynamodb", "dynamodb": change})
-        .to_string()
+    let mut record =
+        serde_json::json!({"eventName": name, "eventSource": "aws:dynamodb", "dynamodb": change});
+    if by_ttl {
+        record["userIdentity"] =
+            serde_json::json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
+    }
+    record.to_string()
 }
 
 /// The item a client's write leaves, from the item before it.
@@ -334,7 +323,7 @@ async fn traffic(table: &MemoryStore, steps: &[Step]) -> (Vec<String>, [i64; 2])
                 let update = update.build(&pk, "#STATE", None);
                 table.update(&update, Returns::Nothing).await.unwrap();
                 let new = table.item(&pk, "#STATE");
-                records.push(record(records.len(), old.as_ref(), new.as_ref()));
+                records.push(record(records.len(), old.as_ref(), new.as_ref(), false));
                 consumed[*entity] += tokens;
             }
             Step::Hostile { pk, sk, write } => {
@@ -345,7 +334,7 @@ async fn traffic(table: &MemoryStore, steps: &[Step]) -> (Vec<String>, [i64; 2])
                         .iter()
                         .map(|v| Some(Item::from([(name.clone(), Attr::N(v.clone()))])))
                         .collect(),
-                    Write::Remove => vec![None],
+                    Write::Remove(_) => vec![None],
                 };
                 for set in writes {
                     let old = table.item(pk, sk);
@@ -358,7 +347,9 @@ async fn traffic(table: &MemoryStore, steps: &[Step]) -> (Vec<String>, [i64; 2])
                         None => table.remove(pk, sk),
                     }
                     if old.is_some() || new.is_some() {
-                        records.push(record(records.len(), old.as_ref(), new.as_ref()));
+                        let by_ttl = matches!(write, Write::Remove(true));
+                        let r = record(records.len(), old.as_ref(), new.as_ref(), by_ttl);
+                        records.push(r);
                     }
                 }
             }

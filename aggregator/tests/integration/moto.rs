@@ -486,26 +486,28 @@ fn agrees_with_the_reference_aggregator_except_for_the_documented_fixes() {
 /// A limit the client accepts but whose name is a snapshot attribute
 /// (`window`): only its own counter is left out; the entity's other limits
 /// are counted, and the poller does not stall on the batch.
-#[test]
-fn a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter() {
-    let table = unique_table("agg-window");
-    let dir = TempDir::new("window");
+/// A table of its own whose default namespace has `resources` (YAML) set
+/// through the real client, and a directory for the test.
+fn with_limits(name: &str, resources: &str) -> (String, TempDir) {
+    let table = unique_table(&format!("agg-{name}"));
+    let dir = TempDir::new(name);
     run_json("client.py", &["setup", "--table", &table]);
     let manifest = dir.file("limits.yaml");
-    std::fs::write(
-        &manifest,
-        "namespace: default\nresources: {gpt-4: {limits: {window: {capacity: 1000}, rpm: {capacity: 1000}}}}\n",
-    )
-    .unwrap();
+    let yaml = format!("namespace: default\nresources: {resources}\n");
+    std::fs::write(&manifest, yaml).unwrap();
+    let m = manifest.to_str().unwrap();
     run_json(
         "limits_client.py",
-        &[
-            "set",
-            "--table",
-            &table,
-            "--manifest",
-            manifest.to_str().unwrap(),
-        ],
+        &["set", "--table", &table, "--manifest", m],
+    );
+    (table, dir)
+}
+
+#[test]
+fn a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter() {
+    let (table, dir) = with_limits(
+        "window",
+        "{gpt-4: {limits: {window: {capacity: 1000}, rpm: {capacity: 1000}}}}",
     );
     let t = table.as_str();
     let acquired = run_json(
@@ -739,18 +741,8 @@ mod realtime;
 /// other entity's usage is all of its requests.
 #[test]
 fn a_shard_count_a_client_writes_out_of_range_stalls_nothing() {
-    let table = unique_table("agg-stall");
-    let dir = TempDir::new("stall");
-    run_json("client.py", &["setup", "--table", &table]);
-    let manifest = dir.file("limits.yaml");
-    std::fs::write(
-        &manifest,
-        "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 1000}}}}\n",
-    )
-    .unwrap();
+    let (table, dir) = with_limits("stall", "{gpt-4: {limits: {rpm: {capacity: 1000}}}}");
     let t = table.as_str();
-    let m = manifest.to_str().unwrap();
-    run_json("limits_client.py", &["set", "--table", t, "--manifest", m]);
     let acquire = |entity: &str, times: &str| {
         let args = [
             "acquire",
