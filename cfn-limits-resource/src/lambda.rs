@@ -347,25 +347,25 @@ async fn run_cfn<T: Tables, R: Responder + 'static, C: Continuer>(
     let store = deps.tables.open(&table);
     let task_envelope = envelope.clone();
     let limit = remaining.saturating_sub(reserve(remaining));
-    let work = async move { cloudformation::handle(&store, &task_envelope, &table, &caller).await };
-    match guarded(limit, work).await {
-        Err(Stopped::Deadline) => Outcome::failed(
-            &envelope,
-            "stopped before the Lambda timeout; config written so far stays, and the \
-             fan-outs still owed are pending for the next apply",
-        ),
-        Err(Stopped::Panicked(text)) => {
-            Outcome::failed(&envelope, format!("provisioner panicked: {text}"))
-        }
-        Ok(Err(err)) => {
-            let mut outcome = Outcome::failed(&envelope, err.to_string());
-            if let Some(id) = err.written_id() {
-                outcome.physical_id = id.to_owned();
-            }
-            outcome
-        }
-        Ok(Ok(outcome)) => outcome,
+    let rollback = cloudformation::RollbackId::default();
+    let written = rollback.clone();
+    let work = async move {
+        cloudformation::handle(&store, &task_envelope, &table, &caller, &written).await
+    };
+    let reason = match guarded(limit, work).await {
+        Ok(Ok(outcome)) => return outcome,
+        Err(Stopped::Deadline) => "stopped before the Lambda timeout; config written so far \
+            stays, and the fan-outs still owed are pending for the next apply"
+            .to_owned(),
+        Err(Stopped::Panicked(text)) => format!("provisioner panicked: {text}"),
+        Ok(Err(err)) => err.to_string(),
+    };
+    let mut outcome = Outcome::failed(&envelope, reason);
+    // Past its first write, the answer names what the rollback must undo.
+    if let Some(id) = rollback.get() {
+        outcome.physical_id = id.to_owned();
     }
+    outcome
 }
 
 #[cfg(test)]

@@ -2,9 +2,12 @@
 //!
 //! Every request is answered, by a PUT to its `ResponseURL`: a bad manifest,
 //! a store failure, a panic and a near timeout all become FAILED with a
-//! reason. Ownership is explicit: a failed Create answers with a marker
-//! physical id whose rollback Delete does nothing, and a Delete only wipes a
-//! namespace this very resource manages.
+//! reason. Ownership is explicit: a Create that failed before it could write
+//! answers with a marker physical id whose rollback Delete does nothing; one
+//! that failed once it may have written (its claim included) answers with
+//! the namespace's failed id, whose rollback Delete undoes what this very
+//! resource owns there; and a Delete only wipes a namespace this very
+//! resource manages.
 
 mod responder;
 pub mod table;
@@ -19,6 +22,7 @@ use crate::manifest::cloudformation::{coerce_bool, parse_properties};
 use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
 use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest;
 use serde_json::{Value, json};
+use std::sync::{Arc, OnceLock};
 use yaml_serde::Value as Tree;
 use zae_table::store::{Store, StoreError};
 
@@ -30,6 +34,8 @@ pub const MAX_RESPONSE_BYTES: usize = 4096;
 pub const FAILED_CREATE_PREFIX: &str = "failed-create/";
 /// What the 0.17.0 provisioner answers a failed Create with.
 const REFERENCE_FAILED_ID: &str = "failed";
+/// Ends the physical id of a request that failed once it may have written.
+pub const FAILED_SUFFIX: &str = "/failed";
 
 pub type Request = CloudFormationCustomResourceRequest<Tree, Tree>;
 
@@ -63,12 +69,7 @@ pub enum CfnError {
     #[error("no TableName property and no TABLE_NAME in the environment")]
     NoTable,
     #[error("{failed} of the request's config writes failed: {}", errors.join("; "))]
-    ConfigWrites {
-        failed: usize,
-        errors: Vec<String>,
-        /// The resource's real id: its rollback Delete removes what was written.
-        physical_id: String,
-    },
+    ConfigWrites { failed: usize, errors: Vec<String> },
 }
 
 /// The common fields of the three request types.
@@ -161,14 +162,63 @@ pub struct Outcome {
     pub follow_up: Option<Continuation>,
 }
 
-impl CfnError {
-    /// The physical id a FAILED answer must carry when something was written:
-    /// CloudFormation's rollback Delete then undoes it (a `failed-create/`
-    /// marker's rollback writes nothing).
-    pub fn written_id(&self) -> Option<&str> {
-        match self {
-            CfnError::ConfigWrites { physical_id, .. } => Some(physical_id),
-            _ => None,
+/// The physical id a FAILED answer must carry once the request may have
+/// written, its ownership claim included: [`handle`] fills it before the
+/// first write, and whoever answers a failure (an error, the deadline, a
+/// caught panic) reads it, so that CloudFormation's rollback Delete undoes
+/// the write. Shared because the work runs as its own task, which a
+/// deadline abandons and a panic ends.
+#[derive(Debug, Clone, Default)]
+pub struct RollbackId(Arc<OnceLock<String>>);
+
+impl RollbackId {
+    pub fn get(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+
+    fn set(&self, id: String) {
+        // One request writes one namespace: a second value never differs.
+        let _ = self.0.set(id);
+    }
+}
+
+/// A namespace's two physical ids: the one a resource that applied it
+/// answers, and the one a request that failed after it may have written
+/// answers. A Delete of the first wipes unless another resource owns the
+/// namespace (a resource from before owners were recorded owns nothing);
+/// a Delete of the second only when this very resource owns it.
+struct Ids {
+    real: String,
+    failed: String,
+}
+
+impl Ids {
+    fn new(table: &str, namespace: &str) -> Ids {
+        let real = physical_id(table, namespace);
+        Ids {
+            failed: format!("{real}{FAILED_SUFFIX}"),
+            real,
+        }
+    }
+
+    /// The id of a request that succeeded: a resource that carries the
+    /// failed id keeps it, else its rollback Delete (of that id, sent after
+    /// the change of id) would wipe what this request has just applied.
+    fn succeeded(&self, envelope: &Envelope) -> String {
+        match envelope.physical_resource_id.as_deref() {
+            Some(id) if id == self.failed => self.failed.clone(),
+            _ => self.real.clone(),
+        }
+    }
+
+    /// The id of a request that failed after it may have written: the
+    /// resource's own when it already manages this namespace (its rollback
+    /// Update puts its properties back), else the failed id, whose rollback
+    /// Delete undoes the claim (a Create, or an Update to another namespace).
+    fn failed(&self, envelope: &Envelope) -> String {
+        match envelope.physical_resource_id.as_deref() {
+            Some(id) if id == self.real || id == self.failed => id.to_owned(),
+            _ => self.failed.clone(),
         }
     }
 }
@@ -280,56 +330,24 @@ pub fn table_name(envelope: &Envelope, default: Option<&str>) -> Result<String, 
 }
 
 /// Handles one request against `store` (already bound to the request's
-/// table). Never answers; [`answer`] does.
+/// table). Never answers; [`answer`] does. Before its first write it puts
+/// in `rollback` the id a failure must answer with.
 pub async fn handle(
     store: &impl Store,
     envelope: &Envelope,
     table: &str,
     caller: &Caller,
+    rollback: &RollbackId,
 ) -> Result<Outcome, CfnError> {
     if envelope.resource_type == table::RESOURCE_TYPE {
         let now_ms = chrono::Utc::now().timestamp_millis();
         return table::handle(store, envelope, table, now_ms).await;
     }
-    let marker = envelope
-        .physical_resource_id
-        .as_deref()
-        .is_some_and(|id| id == REFERENCE_FAILED_ID || id.starts_with(FAILED_CREATE_PREFIX));
-    if envelope.kind == "Delete" && marker {
-        return Ok(skipped(
-            envelope,
-            "the Create this Delete rolls back wrote nothing",
-        ));
-    }
-    let namespace = match namespace_id(store, envelope).await {
-        // The table went first (its stack was deleted): nothing is left to remove.
-        Err(CfnError::Lookup {
-            source: StoreError::TableMissing { .. },
-            ..
-        }) if envelope.kind == "Delete" => {
-            return Ok(skipped(
-                envelope,
-                &format!("table '{table}' no longer exists"),
-            ));
-        }
-        other => other?,
+    let namespace = match target(store, envelope, table).await? {
+        Target::Namespace(namespace) => namespace,
+        Target::Done(outcome) => return Ok(outcome),
     };
-    let Some(namespace) = namespace else {
-        let name = envelope
-            .text("Namespace")
-            .unwrap_or_else(|| "default".into());
-        if envelope.kind == "Delete" {
-            return Ok(skipped(
-                envelope,
-                &format!("namespace '{name}' no longer exists"),
-            ));
-        }
-        return Err(CfnError::UnknownNamespace {
-            name,
-            table: table.to_owned(),
-        });
-    };
-    let id = physical_id(table, &namespace);
+    let ids = Ids::new(table, &namespace);
     let provisioner = Provisioner {
         store,
         namespace: &namespace,
@@ -337,14 +355,14 @@ pub async fn handle(
     // Read once: the ownership check and the plan share it.
     let state = provisioner.read_state().await?;
     let me = envelope.owner();
-    let foreign_owner = state.owner.clone().filter(|owner| *owner != me);
-    let manifest = if envelope.kind == "Delete" {
-        if let Some(why) = refuse_delete(envelope, &id, &namespace, foreign_owner.as_deref()) {
+    let delete = envelope.kind == "Delete";
+    let manifest = if delete {
+        if let Some(why) = refuse_delete(envelope, &ids, &namespace, state.owner.as_deref()) {
             return Ok(skipped(envelope, &why));
         }
         Manifest::empty(&namespace)
     } else {
-        if let Some(owner) = foreign_owner {
+        if let Some(owner) = state.owner.clone().filter(|owner| *owner != me) {
             return Err(CfnError::Owned { namespace, owner });
         }
         declared_manifest(envelope, &namespace)?
@@ -352,48 +370,118 @@ pub async fn handle(
     let full = full_apply(envelope)?;
     let caller = Caller {
         // Only the owner (or nobody) gets this far with a Delete.
-        ownership: if envelope.kind == "Delete" {
-            Ownership::Release
+        ownership: if delete {
+            Ownership::Release(me)
         } else {
             Ownership::Claim(me)
         },
         ..caller.clone()
     };
     let plan = provisioner.plan_from(state, &manifest, full).await?;
+    if !delete {
+        rollback.set(ids.failed(envelope));
+    }
     let report = provisioner.apply_plan(&manifest, plan, &caller).await?;
-    // The change the stack asked for did not happen: never SUCCESS. Fan-out
-    // problems alone are answered SUCCESS, with the pending work recorded.
+    succeeded(envelope, &ids, table, report)
+}
+
+/// Where a request goes: its namespace, or the answer when there is none
+/// to go to.
+enum Target {
+    Namespace(String),
+    Done(Outcome),
+}
+
+/// The request's namespace; a Delete with nothing left to remove (a
+/// marker id, a table or namespace gone) is answered at once.
+async fn target(store: &impl Store, envelope: &Envelope, table: &str) -> Result<Target, CfnError> {
+    let delete = envelope.kind == "Delete";
+    let marker = envelope
+        .physical_resource_id
+        .as_deref()
+        .is_some_and(|id| id == REFERENCE_FAILED_ID || id.starts_with(FAILED_CREATE_PREFIX));
+    if delete && marker {
+        let why = "the Create this Delete rolls back wrote nothing";
+        return Ok(Target::Done(skipped(envelope, why)));
+    }
+    let name = || {
+        envelope
+            .text("Namespace")
+            .unwrap_or_else(|| "default".into())
+    };
+    match namespace_id(store, envelope).await {
+        Ok(Some(namespace)) => Ok(Target::Namespace(namespace)),
+        // The table went first (its stack was deleted): nothing is left to remove.
+        Err(CfnError::Lookup {
+            source: StoreError::TableMissing { .. },
+            ..
+        }) if delete => {
+            let why = format!("table '{table}' no longer exists");
+            Ok(Target::Done(skipped(envelope, &why)))
+        }
+        Err(err) => Err(err),
+        Ok(None) if delete => {
+            let why = format!("namespace '{}' no longer exists", name());
+            Ok(Target::Done(skipped(envelope, &why)))
+        }
+        Ok(None) => Err(CfnError::UnknownNamespace {
+            name: name(),
+            table: table.to_owned(),
+        }),
+    }
+}
+
+/// The answer to an apply that ran: FAILED when the change the stack asked
+/// for did not happen, never SUCCESS. Fan-out problems alone are answered
+/// SUCCESS, with the pending work recorded.
+fn succeeded(
+    envelope: &Envelope,
+    ids: &Ids,
+    table: &str,
+    report: Report,
+) -> Result<Outcome, CfnError> {
     if report.config_errors > 0 {
         let errors = report.errors.clone().unwrap_or_default();
         return Err(CfnError::ConfigWrites {
             failed: report.config_errors,
             errors: errors.into_iter().take(report.config_errors).collect(),
-            physical_id: id,
         });
     }
     Ok(Outcome {
         success: true,
         reason: reason_for(&report),
-        physical_id: id,
+        physical_id: ids.succeeded(envelope),
         data: serde_json::to_value(&report).unwrap_or_else(|_| json!({})),
-        follow_up: (report.stopped > 0).then(|| Continuation::first(table, namespace)),
+        follow_up: (report.stopped > 0)
+            .then(|| Continuation::first(table, report.namespace.clone())),
     })
 }
 
 /// Why a Delete must wipe nothing: the resource does not manage this
-/// namespace, or another resource now does.
+/// namespace, another resource now does, or (the failed id) the request it
+/// rolls back left this resource no claim to undo.
 fn refuse_delete(
     envelope: &Envelope,
-    id: &str,
+    ids: &Ids,
     namespace: &str,
-    foreign_owner: Option<&str>,
+    owner: Option<&str>,
 ) -> Option<String> {
-    if envelope.physical_resource_id.as_deref() != Some(id) {
+    let me = envelope.owner();
+    let id = envelope.physical_resource_id.as_deref();
+    if id == Some(ids.failed.as_str()) && owner != Some(me.as_str()) {
         return Some(format!(
-            "this resource does not manage {id}; nothing deleted"
+            "the request this Delete rolls back holds no claim on namespace {namespace}; \
+             nothing deleted"
         ));
     }
-    foreign_owner
+    if id != Some(ids.real.as_str()) && id != Some(ids.failed.as_str()) {
+        return Some(format!(
+            "this resource does not manage {}; nothing deleted",
+            ids.real
+        ));
+    }
+    owner
+        .filter(|owner| *owner != me)
         .map(|owner| format!("namespace {namespace} is now managed by {owner}; nothing deleted"))
 }
 
