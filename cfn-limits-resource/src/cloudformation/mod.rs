@@ -34,6 +34,8 @@ pub const MAX_RESPONSE_BYTES: usize = 4096;
 pub const FAILED_CREATE_PREFIX: &str = "failed-create/";
 /// What the 0.17.0 provisioner answers a failed Create with.
 const REFERENCE_FAILED_ID: &str = "failed";
+/// CloudFormation's longest `ServiceTimeout`, and its default.
+const MAX_SERVICE_TIMEOUT_S: u64 = 3600;
 /// Ends the physical id of a request that failed once it may have written.
 pub const FAILED_SUFFIX: &str = "/failed";
 
@@ -132,6 +134,17 @@ impl Envelope {
     /// `<StackId>|<LogicalResourceId>`: which resource owns a namespace.
     pub fn owner(&self) -> String {
         format!("{}|{}", self.stack_id, self.logical_resource_id)
+    }
+
+    /// `ServiceTimeout`: how long CloudFormation waits for this request's
+    /// answer before it fails the resource (1 to 3,600 s; CloudFormation's
+    /// 3,600 when absent or unreadable).
+    pub fn service_timeout(&self) -> std::time::Duration {
+        let seconds = self
+            .text("ServiceTimeout")
+            .and_then(|text| text.parse::<u64>().ok())
+            .map_or(MAX_SERVICE_TIMEOUT_S, |s| s.clamp(1, MAX_SERVICE_TIMEOUT_S));
+        std::time::Duration::from_secs(seconds)
     }
 
     fn property(&self, name: &str) -> Option<&Tree> {

@@ -836,3 +836,37 @@ async fn an_update_to_another_namespace_that_dies_after_its_claim_frees_it_on_ro
     assert_eq!(owner_of(&store, NS), a_before, "A is still this resource's");
     assert_eq!(resource_config(&store).unwrap()["l_rpm_cp"], Attr::n(10));
 }
+
+/// Issue 28, item 6: `ServiceTimeout` shorter than the Lambda's time is
+/// honoured: a hung table is abandoned and answered before CloudFormation
+/// stops waiting (30 s here), not near the Lambda's 15-minute deadline.
+#[tokio::test(start_paused = true)]
+async fn a_service_timeout_shorter_than_the_lambdas_is_answered_within() {
+    let mut create = request("Create", "r1", None, STACK, "10");
+    create["ResourceProperties"]["ServiceTimeout"] = json!("30");
+    let lambda_deadline = in_a_minute() + 14 * MINUTE;
+    let started = tokio::time::Instant::now();
+    let answer = send(&deps(Broken::Hangs), create, lambda_deadline).await;
+    assert_eq!(answer["Status"], "FAILED", "{answer}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(30), "answered after {took:?}");
+    assert!(
+        took >= Duration::from_secs(20),
+        "gave up early, after {took:?}"
+    );
+}
+
+#[test]
+fn service_timeout_defaults_to_cloudformations_hour_and_stays_in_its_range() {
+    let timeout = |value: Value| {
+        let mut create = request("Create", "r1", None, STACK, "10");
+        create["ResourceProperties"]["ServiceTimeout"] = value;
+        let request = serde_json::from_value::<cloudformation::Request>(create).unwrap();
+        Envelope::from_request(request).unwrap().service_timeout()
+    };
+    assert_eq!(timeout(json!("120")), Duration::from_secs(120));
+    assert_eq!(timeout(json!(90)), Duration::from_secs(90));
+    assert_eq!(timeout(Value::Null), Duration::from_secs(3600));
+    assert_eq!(timeout(json!("soon")), Duration::from_secs(3600));
+    assert_eq!(timeout(json!("7200")), Duration::from_secs(3600));
+}
