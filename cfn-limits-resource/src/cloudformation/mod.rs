@@ -24,6 +24,8 @@ use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceReques
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
 use yaml_serde::Value as Tree;
+use zae_table::archive::MAX_NAMESPACE_BYTES;
+use zae_table::keys;
 use zae_table::store::{Store, StoreError};
 
 /// Marks a reason cut to fit the body.
@@ -53,6 +55,16 @@ pub enum CfnError {
          --create-namespace` once"
     )]
     UnknownNamespace { name: String, table: String },
+    #[error(
+        "NamespaceId '{id}' is not in the table's registry: give the id of a registered \
+         namespace (the table stack's `Data.NamespaceIds`), or its name as `Namespace`"
+    )]
+    UnknownNamespaceId { id: String },
+    #[error(
+        "NamespaceId '{id}' ({bytes} bytes) is refused: a namespace id is 1 to \
+         {MAX_NAMESPACE_BYTES} bytes of A-Z a-z 0-9 _ -"
+    )]
+    BadNamespaceId { id: String, bytes: usize },
     #[error("{0}")]
     Registry(#[from] crate::registry::RegistryError),
     #[error("restoring the version record: {0}")]
@@ -315,13 +327,19 @@ fn shrink_list(data: &mut Value, field: &str) -> bool {
 }
 
 /// Resolves the namespace id: `NamespaceId`, else the registry entry of
-/// `Namespace` (default `default`).
+/// `Namespace` (default `default`). A Create or Update takes `NamespaceId`
+/// only when the registry holds it (`#NSID#<id>`): a typo would otherwise
+/// write config, and claim it, where no client ever reads. A Delete takes it
+/// as given, to remove what an earlier version wrote under it.
 pub async fn namespace_id(
     store: &impl Store,
     envelope: &Envelope,
 ) -> Result<Option<String>, CfnError> {
     if let Some(id) = envelope.text("NamespaceId") {
-        return Ok(Some(id));
+        if envelope.kind == "Delete" {
+            return Ok(Some(id));
+        }
+        return registered_namespace_id(store, id).await;
     }
     let name = envelope
         .text("Namespace")
@@ -329,6 +347,41 @@ pub async fn namespace_id(
     registered_id(store, &name)
         .await
         .map_err(|source| CfnError::Lookup { name, source })
+}
+
+/// `NamespaceId` when it has the client's shape and the registry holds it.
+async fn registered_namespace_id(
+    store: &impl Store,
+    id: String,
+) -> Result<Option<String>, CfnError> {
+    check_namespace_id(&id)?;
+    let entry = store
+        .get(&keys::pk_registry(), &keys::sk_namespace_id(&id), true)
+        .await
+        .map_err(|source| CfnError::Lookup {
+            name: id.clone(),
+            source,
+        })?;
+    match entry {
+        Some(_) => Ok(Some(id)),
+        None => Err(CfnError::UnknownNamespaceId { id }),
+    }
+}
+
+/// The client's ids are 11 characters of `[A-Za-z0-9_-]`; anything outside
+/// that alphabet or past [`MAX_NAMESPACE_BYTES`] would build keys (and a
+/// physical id) of another shape, so it is refused before any read.
+fn check_namespace_id(id: &str) -> Result<(), CfnError> {
+    let id_chars = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if id.len() <= MAX_NAMESPACE_BYTES && id.chars().all(id_chars) {
+        return Ok(());
+    }
+    let shown: String = id.chars().take(40).collect();
+    let cut = if shown.len() < id.len() { "…" } else { "" };
+    Err(CfnError::BadNamespaceId {
+        id: format!("{shown}{cut}"),
+        bytes: id.len(),
+    })
 }
 
 pub fn physical_id(table: &str, namespace: &str) -> String {

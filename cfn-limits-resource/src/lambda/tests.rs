@@ -870,3 +870,37 @@ fn service_timeout_defaults_to_cloudformations_hour_and_stays_in_its_range() {
     assert_eq!(timeout(json!("soon")), Duration::from_secs(3600));
     assert_eq!(timeout(json!("7200")), Duration::from_secs(3600));
 }
+
+/// Issue 28, item 8: a `NamespaceId` the registry does not hold, one with a
+/// `/`, and one that would push the physical id past 1 KB are refused
+/// before anything is written; a registered id is taken.
+#[tokio::test]
+async fn a_namespace_id_outside_the_registry_is_refused_before_any_write() {
+    let store = seeded();
+    let deps = deps(store.clone());
+    let before = store.items();
+    for (id, says) in [
+        ("ns1-typo", "not in the table's registry"),
+        ("a/b", "is refused"),
+        (&*"n".repeat(1100), "is refused"),
+    ] {
+        let mut create = request("Create", "r1", None, STACK, "10");
+        create["ResourceProperties"]["NamespaceId"] = json!(id);
+        let refused = send(&deps, create, MINUTE).await;
+        assert_eq!(refused["Status"], "FAILED", "{id}: {refused}");
+        let reason = refused["Reason"].as_str().unwrap();
+        assert!(reason.contains(says), "{id}: {reason}");
+        assert_eq!(refused["PhysicalResourceId"], "failed-create/r1");
+        assert_eq!(store.items(), before, "{id}: something was written");
+    }
+    let b = crate::registry::register(&*store, "tenant-b", 1_000)
+        .await
+        .unwrap()
+        .id;
+    let mut create = request("Create", "r2", None, STACK, "10");
+    create["ResourceProperties"]["NamespaceId"] = json!(b);
+    let taken = send(&deps, create, MINUTE).await;
+    assert_eq!(taken["Status"], "SUCCESS", "{taken}");
+    let physical = format!("rate-limits/{b}/limits-provisioner");
+    assert_eq!(taken["PhysicalResourceId"], physical.as_str());
+}
