@@ -135,7 +135,6 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
     deadline_ms: u64,
     function_arn: String,
 ) -> Result<Value, Failure> {
-    let remaining = zae_runtime::deadline::remaining(deadline_ms);
     if let Some(parsed) = Continuation::parse(&payload) {
         let continuation = parsed.map_err(|e| Failure::new("InvalidRequest", e))?;
         return handle_continue(&deps, continuation, deadline_ms, function_arn).await;
@@ -152,6 +151,8 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
         Ok(envelope) => envelope,
         Err(err) => return answer_malformed(&deps.responder, &payload, err).await,
     };
+    let deadline_ms = answer_deadline_ms(deadline_ms, envelope.service_timeout());
+    let remaining = zae_runtime::deadline::remaining(deadline_ms);
     let mut outcome = run_cfn(deps.clone(), envelope.clone(), remaining).await;
     if let Some(first) = outcome.follow_up.take() {
         // The answer below gets `reserve(remaining)`: that much stays set aside.
@@ -177,6 +178,16 @@ pub async fn handle<T: Tables, R: Responder + 'static, C: Continuer>(
         .await
         .map_err(|e| Failure::new("ResponseFailed", e))?;
     Ok(json!({ "Status": if outcome.success { "SUCCESS" } else { "FAILED" } }))
+}
+
+/// The instant (epoch milliseconds) a CloudFormation request must be
+/// answered by: the Lambda's deadline, or CloudFormation's own when it comes
+/// first (`ServiceTimeout` after the request arrived: past it, the stack has
+/// failed the resource, and work still writing would only race its rollback).
+fn answer_deadline_ms(lambda_deadline_ms: u64, service_timeout: Duration) -> u64 {
+    let left = zae_runtime::deadline::remaining(lambda_deadline_ms).min(service_timeout);
+    let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    now.saturating_add(u64::try_from(left.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Asks for a follow-up with the time left once `keep` (what the answer
@@ -347,25 +358,26 @@ async fn run_cfn<T: Tables, R: Responder + 'static, C: Continuer>(
     let store = deps.tables.open(&table);
     let task_envelope = envelope.clone();
     let limit = remaining.saturating_sub(reserve(remaining));
-    let work = async move { cloudformation::handle(&store, &task_envelope, &table, &caller).await };
-    match guarded(limit, work).await {
-        Err(Stopped::Deadline) => Outcome::failed(
-            &envelope,
-            "stopped before the Lambda timeout; config written so far stays, and the \
-             fan-outs still owed are pending for the next apply",
-        ),
-        Err(Stopped::Panicked(text)) => {
-            Outcome::failed(&envelope, format!("provisioner panicked: {text}"))
-        }
-        Ok(Err(err)) => {
-            let mut outcome = Outcome::failed(&envelope, err.to_string());
-            if let Some(id) = err.written_id() {
-                outcome.physical_id = id.to_owned();
-            }
-            outcome
-        }
-        Ok(Ok(outcome)) => outcome,
+    let rollback = cloudformation::RollbackId::default();
+    let written = rollback.clone();
+    let work = async move {
+        cloudformation::handle(&store, &task_envelope, &table, &caller, &written).await
+    };
+    let reason = match guarded(limit, work).await {
+        Ok(Ok(outcome)) => return outcome,
+        Err(Stopped::Deadline) => "stopped before the Lambda timeout or the resource's \
+            ServiceTimeout, whichever comes first; config written so far stays, and the \
+            fan-outs still owed are pending for the next apply"
+            .to_owned(),
+        Err(Stopped::Panicked(text)) => format!("provisioner panicked: {text}"),
+        Ok(Err(err)) => err.to_string(),
+    };
+    let mut outcome = Outcome::failed(&envelope, reason);
+    // Past its first write, the answer names what the rollback must undo.
+    if let Some(id) = rollback.get() {
+        outcome.physical_id = id.to_owned();
     }
+    outcome
 }
 
 #[cfg(test)]

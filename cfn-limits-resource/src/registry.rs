@@ -75,6 +75,7 @@ pub async fn initialise(
     for name in namespaces {
         check_name(name)?;
     }
+    check_stamp(store, stamper).await?;
     let mut registered = Vec::new();
     for name in namespaces {
         registered.push(register(store, name, now_ms).await?);
@@ -101,6 +102,36 @@ async fn stamp(
         )),
         Err(e) => Err(RegistryError::Stamp(e)),
     }
+}
+
+/// Before the first registration: a stack's resource may stamp the record
+/// (the condition of `stamp_version_owned`, read ahead), so a stamp another
+/// resource owns refuses the request before it registers anything. The stamp
+/// itself stays conditional, for a stack that stamps in between.
+async fn check_stamp(store: &impl Store, stamper: &Stamper<'_>) -> Result<(), RegistryError> {
+    let Stamper::Stack { owner, adopt, .. } = stamper else {
+        return Ok(());
+    };
+    let record = store
+        .get(&keys::pk_registry(), keys::SK_VERSION, true)
+        .await
+        .map_err(RegistryError::Stamp)?
+        .unwrap_or_default();
+    let text = |k: &str| record.get(k).and_then(zae_table::Attr::as_s);
+    let held_by = text(registry::STAMP_OWNER);
+    let stack_stamped = text(registry::LAMBDA_VERSION) == Some(LAMBDA_VERSION_STAMP)
+        && text(registry::UPDATED_BY)
+            .is_some_and(|by| by.starts_with(registry::STACK_STAMP_PREFIX));
+    let free = match held_by {
+        Some(holder) => holder == *owner,
+        None => *adopt || !stack_stamped,
+    };
+    if free {
+        return Ok(());
+    }
+    Err(RegistryError::OwnedElsewhere(
+        stamp_holder(store).await.map_err(RegistryError::Stamp)?,
+    ))
 }
 
 /// Who holds the version record's stamp, in words.

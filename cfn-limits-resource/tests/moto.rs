@@ -1737,3 +1737,65 @@ fn the_printed_tenant_stack_reads_the_same_in_yaml_1_1() {
         "rate-limits-TableName"
     );
 }
+
+/// `zae-limits release-owner` on moto: refused without a terminal and
+/// without `--yes`; with `--yes` it names the stack and frees the
+/// namespace, which a new stack's resource then claims.
+#[tokio::test(flavor = "multi_thread")]
+async fn release_owner_frees_a_namespace_whose_owner_is_gone() {
+    use cfn_limits_resource::apply::{Caller, Ownership, Provisioner};
+    use cfn_limits_resource::manifest::Manifest;
+    let table = setup("limits-release");
+    let store = store(&table);
+    let ns = cfn_limits_resource::apply::state::namespace_id(&store, "default")
+        .await
+        .unwrap()
+        .unwrap();
+    let dead = "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant-a/1|Limits";
+    let manifest = Manifest::from_yaml(
+        "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 5}}}}\n",
+    )
+    .unwrap();
+    let caller = Caller {
+        ownership: Ownership::Claim(dead.into()),
+        ..Caller::local("test")
+    };
+    let provisioner = Provisioner {
+        store: &store,
+        namespace: &ns,
+    };
+    provisioner.apply(&manifest, false, &caller).await.unwrap();
+    let owner = || provisioner_owner(&table, &ns);
+    assert_eq!(owner().as_deref(), Some(dead));
+
+    let refused = exits(&["release-owner", "-t", &table], 64, "pass --yes");
+    assert!(
+        stderr(&refused).contains("stack/tenant-a/1"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        owner().as_deref(),
+        Some(dead),
+        "released without confirmation"
+    );
+
+    let released = zae_limits(&["release-owner", "-t", &table, "--yes"]);
+    assert!(
+        ok(&released).contains("released from"),
+        "{}",
+        stderr(&released)
+    );
+    assert_eq!(owner(), None);
+    let again = ok(&zae_limits(&["release-owner", "-t", &table, "--yes"]));
+    assert!(again.contains("nothing to release"), "{again}");
+}
+
+/// The `cfn_owner` of a namespace's `#PROVISIONER` record, on moto.
+fn provisioner_owner(table: &str, namespace: &str) -> Option<String> {
+    use zae_table::keys;
+    let key = format!("{} {}", keys::pk_system(namespace), keys::SK_PROVISIONER);
+    items(table)
+        .get(&key)
+        .and_then(|item| item["cfn_owner"]["S"].as_str().map(str::to_owned))
+}

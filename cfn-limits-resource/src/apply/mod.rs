@@ -89,8 +89,10 @@ pub enum Ownership {
     Keep,
     /// A custom resource's Create or Update: it owns the namespace now.
     Claim(String),
-    /// The owning custom resource's Delete: nobody owns it any more.
-    Release,
+    /// The owning custom resource's Delete (`<StackId>|<LogicalResourceId>`):
+    /// nobody owns it any more. Written only where this resource or nobody
+    /// owns the record, never over another resource's claim.
+    Release(String),
 }
 
 /// Who asks, and for how long they can wait.

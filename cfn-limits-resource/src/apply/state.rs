@@ -35,7 +35,7 @@ fn owner_after(caller: &Caller, before: &State) -> Option<String> {
     match &caller.ownership {
         Ownership::Keep => before.owner.clone(),
         Ownership::Claim(owner) => Some(owner.clone()),
-        Ownership::Release => None,
+        Ownership::Release(_) => None,
     }
 }
 
@@ -54,7 +54,7 @@ impl<S: Store> Provisioner<'_, S> {
             managed: before.managed.union(&manifest.managed_set()),
             // A Delete releases the namespace only once its levels are gone.
             owner: match caller.ownership {
-                Ownership::Release => before.owner.clone(),
+                Ownership::Release(_) => before.owner.clone(),
                 _ => owner_after(caller, before),
             },
             cascade_pending: before.cascade_pending.clone(),
@@ -85,6 +85,8 @@ impl<S: Store> Provisioner<'_, S> {
     /// costs reads only (`last_applied` is the last apply that changed it).
     /// A custom resource claims the namespace in the same conditional write:
     /// of two stacks applying at once, one wins and the other writes nothing.
+    /// Its Delete releases it under the same condition, so a release never
+    /// drops a claim another resource made since the record was read.
     async fn write_record(
         &self,
         state: &State,
@@ -100,7 +102,7 @@ impl<S: Store> Provisioner<'_, S> {
             state.applied_hash.as_deref().unwrap_or_default(),
         );
         let claim = match &caller.ownership {
-            Ownership::Claim(me) => Some(Condition {
+            Ownership::Claim(me) | Ownership::Release(me) => Some(Condition {
                 expression: "attribute_not_exists(#o) OR #o = :me".into(),
                 names: BTreeMap::from([("#o".to_owned(), CFN_OWNER.to_owned())]),
                 values: BTreeMap::from([(":me".to_owned(), Attr::s(me))]),

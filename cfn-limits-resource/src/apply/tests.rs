@@ -428,6 +428,53 @@ async fn of_two_stacks_claiming_one_namespace_at_once_one_writes_nothing() {
     assert_eq!(store.items(), before, "the loser wrote nothing");
 }
 
+/// A Delete that read the namespace as its own, while another stack
+/// claimed it meanwhile: the release is refused by its condition, and the
+/// other stack's claim stays.
+#[tokio::test]
+async fn a_release_never_drops_a_claim_another_resource_made_since_it_read() {
+    let store = seeded();
+    let provisioner = Provisioner {
+        store: &*store,
+        namespace: NS,
+    };
+    let caller = |stack: &str, ownership: Ownership| Caller {
+        ownership,
+        ..Caller::local(stack)
+    };
+    let ours = Ownership::Claim("stack/a|TenantLimits".into());
+    provisioner
+        .apply(&manifest(TENANT), false, &caller("stack/a", ours))
+        .await
+        .unwrap();
+    // Stack a's Delete reads the record while it owns the namespace...
+    let empty = Manifest::empty(NS);
+    let release = provisioner.plan(&empty, false).await.unwrap();
+    // ...then the claim passes to stack b (an operator's release, b's Create).
+    let theirs = Ownership::Claim("stack/b|TenantLimits".into());
+    let mut record = store
+        .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+        .unwrap();
+    record.insert("cfn_owner".into(), Attr::s("stack/b|TenantLimits"));
+    store.insert(record);
+    provisioner
+        .apply(&manifest(TENANT), false, &caller("stack/b", theirs))
+        .await
+        .unwrap();
+    let gone = Ownership::Release("stack/a|TenantLimits".into());
+    let refused = provisioner
+        .apply_plan(&empty, release, &caller("stack/a", gone))
+        .await;
+    assert!(
+        matches!(refused, Err(ApplyError::Owned { .. })),
+        "{refused:?}"
+    );
+    let state = store
+        .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+        .unwrap();
+    assert_eq!(state["cfn_owner"], Attr::s("stack/b|TenantLimits"));
+}
+
 #[tokio::test]
 async fn an_apply_that_dies_midway_leaves_what_it_wrote_managed() {
     let store = seeded();

@@ -115,6 +115,18 @@ pub enum Command {
         #[command(subcommand)]
         command: AdaptiveCommand,
     },
+    /// Release a namespace from the custom resource that owns it, when that
+    /// resource's stack no longer exists (a stack deleted or rolled back
+    /// without releasing it): shows the owner, asks to confirm, and removes
+    /// it only while the record still names that owner. Levels stay as they
+    /// are; the next stack that declares the namespace takes it over.
+    ReleaseOwner {
+        #[command(flatten)]
+        at: Namespace,
+        /// Release without asking (scripts); required without a terminal.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Print a tenant stack with a Custom::ZaeLimiterLimits resource.
     CfnTemplate {
         /// The limits manifest (YAML).

@@ -4,6 +4,7 @@
 pub mod args;
 pub mod error;
 pub mod progress;
+pub mod release;
 
 use crate::apply::state::namespace_id;
 use crate::apply::{Caller, Provisioner, Report};
@@ -106,6 +107,7 @@ pub async fn run(command: Command) -> Result<Ended, CliError> {
             json,
         } => init(&table, &namespaces, json).await,
         Command::Adaptive { command } => adaptive(command).await,
+        Command::ReleaseOwner { at, yes } => release::release_owner(&at, yes).await,
         command => manifest_command(command).await,
     }
 }
@@ -121,7 +123,7 @@ fn read_manifest(file: &Path) -> Result<Manifest, CliError> {
 }
 
 /// A table's store, through the AWS environment and the flags.
-async fn open(table: &Table) -> TableStore {
+pub(crate) async fn open(table: &Table) -> TableStore {
     let sdk = table.sdk_config(Timeouts::default()).await;
     Counted::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&sdk),
@@ -131,7 +133,7 @@ async fn open(table: &Table) -> TableStore {
 
 /// The namespace id of a name, or the error that says how to get one (and
 /// which registered name was probably meant).
-async fn resolve_namespace(
+pub(crate) async fn resolve_namespace(
     store: &impl Store,
     name: &str,
     id: Option<&String>,

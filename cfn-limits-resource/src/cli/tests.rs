@@ -2,6 +2,7 @@ use super::*;
 use crate::cli::args::Cli;
 use clap::Parser;
 use zae_table::store::StoreError;
+use zae_table::{Attr, keys};
 use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
 
@@ -73,4 +74,58 @@ async fn create_namespace_initialises_an_empty_table_and_refuses_a_reserved_name
     };
     let err = on_store(&apply, &memory, &reserved).await.unwrap_err();
     assert_eq!(err.kind, Kind::InvalidInput, "{err:?}");
+}
+
+fn owner_of(store: &MemoryStore) -> Option<Attr> {
+    let ns = crate::apply::tests::NS;
+    store
+        .item(&keys::pk_system(ns), keys::SK_PROVISIONER)
+        .and_then(|state| state.get("cfn_owner").cloned())
+}
+
+/// Puts `owner` in the namespace's `#PROVISIONER` record.
+fn owned_by(store: &MemoryStore, owner: &str) {
+    let ns = crate::apply::tests::NS;
+    let mut record = store
+        .item(&keys::pk_system(ns), keys::SK_PROVISIONER)
+        .unwrap_or_else(|| {
+            crate::apply::tests::item(&keys::pk_system(ns), keys::SK_PROVISIONER, &[])
+        });
+    record.insert("cfn_owner".into(), Attr::s(owner));
+    store.insert(record);
+}
+
+/// Issue 28, item 5: an owner that no longer exists is released once
+/// confirmed; declined, nothing changes; and a claim made between the read
+/// and the write stays (the write names the owner it showed).
+#[tokio::test]
+async fn release_owner_removes_only_the_owner_it_showed_once_confirmed() {
+    let ns = crate::apply::tests::NS;
+    let memory = crate::apply::tests::seeded();
+    let dead = "arn:aws:cloudformation:us-east-1:1:stack/tenant-a/1|Limits";
+    owned_by(&memory, dead);
+    let declined = release::release(&*memory, ns, |_| Ok(false)).await;
+    assert_eq!(declined.unwrap_err().kind, Kind::Refused);
+    assert_eq!(owner_of(&memory), Some(Attr::s(dead)));
+
+    let live = "arn:aws:cloudformation:us-east-1:1:stack/tenant-b/2|Limits";
+    let raced = release::release(&*memory, ns, |shown| {
+        assert_eq!(shown, dead);
+        owned_by(&memory, live);
+        Ok(true)
+    })
+    .await;
+    assert_eq!(raced.unwrap_err().kind, Kind::Refused);
+    assert_eq!(
+        owner_of(&memory),
+        Some(Attr::s(live)),
+        "the new claim stays"
+    );
+
+    owned_by(&memory, dead);
+    let released = release::release(&*memory, ns, |_| Ok(true)).await;
+    assert_eq!(released.unwrap(), Ended::Clean);
+    assert_eq!(owner_of(&memory), None);
+    let again = release::release(&*memory, ns, |_| panic!("nothing to confirm")).await;
+    assert_eq!(again.unwrap(), Ended::Clean);
 }

@@ -2,9 +2,12 @@
 //!
 //! Every request is answered, by a PUT to its `ResponseURL`: a bad manifest,
 //! a store failure, a panic and a near timeout all become FAILED with a
-//! reason. Ownership is explicit: a failed Create answers with a marker
-//! physical id whose rollback Delete does nothing, and a Delete only wipes a
-//! namespace this very resource manages.
+//! reason. Ownership is explicit: a Create that failed before it could write
+//! answers with a marker physical id whose rollback Delete does nothing; one
+//! that failed once it may have written (its claim included) answers with
+//! the namespace's failed id, whose rollback Delete undoes what this very
+//! resource owns there; and a Delete only wipes a namespace this very
+//! resource manages.
 
 mod responder;
 pub mod table;
@@ -19,7 +22,10 @@ use crate::manifest::cloudformation::{coerce_bool, parse_properties};
 use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
 use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest;
 use serde_json::{Value, json};
+use std::sync::{Arc, OnceLock};
 use yaml_serde::Value as Tree;
+use zae_table::archive::MAX_NAMESPACE_BYTES;
+use zae_table::keys;
 use zae_table::store::{Store, StoreError};
 
 /// Marks a reason cut to fit the body.
@@ -30,6 +36,10 @@ pub const MAX_RESPONSE_BYTES: usize = 4096;
 pub const FAILED_CREATE_PREFIX: &str = "failed-create/";
 /// What the 0.17.0 provisioner answers a failed Create with.
 const REFERENCE_FAILED_ID: &str = "failed";
+/// CloudFormation's longest `ServiceTimeout`, and its default.
+const MAX_SERVICE_TIMEOUT_S: u64 = 3600;
+/// Ends the physical id of a request that failed once it may have written.
+pub const FAILED_SUFFIX: &str = "/failed";
 
 pub type Request = CloudFormationCustomResourceRequest<Tree, Tree>;
 
@@ -45,6 +55,16 @@ pub enum CfnError {
          --create-namespace` once"
     )]
     UnknownNamespace { name: String, table: String },
+    #[error(
+        "NamespaceId '{id}' is not in the table's registry: give the id of a registered \
+         namespace (the table stack's `Data.NamespaceIds`), or its name as `Namespace`"
+    )]
+    UnknownNamespaceId { id: String },
+    #[error(
+        "NamespaceId '{id}' ({bytes} bytes) is refused: a namespace id is 1 to \
+         {MAX_NAMESPACE_BYTES} bytes of A-Z a-z 0-9 _ -"
+    )]
+    BadNamespaceId { id: String, bytes: usize },
     #[error("{0}")]
     Registry(#[from] crate::registry::RegistryError),
     #[error("restoring the version record: {0}")]
@@ -63,12 +83,7 @@ pub enum CfnError {
     #[error("no TableName property and no TABLE_NAME in the environment")]
     NoTable,
     #[error("{failed} of the request's config writes failed: {}", errors.join("; "))]
-    ConfigWrites {
-        failed: usize,
-        errors: Vec<String>,
-        /// The resource's real id: its rollback Delete removes what was written.
-        physical_id: String,
-    },
+    ConfigWrites { failed: usize, errors: Vec<String> },
 }
 
 /// The common fields of the three request types.
@@ -133,6 +148,17 @@ impl Envelope {
         format!("{}|{}", self.stack_id, self.logical_resource_id)
     }
 
+    /// `ServiceTimeout`: how long CloudFormation waits for this request's
+    /// answer before it fails the resource (1 to 3,600 s; CloudFormation's
+    /// 3,600 when absent or unreadable).
+    pub fn service_timeout(&self) -> std::time::Duration {
+        let seconds = self
+            .text("ServiceTimeout")
+            .and_then(|text| text.parse::<u64>().ok())
+            .map_or(MAX_SERVICE_TIMEOUT_S, |s| s.clamp(1, MAX_SERVICE_TIMEOUT_S));
+        std::time::Duration::from_secs(seconds)
+    }
+
     fn property(&self, name: &str) -> Option<&Tree> {
         match &self.properties {
             Tree::Mapping(map) => map.get(name).filter(|v| !matches!(v, Tree::Null)),
@@ -161,14 +187,63 @@ pub struct Outcome {
     pub follow_up: Option<Continuation>,
 }
 
-impl CfnError {
-    /// The physical id a FAILED answer must carry when something was written:
-    /// CloudFormation's rollback Delete then undoes it (a `failed-create/`
-    /// marker's rollback writes nothing).
-    pub fn written_id(&self) -> Option<&str> {
-        match self {
-            CfnError::ConfigWrites { physical_id, .. } => Some(physical_id),
-            _ => None,
+/// The physical id a FAILED answer must carry once the request may have
+/// written, its ownership claim included: [`handle`] fills it before the
+/// first write, and whoever answers a failure (an error, the deadline, a
+/// caught panic) reads it, so that CloudFormation's rollback Delete undoes
+/// the write. Shared because the work runs as its own task, which a
+/// deadline abandons and a panic ends.
+#[derive(Debug, Clone, Default)]
+pub struct RollbackId(Arc<OnceLock<String>>);
+
+impl RollbackId {
+    pub fn get(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+
+    fn set(&self, id: String) {
+        // One request writes one namespace: a second value never differs.
+        let _ = self.0.set(id);
+    }
+}
+
+/// A namespace's two physical ids: the one a resource that applied it
+/// answers, and the one a request that failed after it may have written
+/// answers. A Delete of the first wipes unless another resource owns the
+/// namespace (a resource from before owners were recorded owns nothing);
+/// a Delete of the second only when this very resource owns it.
+struct Ids {
+    real: String,
+    failed: String,
+}
+
+impl Ids {
+    fn new(table: &str, namespace: &str) -> Ids {
+        let real = physical_id(table, namespace);
+        Ids {
+            failed: format!("{real}{FAILED_SUFFIX}"),
+            real,
+        }
+    }
+
+    /// The id of a request that succeeded: a resource that carries the
+    /// failed id keeps it, else its rollback Delete (of that id, sent after
+    /// the change of id) would wipe what this request has just applied.
+    fn succeeded(&self, envelope: &Envelope) -> String {
+        match envelope.physical_resource_id.as_deref() {
+            Some(id) if id == self.failed => self.failed.clone(),
+            _ => self.real.clone(),
+        }
+    }
+
+    /// The id of a request that failed after it may have written: the
+    /// resource's own when it already manages this namespace (its rollback
+    /// Update puts its properties back), else the failed id, whose rollback
+    /// Delete undoes the claim (a Create, or an Update to another namespace).
+    fn failed(&self, envelope: &Envelope) -> String {
+        match envelope.physical_resource_id.as_deref() {
+            Some(id) if id == self.real || id == self.failed => id.to_owned(),
+            _ => self.failed.clone(),
         }
     }
 }
@@ -252,13 +327,19 @@ fn shrink_list(data: &mut Value, field: &str) -> bool {
 }
 
 /// Resolves the namespace id: `NamespaceId`, else the registry entry of
-/// `Namespace` (default `default`).
+/// `Namespace` (default `default`). A Create or Update takes `NamespaceId`
+/// only when the registry holds it (`#NSID#<id>`): a typo would otherwise
+/// write config, and claim it, where no client ever reads. A Delete takes it
+/// as given, to remove what an earlier version wrote under it.
 pub async fn namespace_id(
     store: &impl Store,
     envelope: &Envelope,
 ) -> Result<Option<String>, CfnError> {
     if let Some(id) = envelope.text("NamespaceId") {
-        return Ok(Some(id));
+        if envelope.kind == "Delete" {
+            return Ok(Some(id));
+        }
+        return registered_namespace_id(store, id).await;
     }
     let name = envelope
         .text("Namespace")
@@ -266,6 +347,41 @@ pub async fn namespace_id(
     registered_id(store, &name)
         .await
         .map_err(|source| CfnError::Lookup { name, source })
+}
+
+/// `NamespaceId` when it has the client's shape and the registry holds it.
+async fn registered_namespace_id(
+    store: &impl Store,
+    id: String,
+) -> Result<Option<String>, CfnError> {
+    check_namespace_id(&id)?;
+    let entry = store
+        .get(&keys::pk_registry(), &keys::sk_namespace_id(&id), true)
+        .await
+        .map_err(|source| CfnError::Lookup {
+            name: id.clone(),
+            source,
+        })?;
+    match entry {
+        Some(_) => Ok(Some(id)),
+        None => Err(CfnError::UnknownNamespaceId { id }),
+    }
+}
+
+/// The client's ids are 11 characters of `[A-Za-z0-9_-]`; anything outside
+/// that alphabet or past [`MAX_NAMESPACE_BYTES`] would build keys (and a
+/// physical id) of another shape, so it is refused before any read.
+fn check_namespace_id(id: &str) -> Result<(), CfnError> {
+    let id_chars = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if id.len() <= MAX_NAMESPACE_BYTES && id.chars().all(id_chars) {
+        return Ok(());
+    }
+    let shown: String = id.chars().take(40).collect();
+    let cut = if shown.len() < id.len() { "…" } else { "" };
+    Err(CfnError::BadNamespaceId {
+        id: format!("{shown}{cut}"),
+        bytes: id.len(),
+    })
 }
 
 pub fn physical_id(table: &str, namespace: &str) -> String {
@@ -280,56 +396,24 @@ pub fn table_name(envelope: &Envelope, default: Option<&str>) -> Result<String, 
 }
 
 /// Handles one request against `store` (already bound to the request's
-/// table). Never answers; [`answer`] does.
+/// table). Never answers; [`answer`] does. Before its first write it puts
+/// in `rollback` the id a failure must answer with.
 pub async fn handle(
     store: &impl Store,
     envelope: &Envelope,
     table: &str,
     caller: &Caller,
+    rollback: &RollbackId,
 ) -> Result<Outcome, CfnError> {
     if envelope.resource_type == table::RESOURCE_TYPE {
         let now_ms = chrono::Utc::now().timestamp_millis();
         return table::handle(store, envelope, table, now_ms).await;
     }
-    let marker = envelope
-        .physical_resource_id
-        .as_deref()
-        .is_some_and(|id| id == REFERENCE_FAILED_ID || id.starts_with(FAILED_CREATE_PREFIX));
-    if envelope.kind == "Delete" && marker {
-        return Ok(skipped(
-            envelope,
-            "the Create this Delete rolls back wrote nothing",
-        ));
-    }
-    let namespace = match namespace_id(store, envelope).await {
-        // The table went first (its stack was deleted): nothing is left to remove.
-        Err(CfnError::Lookup {
-            source: StoreError::TableMissing { .. },
-            ..
-        }) if envelope.kind == "Delete" => {
-            return Ok(skipped(
-                envelope,
-                &format!("table '{table}' no longer exists"),
-            ));
-        }
-        other => other?,
+    let namespace = match target(store, envelope, table).await? {
+        Target::Namespace(namespace) => namespace,
+        Target::Done(outcome) => return Ok(outcome),
     };
-    let Some(namespace) = namespace else {
-        let name = envelope
-            .text("Namespace")
-            .unwrap_or_else(|| "default".into());
-        if envelope.kind == "Delete" {
-            return Ok(skipped(
-                envelope,
-                &format!("namespace '{name}' no longer exists"),
-            ));
-        }
-        return Err(CfnError::UnknownNamespace {
-            name,
-            table: table.to_owned(),
-        });
-    };
-    let id = physical_id(table, &namespace);
+    let ids = Ids::new(table, &namespace);
     let provisioner = Provisioner {
         store,
         namespace: &namespace,
@@ -337,14 +421,14 @@ pub async fn handle(
     // Read once: the ownership check and the plan share it.
     let state = provisioner.read_state().await?;
     let me = envelope.owner();
-    let foreign_owner = state.owner.clone().filter(|owner| *owner != me);
-    let manifest = if envelope.kind == "Delete" {
-        if let Some(why) = refuse_delete(envelope, &id, &namespace, foreign_owner.as_deref()) {
+    let delete = envelope.kind == "Delete";
+    let manifest = if delete {
+        if let Some(why) = refuse_delete(envelope, &ids, &namespace, state.owner.as_deref()) {
             return Ok(skipped(envelope, &why));
         }
         Manifest::empty(&namespace)
     } else {
-        if let Some(owner) = foreign_owner {
+        if let Some(owner) = state.owner.clone().filter(|owner| *owner != me) {
             return Err(CfnError::Owned { namespace, owner });
         }
         declared_manifest(envelope, &namespace)?
@@ -352,48 +436,118 @@ pub async fn handle(
     let full = full_apply(envelope)?;
     let caller = Caller {
         // Only the owner (or nobody) gets this far with a Delete.
-        ownership: if envelope.kind == "Delete" {
-            Ownership::Release
+        ownership: if delete {
+            Ownership::Release(me)
         } else {
             Ownership::Claim(me)
         },
         ..caller.clone()
     };
     let plan = provisioner.plan_from(state, &manifest, full).await?;
+    if !delete {
+        rollback.set(ids.failed(envelope));
+    }
     let report = provisioner.apply_plan(&manifest, plan, &caller).await?;
-    // The change the stack asked for did not happen: never SUCCESS. Fan-out
-    // problems alone are answered SUCCESS, with the pending work recorded.
+    succeeded(envelope, &ids, table, report)
+}
+
+/// Where a request goes: its namespace, or the answer when there is none
+/// to go to.
+enum Target {
+    Namespace(String),
+    Done(Outcome),
+}
+
+/// The request's namespace; a Delete with nothing left to remove (a
+/// marker id, a table or namespace gone) is answered at once.
+async fn target(store: &impl Store, envelope: &Envelope, table: &str) -> Result<Target, CfnError> {
+    let delete = envelope.kind == "Delete";
+    let marker = envelope
+        .physical_resource_id
+        .as_deref()
+        .is_some_and(|id| id == REFERENCE_FAILED_ID || id.starts_with(FAILED_CREATE_PREFIX));
+    if delete && marker {
+        let why = "the Create this Delete rolls back wrote nothing";
+        return Ok(Target::Done(skipped(envelope, why)));
+    }
+    let name = || {
+        envelope
+            .text("Namespace")
+            .unwrap_or_else(|| "default".into())
+    };
+    match namespace_id(store, envelope).await {
+        Ok(Some(namespace)) => Ok(Target::Namespace(namespace)),
+        // The table went first (its stack was deleted): nothing is left to remove.
+        Err(CfnError::Lookup {
+            source: StoreError::TableMissing { .. },
+            ..
+        }) if delete => {
+            let why = format!("table '{table}' no longer exists");
+            Ok(Target::Done(skipped(envelope, &why)))
+        }
+        Err(err) => Err(err),
+        Ok(None) if delete => {
+            let why = format!("namespace '{}' no longer exists", name());
+            Ok(Target::Done(skipped(envelope, &why)))
+        }
+        Ok(None) => Err(CfnError::UnknownNamespace {
+            name: name(),
+            table: table.to_owned(),
+        }),
+    }
+}
+
+/// The answer to an apply that ran: FAILED when the change the stack asked
+/// for did not happen, never SUCCESS. Fan-out problems alone are answered
+/// SUCCESS, with the pending work recorded.
+fn succeeded(
+    envelope: &Envelope,
+    ids: &Ids,
+    table: &str,
+    report: Report,
+) -> Result<Outcome, CfnError> {
     if report.config_errors > 0 {
         let errors = report.errors.clone().unwrap_or_default();
         return Err(CfnError::ConfigWrites {
             failed: report.config_errors,
             errors: errors.into_iter().take(report.config_errors).collect(),
-            physical_id: id,
         });
     }
     Ok(Outcome {
         success: true,
         reason: reason_for(&report),
-        physical_id: id,
+        physical_id: ids.succeeded(envelope),
         data: serde_json::to_value(&report).unwrap_or_else(|_| json!({})),
-        follow_up: (report.stopped > 0).then(|| Continuation::first(table, namespace)),
+        follow_up: (report.stopped > 0)
+            .then(|| Continuation::first(table, report.namespace.clone())),
     })
 }
 
 /// Why a Delete must wipe nothing: the resource does not manage this
-/// namespace, or another resource now does.
+/// namespace, another resource now does, or (the failed id) the request it
+/// rolls back left this resource no claim to undo.
 fn refuse_delete(
     envelope: &Envelope,
-    id: &str,
+    ids: &Ids,
     namespace: &str,
-    foreign_owner: Option<&str>,
+    owner: Option<&str>,
 ) -> Option<String> {
-    if envelope.physical_resource_id.as_deref() != Some(id) {
+    let me = envelope.owner();
+    let id = envelope.physical_resource_id.as_deref();
+    if id == Some(ids.failed.as_str()) && owner != Some(me.as_str()) {
         return Some(format!(
-            "this resource does not manage {id}; nothing deleted"
+            "the request this Delete rolls back holds no claim on namespace {namespace}; \
+             nothing deleted"
         ));
     }
-    foreign_owner
+    if id != Some(ids.real.as_str()) && id != Some(ids.failed.as_str()) {
+        return Some(format!(
+            "this resource does not manage {}; nothing deleted",
+            ids.real
+        ));
+    }
+    owner
+        .filter(|owner| *owner != me)
         .map(|owner| format!("namespace {namespace} is now managed by {owner}; nothing deleted"))
 }
 

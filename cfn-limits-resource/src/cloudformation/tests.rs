@@ -187,3 +187,23 @@ async fn the_table_resource_deletes_nothing_and_only_unstamps_its_own_table() {
     );
     assert_eq!(store.items().len(), before, "the namespaces stay");
 }
+
+/// Issue 28, item 7: a second stack's `TableInit` on a table the first
+/// stack's stamp owns fails before it registers anything.
+#[tokio::test]
+async fn a_second_stacks_table_resource_registers_nothing_in_the_firsts_table() {
+    use zae_test_support::memory::MemoryStore;
+    let store = MemoryStore::new();
+    let first = table_init("Create", None, "{Namespaces: [default]}");
+    table::handle(&store, &first, "t", 1_000).await.unwrap();
+    let before = store.items();
+    let second = Envelope {
+        stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/second/2".into(),
+        ..table_init("Create", None, "{Namespaces: [default, tenant-b]}")
+    };
+    let err = table::handle(&store, &second, "t", 2_000)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("stamped by"), "{err}");
+    assert_eq!(store.items(), before, "tenant-b was registered");
+}

@@ -102,6 +102,8 @@ async fn send<T: Tables>(
 
 const MINUTE: u64 = 60_000;
 const PHYSICAL: &str = "rate-limits/ns1/limits-provisioner";
+/// What a Create that failed after its claim answers.
+const FAILED_ID: &str = "rate-limits/ns1/limits-provisioner/failed";
 
 fn resource_config(store: &MemoryStore) -> Option<Item> {
     store.item(&keys::pk_resource(NS, "gpt-4"), keys::SK_CONFIG)
@@ -439,13 +441,13 @@ async fn a_change_whose_config_writes_failed_is_answered_failed() {
         "{reason}"
     );
     assert!(reason.contains("AccessDeniedException"), "{reason}");
-    // Something was written (the state record names this stack): the real id,
-    // so that CloudFormation's rollback Delete undoes it and frees the namespace.
-    assert_eq!(answer["PhysicalResourceId"], PHYSICAL);
+    // Something was written (the state record names this stack): the failed
+    // id, so that CloudFormation's rollback Delete undoes it and frees the namespace.
+    assert_eq!(answer["PhysicalResourceId"], FAILED_ID);
     assert_eq!(resource_config(&store), None);
     let rollback = send(
         &deps,
-        request("Delete", "r2", Some(PHYSICAL), STACK, "10"),
+        request("Delete", "r2", Some(FAILED_ID), STACK, "10"),
         MINUTE,
     )
     .await;
@@ -652,4 +654,253 @@ async fn a_direct_invoke_whose_follow_up_cannot_start_reports_it_in_errors() {
     assert_eq!(deps.continuer.asked.lock().unwrap().len(), 1);
     let left = crate::apply::pending::read(&memory, NS).await.unwrap();
     assert!(left.iter().any(|p| p.cursor.is_some()), "{left:?}");
+}
+
+/// How the write after the ownership claim fails.
+#[derive(Clone, Copy, Debug)]
+enum Dies {
+    /// Refused, as a permissions boundary refuses it.
+    Denied,
+    Panics,
+    /// Never answers: the deadline guard abandons the work.
+    Hangs,
+}
+
+/// The second write after arming fails as `dies` says, once: the first
+/// (the ownership claim in the `#PROVISIONER` record) lands.
+#[derive(Clone)]
+struct AfterTheClaim {
+    dies: Dies,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    writes: Arc<std::sync::atomic::AtomicUsize>,
+    deny_now: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl AfterTheClaim {
+    fn new(dies: Dies) -> AfterTheClaim {
+        AfterTheClaim {
+            dies,
+            armed: Arc::new(true.into()),
+            writes: Arc::default(),
+            deny_now: Arc::default(),
+        }
+    }
+}
+
+impl Faults for AfterTheClaim {
+    // Called first for every call: counts the writes.
+    fn delay(&self, call: &Call<'_>) -> Option<Duration> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let write = !matches!(call, Call::Get { .. } | Call::Query(_));
+        if !write || !self.armed.load(SeqCst) || self.writes.fetch_add(1, SeqCst) != 1 {
+            return None;
+        }
+        self.armed.store(false, SeqCst);
+        match self.dies {
+            Dies::Denied => {
+                self.deny_now.store(true, SeqCst);
+                None
+            }
+            Dies::Panics => panic!("injected: the write after the claim panicked"),
+            Dies::Hangs => Some(Duration::from_secs(3600)),
+        }
+    }
+
+    fn before(&self, _call: &Call<'_>) -> Option<StoreError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.deny_now
+            .swap(false, SeqCst)
+            .then(|| StoreError::Fatal {
+                operation: "PutItem",
+                key: "k".into(),
+                message: "AccessDeniedException: injected".into(),
+            })
+    }
+}
+
+fn owner_of(store: &MemoryStore, namespace: &str) -> Option<Attr> {
+    store
+        .item(&keys::pk_system(namespace), keys::SK_PROVISIONER)
+        .and_then(|state| state.get("cfn_owner").cloned())
+}
+
+/// Issue 28, item 5: a Create that dies after its claim (refused, panicked,
+/// out of time) answers the failed id; its rollback Delete releases the
+/// claim, and a new stack then creates the same namespace.
+#[tokio::test(start_paused = true)]
+async fn a_create_that_dies_after_its_claim_is_rolled_back_and_frees_the_namespace() {
+    for dies in [Dies::Denied, Dies::Panics, Dies::Hangs] {
+        let store = seeded();
+        let faults = AfterTheClaim::new(dies);
+        let deps = deps(Injected {
+            inner: store.clone(),
+            faults,
+        });
+        let failed = send(
+            &deps,
+            request("Create", "r1", None, STACK, "10"),
+            in_a_minute(),
+        )
+        .await;
+        assert_eq!(failed["Status"], "FAILED", "{dies:?}: {failed}");
+        assert_eq!(failed["PhysicalResourceId"], FAILED_ID, "{dies:?}");
+        let me = Attr::s(format!("{STACK}|TenantLimits"));
+        assert_eq!(owner_of(&store, NS), Some(me), "{dies:?}: the claim landed");
+
+        let rollback = request("Delete", "r2", Some(FAILED_ID), STACK, "10");
+        let rolled = send(&deps, rollback, in_a_minute()).await;
+        assert_eq!(rolled["Status"], "SUCCESS", "{dies:?}: {rolled}");
+        assert_eq!(
+            owner_of(&store, NS),
+            None,
+            "{dies:?}: the claim is released"
+        );
+
+        let next = "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/2";
+        let again = send(
+            &deps,
+            request("Create", "r3", None, next, "20"),
+            in_a_minute(),
+        )
+        .await;
+        assert_eq!(again["Status"], "SUCCESS", "{dies:?}: {again}");
+        assert_eq!(resource_config(&store).unwrap()["l_rpm_cp"], Attr::n(20));
+    }
+}
+
+/// The failed id's rollback Delete undoes only this resource's own claim:
+/// another stack's Delete of it, and a Delete of it once another resource
+/// owns the namespace, wipe nothing.
+#[tokio::test]
+async fn a_failed_ids_delete_never_releases_another_resources_claim() {
+    let store = seeded();
+    let deps = deps(store.clone());
+    let owner = "arn:aws:cloudformation:us-east-1:123456789012:stack/owner/9";
+    let created = send(&deps, request("Create", "r1", None, owner, "10"), MINUTE).await;
+    assert_eq!(created["Status"], "SUCCESS", "{created}");
+    let before = store.items();
+    let stray = send(
+        &deps,
+        request("Delete", "r2", Some(FAILED_ID), STACK, "10"),
+        MINUTE,
+    )
+    .await;
+    assert_eq!(stray["Status"], "SUCCESS", "{stray}");
+    assert!(
+        stray["Reason"]
+            .as_str()
+            .unwrap()
+            .contains("nothing deleted"),
+        "{stray}"
+    );
+    assert_eq!(store.items(), before, "another resource's claim stays");
+}
+
+/// An Update from namespace A to B that dies after B's claim answers B's
+/// failed id: its rollback Delete (of that id, with B's properties) frees B
+/// and leaves A, still this resource's, as it was.
+#[tokio::test]
+async fn an_update_to_another_namespace_that_dies_after_its_claim_frees_it_on_rollback() {
+    let store = seeded();
+    let b = crate::registry::register(&*store, "tenant-b", 1_000)
+        .await
+        .unwrap()
+        .id;
+    let faults = AfterTheClaim::new(Dies::Denied);
+    faults
+        .armed
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let deps = deps(Injected {
+        inner: store.clone(),
+        faults: faults.clone(),
+    });
+    send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
+    let a_before = owner_of(&store, NS);
+    let mut update = request("Update", "r2", Some(PHYSICAL), STACK, "10");
+    update["ResourceProperties"]["Namespace"] = json!("tenant-b");
+    faults
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let failed = send(&deps, update.clone(), MINUTE).await;
+    assert_eq!(failed["Status"], "FAILED", "{failed}");
+    let failed_b = format!("rate-limits/{b}/limits-provisioner/failed");
+    assert_eq!(failed["PhysicalResourceId"], failed_b.as_str());
+    let me = Attr::s(format!("{STACK}|TenantLimits"));
+    assert_eq!(owner_of(&store, &b), Some(me), "B's claim landed");
+
+    let mut rollback = request("Delete", "r3", Some(&failed_b), STACK, "10");
+    rollback["ResourceProperties"] = update["ResourceProperties"].clone();
+    let rolled = send(&deps, rollback, MINUTE).await;
+    assert_eq!(rolled["Status"], "SUCCESS", "{rolled}");
+    assert_eq!(owner_of(&store, &b), None, "B is free again");
+    assert_eq!(owner_of(&store, NS), a_before, "A is still this resource's");
+    assert_eq!(resource_config(&store).unwrap()["l_rpm_cp"], Attr::n(10));
+}
+
+/// Issue 28, item 6: `ServiceTimeout` shorter than the Lambda's time is
+/// honoured: a hung table is abandoned and answered before CloudFormation
+/// stops waiting (30 s here), not near the Lambda's 15-minute deadline.
+#[tokio::test(start_paused = true)]
+async fn a_service_timeout_shorter_than_the_lambdas_is_answered_within() {
+    let mut create = request("Create", "r1", None, STACK, "10");
+    create["ResourceProperties"]["ServiceTimeout"] = json!("30");
+    let lambda_deadline = in_a_minute() + 14 * MINUTE;
+    let started = tokio::time::Instant::now();
+    let answer = send(&deps(Broken::Hangs), create, lambda_deadline).await;
+    assert_eq!(answer["Status"], "FAILED", "{answer}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(30), "answered after {took:?}");
+    assert!(
+        took >= Duration::from_secs(20),
+        "gave up early, after {took:?}"
+    );
+}
+
+#[test]
+fn service_timeout_defaults_to_cloudformations_hour_and_stays_in_its_range() {
+    let timeout = |value: Value| {
+        let mut create = request("Create", "r1", None, STACK, "10");
+        create["ResourceProperties"]["ServiceTimeout"] = value;
+        let request = serde_json::from_value::<cloudformation::Request>(create).unwrap();
+        Envelope::from_request(request).unwrap().service_timeout()
+    };
+    assert_eq!(timeout(json!("120")), Duration::from_secs(120));
+    assert_eq!(timeout(json!(90)), Duration::from_secs(90));
+    assert_eq!(timeout(Value::Null), Duration::from_secs(3600));
+    assert_eq!(timeout(json!("soon")), Duration::from_secs(3600));
+    assert_eq!(timeout(json!("7200")), Duration::from_secs(3600));
+}
+
+/// Issue 28, item 8: a `NamespaceId` the registry does not hold, one with a
+/// `/`, and one that would push the physical id past 1 KB are refused
+/// before anything is written; a registered id is taken.
+#[tokio::test]
+async fn a_namespace_id_outside_the_registry_is_refused_before_any_write() {
+    let store = seeded();
+    let deps = deps(store.clone());
+    let before = store.items();
+    for (id, says) in [
+        ("ns1-typo", "not in the table's registry"),
+        ("a/b", "is refused"),
+        (&*"n".repeat(1100), "is refused"),
+    ] {
+        let mut create = request("Create", "r1", None, STACK, "10");
+        create["ResourceProperties"]["NamespaceId"] = json!(id);
+        let refused = send(&deps, create, MINUTE).await;
+        assert_eq!(refused["Status"], "FAILED", "{id}: {refused}");
+        let reason = refused["Reason"].as_str().unwrap();
+        assert!(reason.contains(says), "{id}: {reason}");
+        assert_eq!(refused["PhysicalResourceId"], "failed-create/r1");
+        assert_eq!(store.items(), before, "{id}: something was written");
+    }
+    let b = crate::registry::register(&*store, "tenant-b", 1_000)
+        .await
+        .unwrap()
+        .id;
+    let mut create = request("Create", "r2", None, STACK, "10");
+    create["ResourceProperties"]["NamespaceId"] = json!(b);
+    let taken = send(&deps, create, MINUTE).await;
+    assert_eq!(taken["Status"], "SUCCESS", "{taken}");
+    let physical = format!("rate-limits/{b}/limits-provisioner");
+    assert_eq!(taken["PhysicalResourceId"], physical.as_str());
 }

@@ -17,6 +17,7 @@ pub mod problem;
 mod properties;
 mod schedule;
 mod tree;
+mod written;
 
 pub use tree::type_name;
 pub use zae_table::config::Disabled;
@@ -126,14 +127,30 @@ impl Manifest {
     }
 
     pub fn from_yaml(text: &str) -> Result<Manifest, Invalid> {
-        let tree: Tree = yaml_serde::from_str(text).map_err(|err| Invalid {
+        let mut tree: Tree = yaml_serde::from_str(text).map_err(|err| Invalid {
             problems: vec![Problem::new(
                 &Path::root(),
                 format!("not valid YAML: {err}"),
             )],
             spelling: Spelling::Yaml,
         })?;
-        Manifest::parse(&tree, Spelling::Yaml)
+        // Keys in the text's own spelling, never YAML's reading of it.
+        let mut renamed = Vec::new();
+        if let Some(raw) = written::read(text) {
+            written::keys_as_written(&mut tree, &raw, &Path::root(), &mut renamed);
+        }
+        match Manifest::parse(&tree, Spelling::Yaml) {
+            Ok(manifest) if renamed.is_empty() => Ok(manifest),
+            Ok(_) => Err(Invalid {
+                problems: renamed,
+                spelling: Spelling::Yaml,
+            }),
+            Err(mut invalid) => {
+                renamed.append(&mut invalid.problems);
+                invalid.problems = renamed;
+                Err(invalid)
+            }
+        }
     }
 
     /// Validates a whole manifest, collecting every problem.
@@ -327,6 +344,53 @@ impl LevelDecl {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    /// Issue 28, item 9: keys YAML types as numbers or booleans keep their
+    /// text or are refused at their path; never renamed in silence.
+    #[test]
+    fn keys_yaml_would_rename_are_refused_and_the_rest_keep_their_text() {
+        let resources = |keys: &str| {
+            let limits = "{limits: {rpm: {capacity: 3}}}";
+            let entries: Vec<String> = keys.split(',').map(|k| format!("{k}: {limits}")).collect();
+            format!(
+                "namespace: default\nresources: {{{}}}\n",
+                entries.join(", ")
+            )
+        };
+        for (keys, says) in [
+            (
+                "0x1F",
+                "resources.0x1F: the key 0x1F is read by YAML as the number 31",
+            ),
+            (
+                "1e3",
+                "resources.1e3: the key 1e3 is read by YAML as the number 1000",
+            ),
+            (
+                "True",
+                "resources.True: the key True is read by YAML as the boolean true",
+            ),
+            ("True,\"true\"", "resources.True: the key True"),
+            ("true,\"true\"", "resources.true: declared twice"),
+        ] {
+            let err = Manifest::from_yaml(&resources(keys))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{keys}: {err}");
+        }
+        let entities = |keys: &str| {
+            let levels = "{resources: {gpt-4: {limits: {rpm: {capacity: 3}}}}}";
+            let entries: Vec<String> = keys.split(',').map(|k| format!("{k}: {levels}")).collect();
+            format!("namespace: default\nentities: {{{}}}\n", entries.join(", "))
+        };
+        let kept = Manifest::from_yaml(&entities("404,\"0x1F\",true")).unwrap();
+        let mut names: Vec<&str> = kept.entities.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["0x1F", "404", "true"]);
+        let entity = "namespace: default\nentities: {0x1F: {resources: {gpt-4: {limits: {rpm: {capacity: 3}}}}}}\n";
+        let err = Manifest::from_yaml(entity).unwrap_err().to_string();
+        assert!(err.contains("entities.0x1F: the key 0x1F"), "{err}");
+    }
 
     /// How the YAML crate reads what a manifest may hold, pinned: a change of
     /// crate must give the same result on each (docs/dependencies.md).

@@ -32,7 +32,9 @@ pub fn mapping<'t>(
     }
 }
 
-/// YAML reads `404:` or `true:` as non-string keys; names are text.
+/// A key's text. A manifest read from YAML text has every scalar key in
+/// its written spelling already (`written`); this covers trees built
+/// otherwise.
 fn scalar_text(tree: &Tree) -> Option<String> {
     match tree {
         Tree::String(s) => Some(s.clone()),
