@@ -27,7 +27,8 @@ default   fmt; clippy (-D warnings) on every workspace target the tests
 Not here, each its own command:
   ./scripts/long.sh   the multi-minute real-time runs (about 6 min)
   ./scripts/fuzz.sh   every property with 200,000 cases, the models with
-                      20,000 (about 12 min)
+                      20,000, the hostile-item property with a million
+                      batches in its own optimised build (about 45 min)
 
 Arguments after `--` go to `cargo nextest run`, for example a filter:
   ./scripts/test.sh -- -E 'test(/refill/)'
