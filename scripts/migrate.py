@@ -16,8 +16,10 @@ get-template` returns it) and prints it as JSON with exactly these changes:
     Architectures [x86_64], Code from s3://B/K (this project's
     `cfn-limits-resource` bootstrap.zip); its FunctionName is untouched, so
     the update is in place (no replacement, same ARN);
-  * ProvisionerRole: one more inline policy, lambda:InvokeFunction on the
-    function itself (the follow-ups of a fan-out larger than one invocation);
+  * ProvisionerRole: two more inline policies, lambda:InvokeFunction on the
+    function itself (the follow-ups of a fan-out larger than one invocation),
+    and dynamodb:ConditionCheckItem on the table (the adaptive lap's stamps
+    check the target's generation in their transaction; 0.17.0 never did);
   * Metadata.ZaeRsMigration: what was changed, for whoever reads the stack later.
 
 Everything else, outputs and exports included, is left as it was. It refuses a
@@ -33,6 +35,7 @@ from cfnlint.decode import decode_str
 
 RUNTIME, HANDLER = "provided.al2023", "bootstrap"
 SELF_INVOKE = "ZaeRsProvisionerSelfInvoke"
+CONDITION_CHECKS = "ZaeRsProvisionerConditionChecks"
 
 
 class Refused(Exception):
@@ -54,6 +57,8 @@ def patch(template: dict, bucket: str, key: str) -> dict:
         raise Refused("no ProvisionerFunction (AWS::Lambda::Function): not a zae-limiter 0.17.0 stack's template")
     if function.get("Properties", {}).get("FunctionName") != {"Fn::Sub": "${AWS::StackName}-limits-provisioner"}:
         raise Refused("ProvisionerFunction is not named ${AWS::StackName}-limits-provisioner")
+    if "RateLimitsTable" not in resources:
+        raise Refused("no RateLimitsTable: not a zae-limiter 0.17.0 stack's template")
     if "ZaeRsMigration" in (template.get("Metadata") or {}):
         raise Refused("already patched (Metadata.ZaeRsMigration)")
     out = copy.deepcopy(template)
@@ -77,9 +82,20 @@ def patch(template: dict, bucket: str, key: str) -> dict:
                 }],
             },
         })
+        role["Properties"]["Policies"].append({
+            "PolicyName": CONDITION_CHECKS,
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [{
+                    "Effect": "Allow",
+                    "Action": "dynamodb:ConditionCheckItem",
+                    "Resource": [{"Fn::GetAtt": ["RateLimitsTable", "Arn"]}],
+                }],
+            },
+        })
     out.setdefault("Metadata", {})["ZaeRsMigration"] = {
         "ProvisionerFunction": {"was": was, "now": {"Runtime": RUNTIME, "Handler": HANDLER}},
-        "ProvisionerRole": f"added inline policy {SELF_INVOKE}" if role else "none in this template",
+        "ProvisionerRole": f"added inline policies {SELF_INVOKE}, {CONDITION_CHECKS}" if role else "none in this template",
         "Code": f"s3://{bucket}/{key}",
         "Back": "update the stack with its saved original template, then `zae-limiter deploy`",
     }

@@ -218,6 +218,35 @@ def policy_problems(cfn: dict) -> list[str]:
     return problems
 
 
+# What each function's code calls, all of which its role must grant (the
+# other direction of ALLOWED_ACTIONS). A TransactWriteItems is authorised per
+# item, and a condition check in one (`TxWrite::Check`: the aggregator's
+# repair and clones, the provisioner's adaptive lap) needs ConditionCheckItem.
+NEEDED_ACTIONS = {
+    "ProvisionerRole": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+                        "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:ConditionCheckItem",
+                        "lambda:InvokeFunction", "sqs:SendMessage"},
+    "AggregatorRole": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+                       "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:ConditionCheckItem",
+                       "dynamodb:DescribeTable", "dynamodb:DescribeStream", "dynamodb:GetRecords",
+                       "dynamodb:GetShardIterator", "dynamodb:ListStreams", "s3:PutObject"},
+}
+
+
+def needed_problems(cfn: dict) -> list[str]:
+    problems = []
+    for name, needed in NEEDED_ACTIONS.items():
+        granted = set()
+        for policy in cfn["Resources"][name]["Properties"].get("Policies", []):
+            for statement in conditional(policy["PolicyDocument"]["Statement"]):
+                if statement.get("Effect") == "Allow":
+                    action = statement["Action"]
+                    granted |= set(action if isinstance(action, list) else [action])
+        if needed - granted:
+            problems.append(f"{name}: lacks what its code calls: {sorted(needed - granted)}")
+    return problems
+
+
 def shape_problems(cfn: dict) -> list[str]:
     problems = []
     functions = {n: r for n, r in cfn["Resources"].items() if r["Type"] == "AWS::Lambda::Function"}
@@ -354,12 +383,26 @@ def evaluate(node, params: dict):
 
 
 def rule_refusals(template: dict, params: dict) -> list[str]:
+    """The rules' refusals for `params`, the others at their defaults."""
+    defaults = {name: str(spec.get("Default", "")) for name, spec in template["Parameters"].items()}
+    params = defaults | params
     refused = []
     for name, rule in template.get("Rules", {}).items():
         if "RuleCondition" in rule and not evaluate(rule["RuleCondition"], params):
             continue
         refused += [f"{name}: {a['AssertDescription']}" for a in rule["Assertions"] if not evaluate(a["Assert"], params)]
     return refused
+
+
+def existing_table_problems(template: dict) -> list[str]:
+    """ExistingTableName and ExistingTableStreamArn: both or neither."""
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/2026-01-01T00:00:00.000"
+    problems = []
+    for name, stream, admitted in (("", "", True), ("t", arn, True), ("t", "", False), ("", arn, False)):
+        got = not rule_refusals(template, {"ExistingTableName": name, "ExistingTableStreamArn": stream})
+        if got != admitted:
+            problems.append(f"ExistingTableName={name!r} ExistingTableStreamArn={stream!r}: admitted is {got}")
+    return problems
 
 
 def ttl_problems(template: dict) -> list[str]:
@@ -399,7 +442,9 @@ def main() -> None:
     problems += client_policy_problems(cfn)
     problems += dashboard_problems(cfn)
     problems += shape_problems(cfn)
+    problems += needed_problems(cfn)
     problems += ttl_problems(template)
+    problems += existing_table_problems(template)
 
     broadened = copy.deepcopy(cfn)
     role = broadened["Resources"]["ProvisionerRole"]["Properties"]["Policies"][0]["PolicyDocument"]
@@ -425,7 +470,7 @@ def main() -> None:
         print(problem, file=sys.stderr)
     if problems:
         sys.exit(1)
-    print(f"template checks passed: cfn-lint (SAM and translated), {len(cfn['Resources'])} resources, IAM least privilege, snapshot TTL rule")
+    print(f"template checks passed: cfn-lint (SAM and translated), {len(cfn['Resources'])} resources, IAM least privilege and every action the code calls, snapshot TTL rule, the existing table with its stream")
 
 
 if __name__ == "__main__":
