@@ -190,14 +190,7 @@ impl<S: Store> Aggregator<S> {
         let audit_metrics =
             Box::pin(self.write_items(&plan, principal, now_s, deadline, &mut outcome)).await;
         Box::pin(self.sense_in_time(&plan, deadline, &mut outcome)).await;
-        if retry::past(deadline) {
-            tracing::warn!("adaptive stamp repair not started: the deadline came");
-        } else {
-            let (repaired, failed) =
-                Box::pin(self.repair(records, &plan, (self.clock)(), deadline)).await;
-            outcome.stats.stamps_repaired = repaired;
-            outcome.stats.repairs_failed = failed;
-        }
+        Box::pin(self.repair_in_time(records, &plan, deadline, &mut outcome)).await;
         outcome.metrics = audit_metrics;
         if self.settings.refill {
             // Boxed: the pass's future is deep, and the poller's main
@@ -308,6 +301,32 @@ impl<S: Store> Aggregator<S> {
             return;
         }
         self.sense(plan, deadline, outcome).await;
+    }
+}
+
+impl<S: Store> Aggregator<S> {
+    /// The stamp repair, stopped whole at the deadline: its writes are
+    /// compare-and-sets, and the next record of a bucket repairs it.
+    async fn repair_in_time<R: AsRef<str>>(
+        &self,
+        records: &[R],
+        plan: &BatchPlan,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
+        let repair = self.repair(records, plan, (self.clock)(), deadline);
+        let done = match deadline {
+            _ if retry::past(deadline) => None,
+            Some(d) => tokio::time::timeout_at(d.into(), repair).await.ok(),
+            None => Some(repair.await),
+        };
+        match done {
+            Some((repaired, failed)) => {
+                outcome.stats.stamps_repaired = repaired;
+                outcome.stats.repairs_failed = failed;
+            }
+            None => tracing::warn!("adaptive stamp repair stopped at the deadline"),
+        }
     }
 }
 

@@ -58,7 +58,7 @@ pub(super) fn out_of_time(what: &str) -> StoreError {
 
 /// `op`, stopped at `deadline`: an SDK attempt may take longer than the
 /// margin the deadline keeps before Lambda's own timeout.
-async fn within<R>(
+pub(super) async fn within<R>(
     deadline: Option<Instant>,
     op: impl std::future::Future<Output = Result<R, StoreError>>,
 ) -> Result<R, StoreError> {

@@ -47,15 +47,13 @@ impl<S: Store> Aggregator<S> {
         state: &BucketState<'_>,
         wcu_consumed: i64,
         now: i64,
+        deadline: Option<Instant>,
     ) -> bool {
         let Some((read, to)) = proactive(state, wcu_consumed, now) else {
             return false;
         };
-        match self
-            .store
-            .update(&double(pk, read, to), Returns::Nothing)
-            .await
-        {
+        let update = double(pk, read, to);
+        match super::retry::within(deadline, self.store.update(&update, Returns::Nothing)).await {
             Ok(_) => {
                 tracing::info!(pk, shard_count = to, "proactive shard doubling");
                 if to == MAX_SHARD_COUNT {
@@ -88,7 +86,10 @@ impl<S: Store> Aggregator<S> {
             tracing::warn!(pk = %raise.key.pk(), from = raise.from, to = raise.to, max = MAX_SHARD_COUNT, "shard count outside the client's range: not propagated");
             return done;
         }
-        if let Err(e) = self.propagate_into(raise, now, deadline, &mut done).await {
+        // Stopped whole at the deadline: every write below is conditional,
+        // so the redelivery's propagation takes up where this one stopped.
+        let work = self.propagate_into(raise, now, deadline, &mut done);
+        if let Err(e) = super::retry::within(deadline, work).await {
             tracing::error!(error = %e, pk = %raise.key.pk(), to = raise.to, "shard-count propagation stopped");
             done.failed = true;
             done.retry = e.is_retryable();

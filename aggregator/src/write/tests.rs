@@ -27,6 +27,8 @@ struct UpdateFaults {
     conflict_always: bool,
     /// Every call takes this long (on tokio's clock): a slow table.
     slow: Option<Duration>,
+    /// Only reads take this long.
+    slow_reads: Option<Duration>,
 }
 
 fn retryable(key: &str) -> StoreError {
@@ -59,8 +61,11 @@ impl Faults for UpdateFaults {
         })
     }
 
-    fn delay(&self, _call: &Call<'_>) -> Option<Duration> {
-        self.slow
+    fn delay(&self, call: &Call<'_>) -> Option<Duration> {
+        match call {
+            Call::Get { .. } => self.slow.or(self.slow_reads),
+            _ => self.slow,
+        }
     }
 
     fn after(&self, call: &Call<'_>) -> Option<StoreError> {
@@ -562,4 +567,36 @@ async fn a_slow_table_stops_every_phase_at_the_deadline_and_answers_in_time() {
         outcome.errors
     );
     assert_eq!(outcome.stats.snapshot_writes, 0);
+}
+
+/// A propagation that starts in time and meets a slow read: its reads of
+/// shard 0 and the siblings were not bounded by the deadline (one SDK
+/// attempt may take 10 s against a 3 s margin). It is stopped whole at the
+/// deadline now, as a transient failure (its writes are conditional, so the
+/// redelivery from the raise's record takes up where it stopped).
+#[tokio::test(start_paused = true)]
+async fn a_propagation_that_meets_a_slow_read_stops_at_the_deadline() {
+    let agg = Aggregator::new(
+        faulty(UpdateFaults {
+            slow_reads: Some(Duration::from_secs(10)),
+            ..Default::default()
+        }),
+        settings(),
+    );
+    hostile_count(agg.store(), (1, 2), 10_000, 999);
+    let raise = crate::plan::shard::Raise {
+        key: zae_table::BucketKey::parse("ns/BUCKET#h#r#0").unwrap(),
+        from: 1,
+        to: 2,
+        sequence: SequenceNumber::parse("999").unwrap(),
+    };
+    let started = tokio::time::Instant::now();
+    let deadline = started.into_std() + Duration::from_secs(3);
+    let done = agg.propagate(&raise, 0, Some(deadline)).await;
+    assert!(
+        started.elapsed() <= Duration::from_secs(3),
+        "answered {:?} after the start",
+        started.elapsed()
+    );
+    assert!(done.failed && done.retry, "{done:?}");
 }

@@ -443,12 +443,33 @@ pub async fn handle(
         },
         ..caller.clone()
     };
-    let plan = provisioner.plan_from(state, &manifest, full).await?;
+    let mut plan = provisioner.plan_from(state, &manifest, full).await?;
+    if delete && envelope.physical_resource_id.as_deref() == Some(ids.failed.as_str()) {
+        only_what_it_declared(&mut plan, envelope, &namespace);
+    }
     if !delete {
         rollback.set(ids.failed(envelope));
     }
     let report = provisioner.apply_plan(&manifest, plan, &caller).await?;
     succeeded(envelope, &ids, table, report)
+}
+
+/// The rollback of a request that failed after its claim undoes what that
+/// request could have written, and nothing else: the levels its manifest
+/// (the Delete's properties) declares, and its adaptive declaration if it
+/// declared one. Levels the namespace managed before the claim (the Python
+/// CLI's, an earlier owner's) stay. A manifest that no longer parses
+/// declares nothing: the claim is released and no level deleted.
+fn only_what_it_declared(plan: &mut crate::apply::Plan, envelope: &Envelope, namespace: &str) {
+    let declared = declared_manifest(envelope, namespace).ok();
+    let levels: std::collections::BTreeSet<zae_table::Level> = declared
+        .iter()
+        .flat_map(|m| m.declared().into_iter().map(|(level, _)| level))
+        .collect();
+    plan.changes.retain(|change| levels.contains(&change.level));
+    if declared.is_none_or(|m| m.declaration().is_empty()) {
+        plan.adaptive = None;
+    }
 }
 
 /// Where a request goes: its namespace, or the answer when there is none

@@ -718,6 +718,25 @@ impl Faults for AfterTheClaim {
     }
 }
 
+/// The first write (the ownership claim) lands; every later one is
+/// refused, as a permissions boundary that allows only that item would.
+#[derive(Default, Clone)]
+struct DeniedAfterTheClaim(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Faults for DeniedAfterTheClaim {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let write = !matches!(call, Call::Get { .. } | Call::Query(_));
+        let n = self
+            .0
+            .fetch_add(usize::from(write), std::sync::atomic::Ordering::SeqCst);
+        (write && n >= 1).then(|| StoreError::Fatal {
+            operation: "PutItem",
+            key: "k".into(),
+            message: "AccessDeniedException: injected".into(),
+        })
+    }
+}
+
 fn owner_of(store: &MemoryStore, namespace: &str) -> Option<Attr> {
     store
         .item(&keys::pk_system(namespace), keys::SK_PROVISIONER)
@@ -766,6 +785,46 @@ async fn a_create_that_dies_after_its_claim_is_rolled_back_and_frees_the_namespa
         assert_eq!(again["Status"], "SUCCESS", "{dies:?}: {again}");
         assert_eq!(resource_config(&store).unwrap()["l_rpm_cp"], Attr::n(20));
     }
+}
+
+/// Levels the namespace managed before the claim (here the Python CLI's
+/// `claude`, applied with no owner) survive the rollback of a Create that
+/// died after its claim: the rollback deletes what the Create declared and
+/// releases the claim, and nothing else. Before, it wiped every managed
+/// level, as the owner's own Delete does.
+#[tokio::test(start_paused = true)]
+async fn the_rollback_of_a_failed_create_keeps_the_levels_managed_before_its_claim() {
+    let store = seeded();
+    let provisioner = crate::apply::Provisioner {
+        store: &*store,
+        namespace: NS,
+    };
+    let cli = "namespace: default\nresources: {claude: {limits: {rpm: {capacity: 7}}}}\n";
+    let cli = crate::manifest::Manifest::from_yaml(cli).unwrap();
+    provisioner
+        .apply(&cli, false, &Caller::local("cli"))
+        .await
+        .unwrap();
+    let claude = || store.item(&keys::pk_resource(NS, "claude"), keys::SK_CONFIG);
+    assert!(claude().is_some());
+    let denied = deps(Injected {
+        inner: store.clone(),
+        faults: DeniedAfterTheClaim::default(),
+    });
+    let create = request("Create", "r1", None, STACK, "10");
+    let failed = send(&denied, create, in_a_minute()).await;
+    assert_eq!(failed["PhysicalResourceId"], FAILED_ID, "{failed}");
+    assert!(claude().is_some(), "the Create wrote nothing but its claim");
+    let rollback = request("Delete", "r2", Some(FAILED_ID), STACK, "10");
+    let rolled = send(&deps(store.clone()), rollback, in_a_minute()).await;
+    assert_eq!(rolled["Status"], "SUCCESS", "{rolled}");
+    assert_eq!(owner_of(&store, NS), None, "the claim is released");
+    assert!(claude().is_some(), "the CLI's level stays: {rolled}");
+    assert_eq!(
+        resource_config(&store),
+        None,
+        "what the Create declared is gone"
+    );
 }
 
 /// The failed id's rollback Delete undoes only this resource's own claim:

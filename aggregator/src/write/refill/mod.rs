@@ -58,7 +58,9 @@ impl<S: Store> Aggregator<S> {
         let in_time = !crate::write::retry::past(deadline);
         let doubled = in_time
             && bucket.shard == 0
-            && self.double_if_hot(&bucket.pk, &state, wcu, now_ms).await;
+            && self
+                .double_if_hot(&bucket.pk, &state, wcu, now_ms, deadline)
+                .await;
         (refill, doubled)
     }
 

@@ -330,7 +330,9 @@ impl<S: Store> Aggregator<S> {
             }
             // A minute's count never falls: once at the cap, it stays there.
             let full = known(&key(""))
-                || match self.store.transact(&listing.admit(seen)).await {
+                || match super::retry::within(deadline, self.store.transact(&listing.admit(seen)))
+                    .await
+                {
                     Ok(()) => return Ok(Listed::Yes),
                     // The header's count is at the cap.
                     Err(StoreError::ConditionFailed { .. }) => true,
