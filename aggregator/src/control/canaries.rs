@@ -101,7 +101,7 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
     /// The latest canary tick all through, from the sensed sets; `None`
     /// when they cannot be read.
     async fn through(&self, tick: &Tick) -> Option<i64> {
-        match Tick::sensed(self.store).await {
+        match tick.sensed_of(self.store).await {
             Ok(sensed) => tick.through(&sensed),
             Err(e) => {
                 tracing::error!(error = %e, "sensed canaries unreadable");

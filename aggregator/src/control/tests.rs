@@ -386,6 +386,59 @@ async fn one_tick_under_a_minute_blinds_fifty_namespaces_whose_stream_stalled() 
     assert_eq!(blind.map(|e| e.value()), Some(1.0));
 }
 
+/// While a tick waits for its canaries (here the stream is stalled, so the
+/// whole 15 s), it reads only the sensed sets of the ticks it remembers.
+/// It queried every sensed set each 500 ms, and the table keeps a day of
+/// them: 1,440 items a poll, with consistent reads.
+#[tokio::test(start_paused = true)]
+async fn a_tick_waiting_for_its_canaries_reads_only_the_ticks_it_remembers() {
+    #[derive(Default)]
+    struct Reads {
+        sensed_queries: std::sync::atomic::AtomicUsize,
+        sensed_gets: std::sync::atomic::AtomicUsize,
+    }
+    impl Faults for Reads {
+        fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            match call {
+                Call::Query(q) if q.sk_prefix.starts_with(keys::SK_ADAPTIVE_SENSED) => {
+                    self.sensed_queries.fetch_add(1, SeqCst);
+                }
+                Call::Get { sk, .. } if sk.starts_with(keys::SK_ADAPTIVE_SENSED) => {
+                    self.sensed_gets.fetch_add(1, SeqCst);
+                }
+                _ => {}
+            }
+            None
+        }
+    }
+    let store = MemoryStore::new();
+    zae_test_support::adaptive::add_namespace(&store, "ns", 0);
+    let now = T0 + 2 * 86_400_000;
+    for back in 1..=1_440 {
+        sense(&store, now - back * MINUTE_MS).await;
+    }
+    let store = Injected {
+        inner: store,
+        faults: Reads::default(),
+    };
+    let waiting = Controller {
+        wait: Some(std::time::Duration::from_secs(15)),
+        ..controller(&store)
+    };
+    waiting.tick_all(now).await.unwrap();
+    let reads = &store.faults;
+    assert_eq!(
+        reads
+            .sensed_queries
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    let gets = reads.sensed_gets.load(std::sync::atomic::Ordering::SeqCst);
+    // 31 polls of the one tick it remembers (its first).
+    assert!((1..=40).contains(&gets), "{gets} reads of sensed sets");
+}
+
 /// The declaration read of one namespace fails every time: that namespace
 /// is reported failed, the others tick, and the tick's metrics say so.
 #[tokio::test]

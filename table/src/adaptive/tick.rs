@@ -122,6 +122,22 @@ impl Tick {
             .collect())
     }
 
+    /// The sensed sets of the ticks this record remembers, read one by one:
+    /// what [`Tick::through`] needs. The table keeps a day of sensed sets
+    /// (their TTL), so a query of them all, at every poll of a tick's wait,
+    /// read about 1,440 items each time.
+    pub async fn sensed_of<S: Store>(&self, store: &S) -> Result<Vec<(i64, usize)>, StoreError> {
+        let pk = keys::pk_adaptive(RESERVED_NAMESPACE);
+        let mut sensed = Vec::with_capacity(self.canaries.len());
+        for written in &self.canaries {
+            let sk = keys::sk_adaptive_sensed(written.at_ms);
+            if let Some(item) = store.get(&pk, &sk, true).await? {
+                sensed.extend(canary::sensed(&item));
+            }
+        }
+        Ok(sensed)
+    }
+
     /// The latest tick whose canaries have all come through: every shard has
     /// been read up to it.
     pub fn through(&self, sensed: &[(i64, usize)]) -> Option<i64> {
