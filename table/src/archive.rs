@@ -21,10 +21,9 @@ pub struct Archived {
     pub line: Value,
 }
 
-/// The longest namespace id an archive object key is built from. The
-/// client's ids are 11 characters; this bounds the object key far below
+/// The longest namespace id an archive object key is built from: far below
 /// S3's 1,024 bytes whatever a key holds.
-pub const MAX_NAMESPACE_BYTES: usize = 128;
+pub use crate::names::MAX_NAMESPACE_BYTES;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArchiveError {
@@ -49,12 +48,10 @@ pub fn audit_namespace(pk: &str) -> Result<&str, ArchiveError> {
     let entity = rest
         .strip_prefix(AUDIT_PREFIX)
         .ok_or_else(|| refuse("not an AUDIT# partition"))?;
-    if namespace.is_empty() || namespace.len() > MAX_NAMESPACE_BYTES {
-        return Err(refuse("namespace id empty or too long"));
-    }
-    let id_chars = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
-    if !namespace.chars().all(id_chars) {
-        return Err(refuse("namespace id outside [A-Za-z0-9_-]"));
+    if !crate::names::is_namespace_id(namespace) {
+        return Err(refuse(
+            "namespace id empty, too long or outside [A-Za-z0-9_-]",
+        ));
     }
     if !crate::audit::is_audit_entity(entity) {
         return Err(refuse("not $SYSTEM, $RESOURCE:<resource> or an entity id"));

@@ -24,6 +24,19 @@ impl NameKind {
 /// The infrastructure write-capacity limit; never declared, never reported as usage.
 pub const WCU_LIMIT: &str = "wcu";
 
+/// The longest namespace id the server side takes. The client's ids are 11
+/// characters; this bounds every key, physical id and archive object key
+/// built from one far below their services' limits.
+pub const MAX_NAMESPACE_BYTES: usize = 128;
+
+/// A namespace id of the client's shape: 1 to [`MAX_NAMESPACE_BYTES`] bytes
+/// of `[A-Za-z0-9_-]`, so no `/` or `#` that would build keys of another
+/// shape.
+pub fn is_namespace_id(id: &str) -> bool {
+    let id_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    !id.is_empty() && id.len() <= MAX_NAMESPACE_BYTES && id.chars().all(id_char)
+}
+
 /// Limit names as the client validates them: `^[a-zA-Z][a-zA-Z0-9_.\-]*$`.
 pub fn is_limit_name(name: &str) -> bool {
     let mut bytes = name.bytes();

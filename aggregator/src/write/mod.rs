@@ -302,9 +302,7 @@ impl<S: Store> Aggregator<S> {
         }
         self.sense(plan, deadline, outcome).await;
     }
-}
 
-impl<S: Store> Aggregator<S> {
     /// The stamp repair, stopped whole at the deadline: its writes are
     /// compare-and-sets, and the next record of a bucket repairs it.
     async fn repair_in_time<R: AsRef<str>>(
@@ -314,11 +312,12 @@ impl<S: Store> Aggregator<S> {
         deadline: Option<Instant>,
         outcome: &mut BatchOutcome,
     ) {
-        let repair = self.repair(records, plan, (self.clock)(), deadline);
-        let done = match deadline {
-            _ if retry::past(deadline) => None,
-            Some(d) => tokio::time::timeout_at(d.into(), repair).await.ok(),
-            None => Some(repair.await),
+        let done = match retry::past(deadline) {
+            true => None,
+            false => {
+                let repair = self.repair(records, plan, (self.clock)(), deadline);
+                retry::bounded(deadline, repair).await
+            }
         };
         match done {
             Some((repaired, failed)) => {

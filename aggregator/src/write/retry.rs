@@ -56,18 +56,27 @@ pub(super) fn out_of_time(what: &str) -> StoreError {
     }
 }
 
+/// `work`'s output, or `None` when `deadline` came first (then `work` is
+/// dropped where it stood).
+pub(super) async fn bounded<T>(
+    deadline: Option<Instant>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d.into(), work).await.ok(),
+        None => Some(work.await),
+    }
+}
+
 /// `op`, stopped at `deadline`: an SDK attempt may take longer than the
 /// margin the deadline keeps before Lambda's own timeout.
 pub(super) async fn within<R>(
     deadline: Option<Instant>,
     op: impl std::future::Future<Output = Result<R, StoreError>>,
 ) -> Result<R, StoreError> {
-    match deadline {
-        Some(d) => tokio::time::timeout_at(d.into(), op)
-            .await
-            .unwrap_or_else(|_| Err(out_of_time("an attempt in flight"))),
-        None => op.await,
-    }
+    bounded(deadline, op)
+        .await
+        .unwrap_or_else(|| Err(out_of_time("an attempt in flight")))
 }
 
 impl<S: Store> Aggregator<S> {
@@ -93,8 +102,8 @@ impl<S: Store> Aggregator<S> {
                 Err(e) if e.is_retryable() && attempt + 1 < policy.max_attempts => {
                     let delay = policy.delay(attempt);
                     // The wait and the next attempt's start must both fit.
-                    let last_start = deadline.map(|d| d.checked_sub(delay));
-                    if last_start.is_some_and(|s| s.is_none_or(|s| past(Some(s)))) {
+                    if deadline.is_some_and(|d| d.checked_sub(delay).is_none_or(|s| past(Some(s))))
+                    {
                         return Err(e);
                     }
                     tracing::debug!(error = %e, attempt, "retrying");

@@ -503,6 +503,19 @@ fn with_limits(name: &str, resources: &str) -> (String, TempDir) {
     (table, dir)
 }
 
+/// `entity`'s hourly snapshot counters, as the real client reads them.
+fn hourly_counters(table: &str, entity: &str) -> Value {
+    let usage = run_json(
+        "limits_client.py",
+        &["usage", "--table", table, "--entity", entity],
+    );
+    let hourly = usage["snapshots"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["window"] == "hourly"))
+        .unwrap_or_else(|| panic!("an hourly snapshot of {entity}: {usage}"));
+    hourly["counters"].clone()
+}
+
 #[test]
 fn a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter() {
     let (table, dir) = with_limits(
@@ -535,18 +548,9 @@ fn a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter() {
         "{}",
         polled.summary
     );
-    let usage = run_json(
-        "limits_client.py",
-        &["usage", "--table", t, "--entity", "u1"],
-    );
-    let hourly = usage["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["window"] == "hourly")
-        .expect("an hourly snapshot");
-    assert_eq!(hourly["counters"]["rpm"], 25, "{usage}");
-    assert!(hourly["counters"].get("window").is_none(), "{usage}");
+    let counters = hourly_counters(t, "u1");
+    assert_eq!(counters["rpm"], 25, "{counters}");
+    assert!(counters.get("window").is_none(), "{counters}");
 }
 
 /// The refill pass's write is one the real client's fast path spends (the
@@ -783,15 +787,6 @@ fn a_shard_count_a_client_writes_out_of_range_stalls_nothing() {
     assert_eq!(acquire("alice", "20")["ok"], 20);
     let second = poll(&table, &checkpoint, moto(), &[], &[]);
     assert_eq!(second.summary["redeliveries"], 0, "{}", second.summary);
-    let usage = run_json(
-        "limits_client.py",
-        &["usage", "--table", t, "--entity", "alice"],
-    );
-    let hourly = usage["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["window"] == "hourly")
-        .expect("an hourly snapshot of alice");
-    assert_eq!(hourly["counters"]["rpm"], 20, "{usage}");
+    let counters = hourly_counters(t, "alice");
+    assert_eq!(counters["rpm"], 20, "{counters}");
 }

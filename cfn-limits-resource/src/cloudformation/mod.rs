@@ -24,8 +24,8 @@ use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceReques
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
 use yaml_serde::Value as Tree;
-use zae_table::archive::MAX_NAMESPACE_BYTES;
 use zae_table::keys;
+use zae_table::names::MAX_NAMESPACE_BYTES;
 use zae_table::store::{Store, StoreError};
 
 /// Marks a reason cut to fit the body.
@@ -368,12 +368,10 @@ async fn registered_namespace_id(
     }
 }
 
-/// The client's ids are 11 characters of `[A-Za-z0-9_-]`; anything outside
-/// that alphabet or past [`MAX_NAMESPACE_BYTES`] would build keys (and a
-/// physical id) of another shape, so it is refused before any read.
+/// An id not of the client's shape would build keys (and a physical id) of
+/// another shape, so it is refused before any read.
 fn check_namespace_id(id: &str) -> Result<(), CfnError> {
-    let id_chars = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
-    if id.len() <= MAX_NAMESPACE_BYTES && id.chars().all(id_chars) {
+    if zae_table::names::is_namespace_id(id) {
         return Ok(());
     }
     let shown: String = id.chars().take(40).collect();

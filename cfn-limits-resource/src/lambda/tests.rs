@@ -105,6 +105,13 @@ const PHYSICAL: &str = "rate-limits/ns1/limits-provisioner";
 /// What a Create that failed after its claim answers.
 const FAILED_ID: &str = "rate-limits/ns1/limits-provisioner/failed";
 
+/// The answer has `status`, and its `Reason` says `reason`.
+fn answered(answer: &Value, status: &str, reason: &str) {
+    assert_eq!(answer["Status"], status, "{answer}");
+    let said = answer["Reason"].as_str().unwrap_or_default();
+    assert!(said.contains(reason), "{answer}");
+}
+
 fn resource_config(store: &MemoryStore) -> Option<Item> {
     store.item(&keys::pk_resource(NS, "gpt-4"), keys::SK_CONFIG)
 }
@@ -157,14 +164,7 @@ async fn another_stack_is_refused_and_its_delete_wipes_nothing() {
         MINUTE,
     )
     .await;
-    assert_eq!(stray["Status"], "SUCCESS");
-    assert!(
-        stray["Reason"]
-            .as_str()
-            .unwrap()
-            .contains("nothing deleted"),
-        "{stray}"
-    );
+    answered(&stray, "SUCCESS", "nothing deleted");
     assert_eq!(store.items(), before);
 
     let deleted = send(
@@ -302,14 +302,7 @@ async fn a_hung_table_and_a_panic_are_answered_failed_in_time() {
         400,
     )
     .await;
-    assert_eq!(hung["Status"], "FAILED");
-    assert!(
-        hung["Reason"]
-            .as_str()
-            .unwrap()
-            .contains("before the Lambda timeout"),
-        "{hung}"
-    );
+    answered(&hung, "FAILED", "before the Lambda timeout");
     assert!(
         started.elapsed() < Duration::from_millis(400),
         "{:?}",
@@ -321,14 +314,7 @@ async fn a_hung_table_and_a_panic_are_answered_failed_in_time() {
         MINUTE,
     )
     .await;
-    assert_eq!(panicked["Status"], "FAILED");
-    assert!(
-        panicked["Reason"]
-            .as_str()
-            .unwrap()
-            .contains("the store broke"),
-        "{panicked}"
-    );
+    answered(&panicked, "FAILED", "the store broke");
 }
 
 #[tokio::test]
@@ -466,14 +452,7 @@ async fn a_misspelt_section_fails_a_create_or_an_update_that_introduces_it() {
     let mut create = request("Create", "r1", None, STACK, "10");
     create["ResourceProperties"]["Resource"] = create["ResourceProperties"]["Resources"].clone();
     let refused = send(&deps, create, MINUTE).await;
-    assert_eq!(refused["Status"], "FAILED");
-    assert!(
-        refused["Reason"]
-            .as_str()
-            .unwrap()
-            .contains("unknown property 'Resource'"),
-        "{refused}"
-    );
+    answered(&refused, "FAILED", "unknown property 'Resource'");
     assert_eq!(resource_config(&store), None);
 
     send(&deps, request("Create", "r2", None, STACK, "10"), MINUTE).await;
@@ -506,14 +485,7 @@ async fn a_delete_whose_table_is_gone_succeeds_and_a_create_fails() {
         MINUTE,
     )
     .await;
-    assert_eq!(deleted["Status"], "SUCCESS", "{deleted}");
-    assert!(
-        deleted["Reason"]
-            .as_str()
-            .unwrap()
-            .contains("no longer exists"),
-        "{deleted}"
-    );
+    answered(&deleted, "SUCCESS", "no longer exists");
     let created = send(
         &deps(Broken::Missing),
         request("Create", "r2", None, STACK, "10"),
@@ -844,14 +816,7 @@ async fn a_failed_ids_delete_never_releases_another_resources_claim() {
         MINUTE,
     )
     .await;
-    assert_eq!(stray["Status"], "SUCCESS", "{stray}");
-    assert!(
-        stray["Reason"]
-            .as_str()
-            .unwrap()
-            .contains("nothing deleted"),
-        "{stray}"
-    );
+    answered(&stray, "SUCCESS", "nothing deleted");
     assert_eq!(store.items(), before, "another resource's claim stays");
 }
 

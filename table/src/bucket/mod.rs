@@ -126,17 +126,12 @@ impl<'i> BucketImage<'i> {
         };
         for (attr, value) in image.entries() {
             // Outside its range is as unreadable as not a number.
-            let lenient = || value.int(attr).ok();
-            let lenient_field = |f: &str| {
-                lenient().filter(|n| range::checked(attr, *n, range::of_field(f)).is_ok())
-            };
+            let lenient = |range| value.int(attr).ok().filter(|n| range::holds(range, *n));
             let Some((name, field)) = split_bucket_attr(attr) else {
                 if attr == REFILLED_AT {
-                    let range = range::of_attr(REFILLED_AT);
-                    bucket.refilled_at =
-                        lenient().filter(|n| range::checked(attr, *n, range).is_ok());
+                    bucket.refilled_at = lenient(range::of_attr(REFILLED_AT));
                 } else if let Some((limit, place)) = split_record_attr(attr) {
-                    bucket.refills.entry(limit).or_default().record[place] = lenient();
+                    bucket.refills.entry(limit).or_default().record[place] = lenient(None);
                 }
                 continue;
             };
@@ -149,11 +144,13 @@ impl<'i> BucketImage<'i> {
                     bucket.limits.entry(name).or_default()
                 }
                 field::REFILL_AMOUNT => {
-                    bucket.refills.entry(name).or_default().amount = lenient_field(field);
+                    bucket.refills.entry(name).or_default().amount =
+                        lenient(range::of_field(field));
                     continue;
                 }
                 field::REFILL_PERIOD => {
-                    bucket.refills.entry(name).or_default().period = lenient_field(field);
+                    bucket.refills.entry(name).or_default().period =
+                        lenient(range::of_field(field));
                     continue;
                 }
                 _ => continue,

@@ -7,7 +7,7 @@
 //! every sum on them is checked where it is made.
 
 use super::{REFILLED_AT, SHARD_COUNT, VALID_UNTIL, field, shard::MAX_SHARD_COUNT};
-use crate::config::{MAX_PERIOD_SECONDS, MAX_TOKENS};
+use crate::config::MAX_PERIOD_SECONDS;
 use crate::stream::AttrError;
 
 /// 9999-12-31T23:59:59.999Z: the last instant an epoch-ms stamp may name.
@@ -31,7 +31,6 @@ pub fn of_attr(attr: &str) -> Option<(i64, i64)> {
 /// bound of their own: a schedule may scale the client's `MAX_TOKENS` past
 /// `i64`, and such a bucket is refused as a number already.
 pub fn of_field(name: &str) -> Option<(i64, i64)> {
-    const _: () = assert!(MAX_TOKENS > 0);
     match name {
         field::CAPACITY => Some((1, i64::MAX)),
         field::REFILL_AMOUNT => Some((0, i64::MAX)),
@@ -42,10 +41,15 @@ pub fn of_field(name: &str) -> Option<(i64, i64)> {
     }
 }
 
+/// Whether `value` is within `range` (`None`: any `i64`).
+pub fn holds(range: Option<(i64, i64)>, value: i64) -> bool {
+    range.is_none_or(|(lo, hi)| (lo..=hi).contains(&value))
+}
+
 /// `value` of attribute `name` when within `range`.
 pub fn checked(name: &str, value: i64, range: Option<(i64, i64)>) -> Result<i64, AttrError> {
     match range {
-        Some((lo, hi)) if !(lo..=hi).contains(&value) => Err(AttrError::OutOfRange {
+        Some((lo, hi)) if !holds(range, value) => Err(AttrError::OutOfRange {
             name: name.to_owned(),
             value,
             lo,
