@@ -25,7 +25,7 @@ use zae_table::sdk::DynamoStore;
 /// zae-limiter stream aggregator. Without a subcommand it runs as the Lambda
 /// function; `poll` drives the same handler from a stream on any endpoint.
 #[derive(Parser)]
-#[command(name = "aggregator", version)]
+#[command(name = "aggregator", version = zae_runtime::version::long())]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -102,6 +102,7 @@ async fn main() -> ExitCode {
         return ExitCode::from(64);
     }
     telemetry::init();
+    zae_runtime::version::announce("aggregator");
     let at = cli.command.as_ref().map(|command| match command {
         Command::Poll { at, .. } | Command::Control { at, .. } => at.clone(),
     });

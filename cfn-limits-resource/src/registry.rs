@@ -11,11 +11,12 @@ use zae_table::keys;
 use zae_table::registry;
 use zae_table::store::{Returns, Store, StoreError};
 
-/// The version these Lambdas stamp: the protocol level they implement, with a
-/// local label. Its release (0.17.0) passes the 0.17.0 client's feature gates
-/// and asks it for no Lambda update; being other than exactly `0.17.0`, it
-/// also makes `zae-limiter upgrade` leave the stack alone (docs/deploy.md).
-pub const LAMBDA_VERSION_STAMP: &str = "0.17.0+rust";
+/// The version these Lambdas stamp (`0.17.0+rust.<build>`): the protocol
+/// level they implement, with a local label naming the build. Its release
+/// (0.17.0) passes the 0.17.0 client's feature gates and asks it for no
+/// Lambda update; being other than exactly `0.17.0`, it also makes
+/// `zae-limiter upgrade` leave the stack alone (docs/deploy.md).
+pub use zae_table::registry::LAMBDA_VERSION_STAMP;
 /// Registration attempts with a fresh id when an id is taken.
 const ATTEMPTS: usize = 3;
 
@@ -119,7 +120,7 @@ async fn check_stamp(store: &impl Store, stamper: &Stamper<'_>) -> Result<(), Re
         .unwrap_or_default();
     let text = |k: &str| record.get(k).and_then(zae_table::Attr::as_s);
     let held_by = text(registry::STAMP_OWNER);
-    let stack_stamped = text(registry::LAMBDA_VERSION) == Some(LAMBDA_VERSION_STAMP)
+    let stack_stamped = text(registry::LAMBDA_VERSION).is_some_and(registry::is_our_stamp)
         && text(registry::UPDATED_BY)
             .is_some_and(|by| by.starts_with(registry::STACK_STAMP_PREFIX));
     let free = match held_by {
@@ -212,17 +213,16 @@ pub async fn register(
 }
 
 /// Puts `lambda_version` back to the protocol level the Python Lambdas
-/// stamp, if it still carries this project's stamp (and, with `owner`, is
-/// still that resource's); `false` when someone stamped it since, another
-/// resource owns it, or there is no record.
+/// stamp, if it still carries a stamp of this project's, any build's (and,
+/// with `owner`, is still that resource's); `false` when someone else
+/// stamped it since, another resource owns it, or there is no record.
 pub async fn unstamp(
     store: &impl Store,
     by: &str,
     owner: Option<&str>,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    let update =
-        registry::restore_version(LAMBDA_VERSION_STAMP, PROTOCOL_VERSION, by, owner, now_ms);
+    let update = registry::restore_version(PROTOCOL_VERSION, by, owner, now_ms);
     match store.update(&update, Returns::Nothing).await {
         Ok(_) => Ok(true),
         Err(StoreError::ConditionFailed { .. }) => Ok(false),
@@ -385,22 +385,91 @@ mod tests {
         assert!(!read().contains_key(registry::STAMP_OWNER));
     }
 
-    /// A stamp a stack made before owners existed: a new stack's Create is
-    /// refused, naming the earlier deployment; the Update of the stack whose
-    /// resource it is adopts it.
+    /// A stamp a stack made before owners existed, by this build or an
+    /// earlier one (`0.17.0+rust`): a new stack's Create is refused, naming
+    /// the earlier deployment; the Update of the stack whose resource it is
+    /// adopts it, stamping this build.
     #[tokio::test]
     async fn an_unowned_stack_stamp_is_adopted_by_an_update_and_refused_to_a_create() {
+        for earlier in [registry::FIRST_STAMP, LAMBDA_VERSION_STAMP] {
+            let store = MemoryStore::new();
+            let by = format!("cfn:{earlier}");
+            let legacy = registry::stamp_version(earlier, &by, 1);
+            store.update(&legacy, Returns::Nothing).await.unwrap();
+            let err = initialise(&store, &[], &stack("B|Other", false), 2)
+                .await
+                .unwrap_err();
+            assert!(
+                err.to_string().contains("recorded no owner"),
+                "{earlier}: {err}"
+            );
+            // The condition itself, without the read ahead: refused too.
+            let update =
+                registry::stamp_version_owned(LAMBDA_VERSION_STAMP, "cfn", "B|Other", false, 2);
+            let raced = store.update(&update, Returns::Nothing).await;
+            assert!(
+                matches!(raced, Err(StoreError::ConditionFailed { .. })),
+                "{earlier}: {raced:?}"
+            );
+            initialise(&store, &[], &stack("A|TableInit", true), 3)
+                .await
+                .unwrap();
+            let record = store.item(&keys::pk_registry(), keys::SK_VERSION).unwrap();
+            assert_eq!(record[registry::STAMP_OWNER].as_s(), Some("A|TableInit"));
+            assert_eq!(record[LAMBDA_VERSION].as_s(), Some(LAMBDA_VERSION_STAMP));
+        }
+    }
+
+    /// The stamp a build before 0.8.0 left, its owner and the rest kept.
+    async fn stamp_earlier(store: &MemoryStore) {
+        let mut set = UpdateBuilder::new();
+        set.set(LAMBDA_VERSION, Attr::s(registry::FIRST_STAMP));
+        let set = set.build(&keys::pk_registry(), keys::SK_VERSION, None);
+        store.update(&set, Returns::Nothing).await.unwrap();
+    }
+
+    /// A stack whose code moved to this build while its record still reads
+    /// an earlier build's stamp: its resource re-stamps it (a Create's
+    /// condition as much as an Update's), and its Delete restores the Python
+    /// Lambdas' 0.17.0 from either stamp; another stack's resource still can
+    /// do neither.
+    #[tokio::test]
+    async fn an_earlier_builds_stamp_is_the_owners_to_restamp_and_restore() {
+        let read =
+            |store: &MemoryStore| store.item(&keys::pk_registry(), keys::SK_VERSION).unwrap();
         let store = MemoryStore::new();
-        let legacy = registry::stamp_version(LAMBDA_VERSION_STAMP, "cfn:0.17.0+rust", 1);
-        store.update(&legacy, Returns::Nothing).await.unwrap();
-        let err = initialise(&store, &[], &stack("B|Other", false), 2)
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("recorded no owner"), "{err}");
-        initialise(&store, &[], &stack("A|TableInit", true), 3)
+        initialise(&store, &[], &stack("A|TableInit", false), 1)
             .await
             .unwrap();
-        let record = store.item(&keys::pk_registry(), keys::SK_VERSION).unwrap();
-        assert_eq!(record[registry::STAMP_OWNER].as_s(), Some("A|TableInit"));
+        stamp_earlier(&store).await;
+        let err = initialise(&store, &[], &stack("B|Hijack", false), 2)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::OwnedElsewhere(_)), "{err}");
+        assert!(!unstamp(&store, "cfn", Some("B|Hijack"), 2).await.unwrap());
+        for adopt in [false, true] {
+            initialise(&store, &[], &stack("A|TableInit", adopt), 3)
+                .await
+                .unwrap();
+            assert_eq!(
+                read(&store)[LAMBDA_VERSION].as_s(),
+                Some(LAMBDA_VERSION_STAMP)
+            );
+            stamp_earlier(&store).await;
+        }
+        assert!(
+            unstamp(&store, "cfn", Some("A|TableInit"), 4)
+                .await
+                .unwrap()
+        );
+        assert_eq!(read(&store)[LAMBDA_VERSION].as_s(), Some(PROTOCOL_VERSION));
+        // Without an owner (`zae-limits`' stamps): restored from an earlier build's too.
+        let store = MemoryStore::new();
+        initialise(&store, &[], &Stamper::Cli("test"), 1)
+            .await
+            .unwrap();
+        stamp_earlier(&store).await;
+        assert!(unstamp(&store, "test", None, 2).await.unwrap());
+        assert_eq!(read(&store)[LAMBDA_VERSION].as_s(), Some(PROTOCOL_VERSION));
     }
 }

@@ -14,6 +14,9 @@ use zae_test_support::harness::*;
 
 const ZAE_LIMITS: &str = env!("CARGO_BIN_EXE_zae-limits");
 const LAMBDA: &str = env!("CARGO_BIN_EXE_cfn-limits-resource");
+/// The build's version (Cargo.toml's) and the stamp it writes on a table.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+const STAMP: &str = concat!("0.17.0+rust.", env!("CARGO_PKG_VERSION"));
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("zae-limits-tests-{}", std::process::id()));
@@ -1429,7 +1432,7 @@ fn zae_limits_creates_the_namespace_of_a_table_nobody_opened_only_when_asked() {
         stderr.contains("registered namespace 'default'"),
         "{stderr}"
     );
-    assert_eq!(version_record(&table)["lambda_version"], "0.17.0+rust");
+    assert_eq!(version_record(&table)["lambda_version"], STAMP);
     let read = read_levels(&table, "default", &["resource:gpt-4"]);
     assert_eq!(
         read["levels"]["resource:gpt-4"]["limits"],
@@ -1450,7 +1453,8 @@ fn table_event(kind: &str, url: &str, request: &str, table: &str, physical: Opti
         json!({
             "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:limits",
             "TableName": table,
-            "Namespaces": ["default", "tenant-a"]
+            "Namespaces": ["default", "tenant-a"],
+            "Version": VERSION
         }),
     );
     event["ResourceType"] = json!("Custom::ZaeLimiterTable");
@@ -1477,7 +1481,7 @@ fn the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_upda
     assert_eq!(created["Status"], "SUCCESS", "{created}");
     assert_eq!(created["PhysicalResourceId"], format!("{table}/table"));
     let ids = created["Data"]["NamespaceIds"].clone();
-    assert_eq!(version_record(&table)["lambda_version"], "0.17.0+rust");
+    assert_eq!(version_record(&table)["lambda_version"], STAMP);
 
     let mut stray = tenant_properties(&table, "true");
     stray["Namespace"] = json!("tenant-b");
@@ -1530,6 +1534,119 @@ fn the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_upda
     assert_eq!(version_record(&table)["lambda_version"], "0.17.0");
     let kept = client(&["register", "--table", &table, "--namespace", "tenant-a"]);
     assert_eq!(kept["namespace_id"], ids["tenant-a"]);
+}
+
+/// The first line a function's log holds from its bootstrap (the shim's own
+/// notes left out), as JSON.
+fn first_log_line(function: &str) -> Value {
+    let log = std::fs::read_to_string(scratch(&format!("{function}.log"))).unwrap();
+    let first = log
+        .lines()
+        .find(|l| !l.starts_with("[lambda_shim"))
+        .expect("the function logged nothing");
+    serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {first}"))
+}
+
+/// The client's version checks on a table, as `stack_table.py gates` runs them.
+fn client_gates(table: &str) -> Value {
+    run_json("stack_table.py", &["gates", "--table", table])
+}
+
+const GATES: [&str; 5] = [
+    "reset_after",
+    "non_enforcing",
+    "cascade_policy",
+    "parent_move",
+    "top_up",
+];
+
+/// A stack upgraded from a build before 0.8.0: its table reads that build's
+/// stamp `0.17.0+rust`, owned by the stack's `TableInit`. The Update the new
+/// template's `Version` brings re-stamps it with this build's, through the
+/// built Lambda, whose first log line names both. The unchanged 0.17.0 client
+/// then finds the table compatible with no Lambda update, connects, and
+/// passes every gate that reads `lambda_version` (a write through each). The
+/// Delete restores 0.17.0 from an earlier build's stamp as well. A control:
+/// the same checks refuse a record stamped with the bare crate version.
+#[test]
+fn a_table_an_earlier_build_stamped_is_restamped_and_the_unchanged_client_passes_every_gate() {
+    let table = schema_only_table("restamp");
+    let (function, lambda) = provisioner(&table);
+    let (url, rx) = response_receiver();
+    lambda.invoke(&function, &table_event("Create", &url, "r1", &table, None));
+    assert_eq!(answered(&rx)["Status"], "SUCCESS");
+    let first = first_log_line(&function);
+    assert_eq!(first["version"], VERSION, "{first}");
+    assert_eq!(first["table_stamp"], STAMP, "{first}");
+
+    let earlier = || {
+        client(&[
+            "lambda-version",
+            "--table",
+            &table,
+            "--version",
+            "0.17.0+rust",
+        ])
+    };
+    earlier();
+    let physical = format!("{table}/table");
+    let update = table_event("Update", &url, "r2", &table, Some(&physical));
+    lambda.invoke(&function, &update);
+    let updated = answered(&rx);
+    assert_eq!(updated["Status"], "SUCCESS", "{updated}");
+    let record = version_record(&table);
+    assert_eq!(record["lambda_version"], STAMP, "{record}");
+    assert_eq!(record["updated_by"], format!("cfn:{STAMP}"), "{record}");
+
+    let gates = client_gates(&table);
+    assert_eq!(gates["compatibility"]["is_compatible"], true, "{gates}");
+    assert_eq!(
+        gates["compatibility"]["requires_lambda_update"], false,
+        "{gates}"
+    );
+    assert_eq!(gates["connect"], "accepted", "{gates}");
+    for gate in GATES {
+        assert_eq!(gates["gates"][gate], "accepted", "{gate}: {gates}");
+    }
+
+    earlier();
+    let delete = table_event("Delete", &url, "r3", &table, Some(&physical));
+    lambda.invoke(&function, &delete);
+    assert_eq!(answered(&rx)["Status"], "SUCCESS");
+    assert_eq!(version_record(&table)["lambda_version"], "0.17.0");
+
+    client(&["lambda-version", "--table", &table, "--version", VERSION]);
+    let refused = client_gates(&table);
+    assert_eq!(
+        refused["compatibility"]["requires_lambda_update"], true,
+        "{refused}"
+    );
+    assert!(
+        refused["connect"].as_str().unwrap().starts_with("refused"),
+        "{refused}"
+    );
+    for gate in GATES {
+        let said = refused["gates"][gate].as_str().unwrap();
+        assert!(said.starts_with("refused"), "{gate}: {said}");
+    }
+}
+
+/// `--version` of both binaries: the build and the stamp it writes. The
+/// Lambda bootstrap takes no other argument, and says so.
+#[test]
+fn the_binaries_name_their_build_and_table_stamp() {
+    for (binary, name) in [(ZAE_LIMITS, "zae-limits"), (LAMBDA, "cfn-limits-resource")] {
+        let out = Command::new(binary).arg("--version").output().unwrap();
+        assert_eq!(
+            ok(&out),
+            format!("{name} {VERSION} (table stamp {STAMP})\n"),
+            "{binary}"
+        );
+    }
+    let out = Command::new(LAMBDA).arg("apply").output().unwrap();
+    assert_eq!(code(&out), Some(64));
+    let said = stderr(&out);
+    assert!(said.contains("unexpected argument \"apply\""), "{said}");
 }
 
 // ---- The command line: flags, exit codes, errors ----
@@ -1683,7 +1800,7 @@ fn zae_limits_exit_codes_flags_and_errors() {
         "init", "-n", &table, "-N", "default", "-N", "tenant-a", "--json",
     ]));
     let init: Value = serde_json::from_str(&init).unwrap();
-    assert_eq!(init["lambda_version"], "0.17.0+rust");
+    assert_eq!(init["lambda_version"], STAMP);
     assert_eq!(init["namespaces"][0]["created"], false, "{init}");
     assert_eq!(init["namespaces"][1]["created"], true, "{init}");
 }

@@ -22,6 +22,38 @@ pub const UPDATED_BY: &str = "updated_by";
 pub const STACK_STAMP_PREFIX: &str = "cfn:";
 /// On the version record: the oldest client allowed to open the table.
 pub const CLIENT_MIN_VERSION: &str = "client_min_version";
+
+/// The stamp of every build of these Lambdas before 0.8.0, and the start of
+/// every later one's: the protocol level they implement (0.17.0) with the
+/// local label `rust`. A macro, so `concat!` can build on the one spelling.
+macro_rules! first_stamp {
+    () => {
+        "0.17.0+rust"
+    };
+}
+/// What builds before 0.8.0 stamped (the crates' version was not in it).
+pub const FIRST_STAMP: &str = first_stamp!();
+/// What this build stamps on `lambda_version`: `0.17.0+rust.<crate
+/// version>`. A PEP 440 local label, which the 0.17.0 client drops before
+/// it compares (its gates see 0.17.0); operators read the build after it.
+pub const LAMBDA_VERSION_STAMP: &str = concat!(first_stamp!(), ".", env!("CARGO_PKG_VERSION"));
+
+/// Whether `lambda_version` is a stamp of these Lambdas, this build's or an
+/// earlier one's (not the Python Lambdas' `0.17.0`, nor anyone else's).
+pub fn is_our_stamp(lambda_version: &str) -> bool {
+    lambda_version
+        .strip_prefix(FIRST_STAMP)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+/// The condition "`lambda_version` is one of our stamps" ([`is_our_stamp`]) in
+/// `update`'s placeholders.
+fn our_stamp_condition(update: &mut crate::store::UpdateBuilder) -> String {
+    let ver = update.name(LAMBDA_VERSION);
+    let first = update.value(Attr::s(FIRST_STAMP));
+    let later = update.value(Attr::s(concat!(first_stamp!(), ".")));
+    format!("({ver} = {first} OR begins_with({ver}, {later}))")
+}
 const RESOURCES: &str = "resources";
 
 /// The id in a namespace registry entry.
@@ -131,9 +163,9 @@ fn stamping(lambda_version: &str, by: &str, now_ms: i64) -> crate::store::Update
 }
 
 /// The same stamp, owned by a stack's resource: it lands where nobody owns
-/// the record or `owner` does. An unowned stamp of `lambda_version` a stack
-/// made (a deployment from before owners) is taken only with `adopt` (that
-/// stack's own Update); anything else leaves it to its stack.
+/// the record or `owner` does. An unowned stamp of ours a stack made (a
+/// deployment from before owners, of any build) is taken only with `adopt`
+/// (that stack's own Update); anything else leaves it to its stack.
 pub fn stamp_version_owned(
     lambda_version: &str,
     by: &str,
@@ -149,28 +181,24 @@ pub fn stamp_version_owned(
     let condition = if adopt {
         format!("{unowned} OR {o} = {me}")
     } else {
-        let (ver, by_name) = (update.name(LAMBDA_VERSION), update.name(UPDATED_BY));
-        let ours = update.value(Attr::s(lambda_version));
+        let ours = our_stamp_condition(&mut update);
+        let by_name = update.name(UPDATED_BY);
         let cfn = update.value(Attr::s(STACK_STAMP_PREFIX));
-        format!(
-            "({unowned} AND NOT ({ver} = {ours} AND begins_with({by_name}, {cfn}))) OR {o} = {me}"
-        )
+        format!("({unowned} AND NOT ({ours} AND begins_with({by_name}, {cfn}))) OR {o} = {me}")
     };
     update.build(&keys::pk_registry(), keys::SK_VERSION, Some(condition))
 }
 
-/// Puts `lambda_version` back to `to` only while it still reads `from`
-/// (nobody has stamped it since) and, with `owner`, only while `owner`
-/// holds it; the owner is then dropped.
-pub fn restore_version(from: &str, to: &str, by: &str, owner: Option<&str>, now_ms: i64) -> Update {
+/// Puts `lambda_version` back to `to` only while it still reads one of our
+/// stamps (nobody else has stamped it since; an earlier build's counts) and,
+/// with `owner`, only while `owner` holds it; the owner is then dropped.
+pub fn restore_version(to: &str, by: &str, owner: Option<&str>, now_ms: i64) -> Update {
     let mut update = crate::store::UpdateBuilder::new();
     update
         .set(LAMBDA_VERSION, Attr::s(to))
         .set("updated_at", Attr::s(crate::audit::timestamp(now_ms)))
         .set(UPDATED_BY, Attr::s(by));
-    let name = update.name(LAMBDA_VERSION);
-    let value = update.value(Attr::s(from));
-    let mut condition = format!("{name} = {value}");
+    let mut condition = our_stamp_condition(&mut update);
     if let Some(owner) = owner {
         update.remove(STAMP_OWNER);
         let o = update.name(STAMP_OWNER);
@@ -238,4 +266,37 @@ pub fn register_namespace(name: &str, id: &str, now_ms: i64) -> Vec<TxWrite> {
         entry(keys::sk_namespace(name)),
         entry(keys::sk_namespace_id(id)),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stamp is the first builds' with the crates' version after a dot:
+    /// what the 0.17.0 client reads as release 0.17.0 (it drops the local
+    /// label) and an operator reads as the build.
+    #[test]
+    fn this_builds_stamp_is_the_first_stamp_and_the_crate_version() {
+        assert_eq!(
+            LAMBDA_VERSION_STAMP,
+            format!("0.17.0+rust.{}", env!("CARGO_PKG_VERSION"))
+        );
+        assert_eq!(FIRST_STAMP, "0.17.0+rust");
+    }
+
+    #[test]
+    fn every_build_s_stamp_is_ours_and_nobody_else_s_is() {
+        for ours in [FIRST_STAMP, LAMBDA_VERSION_STAMP, "0.17.0+rust.0.7.9"] {
+            assert!(is_our_stamp(ours), "{ours}");
+        }
+        for theirs in [
+            "0.17.0",
+            "0.17.0+rustacean",
+            "0.17.0+d20260926",
+            "0.18.0+rust",
+            "",
+        ] {
+            assert!(!is_our_stamp(theirs), "{theirs}");
+        }
+    }
 }

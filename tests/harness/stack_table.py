@@ -9,6 +9,12 @@ unchanged 0.17.0 client opening it afterwards.
                                        client's own setter (its version gate) and one
                                        acquire; prints the calls and what was read, as JSON
     stack_table.py version --table T   the version record, as JSON
+    stack_table.py gates --table T     what the client's version checks make of the record:
+                                       check_compatibility, Repository.connect (its strict
+                                       check), and one write through each feature gate that
+                                       reads lambda_version (reset_after, soft limits, cascade
+                                       policy, parent move, top-up): "accepted", or the
+                                       VersionMismatchError's message
 
 Endpoint and credentials come from the AWS environment (AWS_ENDPOINT_URL, ...).
 """
@@ -16,11 +22,14 @@ import argparse
 import asyncio
 import json
 import os
+from datetime import timedelta
 
 import boto3
 import yaml
 from aiobotocore.client import AioBaseClient
-from zae_limiter import Limit, RateLimiter, Repository
+from zae_limiter import Limit, RateLimiter, Repository, ScheduleEntry, __version__
+from zae_limiter.exceptions import EntityExistsError, VersionMismatchError
+from zae_limiter.version import InfrastructureVersion, check_compatibility
 
 from client import endpoint, region
 
@@ -98,15 +107,69 @@ def version(table: str) -> dict:
     return {k: next(iter(v.values())) for k, v in item.get("Item", {}).items()}
 
 
+async def _gated(write) -> str:
+    try:
+        await write
+    except VersionMismatchError as e:
+        return f"refused: {e}"
+    return "accepted"
+
+
+async def gates(table: str) -> dict:
+    record = version(table)
+    compat = check_compatibility(__version__, InfrastructureVersion.from_record(record))
+    out = {
+        "lambda_version": record.get("lambda_version"),
+        "compatibility": {
+            "is_compatible": compat.is_compatible,
+            "requires_lambda_update": compat.requires_lambda_update,
+            "message": compat.message,
+        },
+    }
+    try:
+        connected = await Repository.connect("default", stack=table, region=region(), endpoint_url=endpoint())
+        await connected.close()
+        out["connect"] = "accepted"
+    except VersionMismatchError as e:
+        out["connect"] = f"refused: {e}"
+    # Each write through the client's public API, on a repository made
+    # without the version check, so a refused stamp still reaches every gate.
+    base = Repository(table, region(), endpoint(), _skip_deprecation_warning=True)
+    repo = await base.namespace("default")
+    quota = Limit(name="q", capacity=10, refill_amount=0, refill_period_seconds=86_400,
+                  reset_schedule=(ScheduleEntry.reset("0 0 * * *", "UTC"),))
+    session = Limit(name="s", capacity=10, refill_amount=0, refill_period_seconds=3_600,
+                    reset_after=timedelta(hours=1))
+    await repo.set_limits("gate-e", [quota], resource="gate-quota")
+    for entity, parent in (("gate-p1", None), ("gate-p2", None), ("gate-c", "gate-p1")):
+        try:
+            await repo.create_entity(entity, parent_id=parent)
+        except EntityExistsError:
+            pass  # an earlier run's, on the same table
+    out["gates"] = {
+        "reset_after": await _gated(repo.set_limits("gate-e", [session], resource="gate-session")),
+        "non_enforcing": await _gated(
+            repo.set_limits("gate-e", [Limit.per_minute("rpm", 100, soft=True)], resource="gate-soft")
+        ),
+        "cascade_policy": await _gated(repo.set_resource_cascade("gate-quota", True)),
+        "parent_move": await _gated(repo.set_parent("gate-c", "gate-p2")),
+        "top_up": await _gated(repo.top_up("gate-e", "gate-quota", {"q": 5})),
+    }
+    await base.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["create", "open", "version"])
+    parser.add_argument("command", choices=["create", "open", "version", "gates"])
     parser.add_argument("--table", required=True)
     args = parser.parse_args()
     if args.command == "create":
         out = create(args.table)
     elif args.command == "open":
         out = asyncio.run(open_table(args.table))
+    elif args.command == "gates":
+        out = asyncio.run(gates(args.table))
     else:
         out = version(args.table)
     print(json.dumps(out))

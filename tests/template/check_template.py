@@ -4,6 +4,9 @@ that, and a policy check on the translated IAM: no statement may reach
 beyond the table, its indexes and stream, the dead-letter queue and the
 functions' own log groups; and the parameter rule that keeps snapshots alive
 as long as their longest window, evaluated over every admitted window set.
+Every copy of the build's version in the template (the `Version` output,
+`TableInit`'s `Version`, the functions' `zae-limiter:lambda-version` tags as
+0.17.0+rust.<version>) equals Cargo.toml's workspace version.
 
     check_template.py [TEMPLATE]      exit 0 when every check passes
 
@@ -17,12 +20,16 @@ import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LAMBDA_VERSION = "0.17.0+rust"
+with open(os.path.join(ROOT, "Cargo.toml"), "rb") as _cargo:
+    # The one source of the build's version; the template repeats it as literals.
+    BUILD_VERSION = tomllib.load(_cargo)["workspace"]["package"]["version"]
+LAMBDA_VERSION = f"0.17.0+rust.{BUILD_VERSION}"
 
 TABLE_ARN = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${ExistingTableName}"
 ALLOWED_RESOURCES = [
@@ -327,6 +334,18 @@ def shape_problems(cfn: dict) -> list[str]:
     return problems + parameter_problems(cfn)
 
 
+def version_problems(cfn: dict) -> list[str]:
+    """The template's copies of the build's version against Cargo.toml's (the tags: shape_problems)."""
+    problems = []
+    output = cfn["Outputs"].get("Version", {})
+    if output.get("Value") != BUILD_VERSION or not output.get("Description"):
+        problems.append(f"output Version is {output.get('Value')!r} (Cargo.toml: {BUILD_VERSION}), or undescribed")
+    init = cfn["Resources"]["TableInit"]["Properties"].get("Version")
+    if init != BUILD_VERSION:
+        problems.append(f"TableInit's Version is {init!r} (Cargo.toml: {BUILD_VERSION})")
+    return problems
+
+
 def parameter_problems(cfn: dict) -> list[str]:
     """The operator's parameters reach what they name: both functions'
     architecture, memory and log level, both roles' permissions boundary, and
@@ -442,6 +461,7 @@ def main() -> None:
     problems += client_policy_problems(cfn)
     problems += dashboard_problems(cfn)
     problems += shape_problems(cfn)
+    problems += version_problems(cfn)
     problems += needed_problems(cfn)
     problems += ttl_problems(template)
     problems += existing_table_problems(template)
@@ -460,6 +480,14 @@ def main() -> None:
     for statement in conditional(statements):
         if "Condition" in statement and statement.get("Action") == "dynamodb:DeleteItem":
             del statement["Condition"]
+    for field in ("output", "TableInit"):
+        stale = copy.deepcopy(cfn)
+        if field == "output":
+            stale["Outputs"]["Version"]["Value"] = "0.1.0"
+        else:
+            stale["Resources"]["TableInit"]["Properties"]["Version"] = "0.1.0"
+        if not version_problems(stale):
+            problems.append(f"the version check accepted a stale {field} version")
     if not policy_problems(deleting):
         problems.append("the policy check accepted the aggregator deleting anywhere in the table")
     for broken, what in ((writing, "a read-only policy that writes"), (unconditioned, "acquire writes beyond buckets")):

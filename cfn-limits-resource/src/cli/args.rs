@@ -18,7 +18,7 @@ Exit codes:
 #[derive(Parser)]
 #[command(
     name = "zae-limits",
-    version,
+    version = zae_runtime::version::long(),
     about = "Plan and apply zae-limiter limits manifests on a table, with no Lambda in between",
     after_help = EXIT_CODES
 )]

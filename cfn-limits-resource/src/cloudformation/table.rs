@@ -18,7 +18,16 @@ use yaml_serde::Value as Tree;
 use zae_table::store::{Store, StoreError};
 
 pub const RESOURCE_TYPE: &str = "Custom::ZaeLimiterTable";
-const PROPERTIES: [&str; 4] = ["ServiceToken", "ServiceTimeout", "TableName", "Namespaces"];
+/// `Version` is the template's release: read by nobody, it changes with each
+/// release so that an upgrade sends this resource an Update, which stamps
+/// the new build.
+const PROPERTIES: [&str; 5] = [
+    "ServiceToken",
+    "ServiceTimeout",
+    "TableName",
+    "Namespaces",
+    "Version",
+];
 
 pub fn physical_id(table: &str) -> String {
     format!("{table}/table")
