@@ -387,7 +387,7 @@ mod tests {
 
     /// A stamp a stack made before owners existed, by this build or an
     /// earlier one (`0.17.0+rust`): a new stack's Create is refused, naming
-    /// the earlier deployment; the Update of the stack whose resource it is
+    /// the earlier deployment, before it registers its namespaces; the Update of the stack whose resource it is
     /// adopts it, stamping this build.
     #[tokio::test]
     async fn an_unowned_stack_stamp_is_adopted_by_an_update_and_refused_to_a_create() {
@@ -396,13 +396,16 @@ mod tests {
             let by = format!("cfn:{earlier}");
             let legacy = registry::stamp_version(earlier, &by, 1);
             store.update(&legacy, Returns::Nothing).await.unwrap();
-            let err = initialise(&store, &[], &stack("B|Other", false), 2)
+            let names = ["tenant-b".to_owned()];
+            let err = initialise(&store, &names, &stack("B|Other", false), 2)
                 .await
                 .unwrap_err();
             assert!(
                 err.to_string().contains("recorded no owner"),
                 "{earlier}: {err}"
             );
+            // Refused before it registered anything.
+            assert_eq!(namespace_id(&store, "tenant-b").await.unwrap(), None);
             // The condition itself, without the read ahead: refused too.
             let update =
                 registry::stamp_version_owned(LAMBDA_VERSION_STAMP, "cfn", "B|Other", false, 2);

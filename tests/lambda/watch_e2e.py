@@ -8,7 +8,9 @@ DynamoDB on moto:
   * the provisioner gets a CloudFormation Create, PUTs SUCCESS to a local
     ResponseURL and writes the config items the client reads back;
   * a Create with a bad manifest gets FAILED with the path of the bad field,
-    and the table is unchanged.
+    and the table is unchanged;
+  * each bootstrap's first log line names the build (Cargo.toml's version)
+    and the table stamp it writes.
 
     watch_e2e.py      (moto from AWS_ENDPOINT_URL, as scripts/moto.sh exports it)
 """
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import urllib.request
 import zipfile
 
@@ -29,6 +32,13 @@ import boto3
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
 FUNCTIONS = ("aggregator", "cfn-limits-resource")
+with open(os.path.join(ROOT, "Cargo.toml"), "rb") as _cargo:
+    VERSION = tomllib.load(_cargo)["workspace"]["package"]["version"]
+
+
+def log_of(function: str) -> str:
+    """Each bootstrap's own log (stdout and stderr), for its first line."""
+    return os.path.join(ROOT, "target", f"watch_e2e.{function}.log")
 
 
 def free_port() -> int:
@@ -170,7 +180,8 @@ def main() -> None:
                 AWS_ENDPOINT_URL=moto,
             )
             binary = unpack(function)
-            children.append(subprocess.Popen([binary], env=env, stdout=logs, stderr=subprocess.STDOUT))
+            own = open(log_of(function), "w")
+            children.append(subprocess.Popen([binary], env=env, stdout=own, stderr=subprocess.STDOUT))
 
         # The aggregator, on a batch of the real client's traffic.
         driven = harness("client.py", "drive", "--table", table, "--requests", "12")
@@ -208,6 +219,19 @@ def main() -> None:
         after = harness("limits_client.py", "items", "--table", table)["items"]
         check(sorted(map(json.dumps, after)) == sorted(map(json.dumps, before)), "a failed Create wrote nothing")
         receiver.shutdown()
+
+        # Both have started by now: the first line each logged.
+        for function in FUNCTIONS:
+            with open(log_of(function)) as f:
+                first = f.readline()
+            try:
+                line = json.loads(first)
+            except ValueError:
+                line = {}
+            check(
+                line.get("version") == VERSION and line.get("table_stamp") == f"0.17.0+rust.{VERSION}",
+                f"{function}'s first log line names build {VERSION} and its table stamp: {first.strip()}",
+            )
     finally:
         for child in reversed(children):
             child.terminate()

@@ -483,7 +483,7 @@ def main() -> None:
     for field in ("output", "TableInit"):
         stale = copy.deepcopy(cfn)
         if field == "output":
-            stale["Outputs"]["Version"]["Value"] = "0.1.0"
+            stale["Outputs"].setdefault("Version", {})["Value"] = "0.1.0"
         else:
             stale["Resources"]["TableInit"]["Properties"]["Version"] = "0.1.0"
         if not version_problems(stale):
