@@ -268,6 +268,47 @@ async fn a_tick_that_changes_no_factor_reads_the_same_for_one_bucket_or_a_hundre
     assert_eq!(calls[0], calls[1]);
 }
 
+/// The stack enables the controller by default, so its tick must cost next to
+/// nothing where no namespace declares an adaptive limit (docs/costs.md):
+/// the registry's query and two reads per namespace, and no write at all (no
+/// canary, no tick record). A namespace with limits but no declaration is
+/// the common case.
+#[tokio::test]
+async fn a_tick_with_nothing_adaptive_reads_the_registry_and_each_namespace_and_writes_nothing() {
+    let store = MemoryStore::new();
+    for namespace in ["a", "b", "c"] {
+        store.register_namespace(namespace);
+        let config = zae_table::config::LevelConfig {
+            limits: vec![zae_table::config::LimitConfig::drip(
+                "tpm", 10_000, 1_000, 60,
+            )],
+            ..zae_table::config::LevelConfig::default()
+        };
+        store.insert(zae_table::config::build_item(
+            namespace,
+            &Level::System,
+            &config,
+        ));
+    }
+    let counted = Counted::new(store);
+    let waiting = Controller {
+        wait: Some(std::time::Duration::from_secs(15)),
+        ..controller(&counted)
+    };
+    let tick = waiting.tick_all(T0 + 5_000).await.unwrap();
+    assert!(
+        tick.namespaces.is_empty() && tick.failed.is_empty(),
+        "{tick:?}"
+    );
+    assert_eq!(tick.canaries_written, 0);
+    let calls = counted.counts();
+    assert_eq!(
+        calls,
+        BTreeMap::from([("GetItem", 3), ("Query", 4)]),
+        "the registry's query, and each namespace's declaration and targets"
+    );
+}
+
 #[tokio::test]
 async fn dropping_the_opt_in_returns_every_bucket_to_base_and_retires_the_target() {
     let store = table(2);
