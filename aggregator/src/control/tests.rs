@@ -525,6 +525,53 @@ async fn a_namespace_that_fails_is_counted_and_the_others_tick() {
     );
 }
 
+/// With nothing adaptive anywhere, a tick still records when it ran (one
+/// write of the tick record, no canaries): the operator's smoke test reads
+/// it. A tick whose only namespace failed records nothing.
+#[tokio::test]
+async fn a_tick_with_nothing_adaptive_records_only_that_it_ran() {
+    let store = Counted::new(MemoryStore::new());
+    store.inner().register_namespace(NS);
+    let tick = controller(&store).tick_all(T0 + 5_000).await.unwrap();
+    assert!(!tick.adaptive() && tick.canaries_written == 0, "{tick:?}");
+    let recorded = Tick::read(store.inner(), true).await.unwrap();
+    assert_eq!(recorded.ticked_at_ms, T0 + 5_000);
+    assert!(recorded.canaries.is_empty(), "{recorded:?}");
+    // The registry, the namespace's declaration and targets, the record.
+    let counts: Vec<_> = store.counts().into_iter().collect();
+    assert_eq!(
+        counts,
+        [("GetItem", 1), ("Query", 2), ("UpdateItem", 1)],
+        "{counts:?}"
+    );
+
+    struct Unreadable;
+    impl Faults for Unreadable {
+        fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+            match call {
+                Call::Get { pk, sk } if *sk == keys::SK_ADAPTIVE_DECLARATION => {
+                    Some(StoreError::Fatal {
+                        operation: "GetItem",
+                        key: pk.to_string(),
+                        message: "denied".into(),
+                    })
+                }
+                _ => None,
+            }
+        }
+    }
+    let inner = MemoryStore::new();
+    inner.register_namespace(NS);
+    let store = Injected {
+        inner,
+        faults: Unreadable,
+    };
+    let tick = controller(&store).tick_all(T0 + 5_000).await.unwrap();
+    assert_eq!(tick.failed.len(), 1, "{tick:?}");
+    let recorded = Tick::read(&store.inner, true).await.unwrap();
+    assert_eq!(recorded.ticked_at_ms, 0, "{recorded:?}");
+}
+
 /// One target, two levels: the system's `tpm` scales, entity `k`'s own
 /// `tpm` on `r` is in shadow. The factor is computed and reported for both;
 /// only the system's buckets are stamped. Switched to `utilization`, `k`'s
