@@ -20,6 +20,7 @@ fi
 if [ -x "$venv/bin/python" ] && [ "$have" = "$want" ]; then
   exit 0
 fi
+echo "setup-venv: installing $(basename "$file") into .venv (first time about 1 min)" >&2
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check -r "$file"
 echo "$want" > "$stamp"

@@ -10,7 +10,7 @@ Usage: ./scripts/test.sh [--full] [-- NEXTEST-ARGS...]
 
 default   fmt; clippy (-D warnings) on every workspace target the tests
           build, in the same compilation as the test build; the template
-          and migration checks; every unit, property and model test; the
+          and migration checks; the link check of README.md and docs/; every unit, property and model test; the
           end-to-end tests with the real zae-limiter 0.17.0 client on moto
           that are not bound by the wall clock. Three tests at a time
           (cargo nextest). Measured on 2 cores from a clean clone:
@@ -61,12 +61,13 @@ cargo fmt --all --check
 
 # The Python side and the template checks need no Rust: they run beside
 # the build, and the build waits for neither.
-phase "in the background: Python venv (moto, the zae-limiter 0.17.0 client, cfn-lint, cargo-lambda), then the template and migration checks" "first time about 1.5 min, then about 30 s; reported after the build"
+phase "in the background: Python venv (moto, the zae-limiter 0.17.0 client, cfn-lint, cargo-lambda), then the template, migration and link checks" "first time about 1.5 min, then about 30 s; reported after the build"
 export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 (
   "$ROOT/scripts/setup-venv.sh"
   "$ZAE_TEST_PYTHON" "$ROOT/tests/template/check_template.py"
   "$ZAE_TEST_PYTHON" "$ROOT/tests/template/check_migration.py"
+  "$ZAE_TEST_PYTHON" "$ROOT/tests/docs/check_links.py"
 ) >"$ROOT/.work/python-side.log" 2>&1 &
 python_side=$!
 

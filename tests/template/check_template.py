@@ -373,6 +373,17 @@ def parameter_problems(cfn: dict) -> list[str]:
     return problems
 
 
+def description_problems(template: dict) -> list[str]:
+    """Every parameter and output says what it is: operators read them in
+    the console and in `sam deploy --guided`."""
+    problems = []
+    for section in ("Parameters", "Outputs"):
+        for name, entry in template.get(section, {}).items():
+            if not str(entry.get("Description", "")).strip():
+                problems.append(f"{section}.{name}: no Description")
+    return problems
+
+
 def parameter_refusal(template: dict, name: str, value: str) -> bool:
     """Whether CloudFormation refuses VALUE for parameter NAME by its own
     AllowedValues / AllowedPattern (the pattern must match all of it)."""
@@ -465,6 +476,11 @@ def main() -> None:
     problems += needed_problems(cfn)
     problems += ttl_problems(template)
     problems += existing_table_problems(template)
+    problems += description_problems(template)
+    undescribed = copy.deepcopy(template)
+    next(iter(undescribed["Outputs"].values())).pop("Description", None)
+    if not description_problems(undescribed):
+        problems.append("the description check accepted an output without one")
 
     broadened = copy.deepcopy(cfn)
     role = broadened["Resources"]["ProvisionerRole"]["Properties"]["Policies"][0]["PolicyDocument"]
@@ -498,7 +514,7 @@ def main() -> None:
         print(problem, file=sys.stderr)
     if problems:
         sys.exit(1)
-    print(f"template checks passed: cfn-lint (SAM and translated), {len(cfn['Resources'])} resources, IAM least privilege and every action the code calls, snapshot TTL rule, the existing table with its stream")
+    print(f"template checks passed: cfn-lint (SAM and translated), {len(cfn['Resources'])} resources, IAM least privilege and every action the code calls, snapshot TTL rule, the existing table with its stream, every parameter and output described")
 
 
 if __name__ == "__main__":

@@ -268,6 +268,47 @@ async fn a_tick_that_changes_no_factor_reads_the_same_for_one_bucket_or_a_hundre
     assert_eq!(calls[0], calls[1]);
 }
 
+/// The stack enables the controller by default, so its tick must cost next to
+/// nothing where no namespace declares an adaptive limit (docs/costs.md):
+/// the registry's query, two reads per namespace, and one write (the tick
+/// record's mark that it ran): no canary, no wait for one. A namespace with
+/// limits but no declaration is the common case.
+#[tokio::test]
+async fn a_tick_with_nothing_adaptive_reads_each_namespace_and_writes_only_its_mark() {
+    let store = MemoryStore::new();
+    for namespace in ["a", "b", "c"] {
+        store.register_namespace(namespace);
+        let config = zae_table::config::LevelConfig {
+            limits: vec![zae_table::config::LimitConfig::drip(
+                "tpm", 10_000, 1_000, 60,
+            )],
+            ..zae_table::config::LevelConfig::default()
+        };
+        store.insert(zae_table::config::build_item(
+            namespace,
+            &Level::System,
+            &config,
+        ));
+    }
+    let counted = Counted::new(store);
+    let waiting = Controller {
+        wait: Some(std::time::Duration::from_secs(15)),
+        ..controller(&counted)
+    };
+    let tick = waiting.tick_all(T0 + 5_000).await.unwrap();
+    assert!(
+        tick.namespaces.is_empty() && tick.failed.is_empty(),
+        "{tick:?}"
+    );
+    assert_eq!(tick.canaries_written, 0);
+    let calls = counted.counts();
+    assert_eq!(
+        calls,
+        BTreeMap::from([("GetItem", 3), ("Query", 4), ("UpdateItem", 1)]),
+        "the registry's query, each namespace's declaration and targets, the tick's mark"
+    );
+}
+
 #[tokio::test]
 async fn dropping_the_opt_in_returns_every_bucket_to_base_and_retires_the_target() {
     let store = table(2);
@@ -482,6 +523,53 @@ async fn a_namespace_that_fails_is_counted_and_the_others_tick() {
             .iter()
             .any(|e| e.name() == crate::metrics::CONTROLLER_TICKS)
     );
+}
+
+/// With nothing adaptive anywhere, a tick still records when it ran (one
+/// write of the tick record, no canaries): the operator's smoke test reads
+/// it. A tick whose only namespace failed records nothing.
+#[tokio::test]
+async fn a_tick_with_nothing_adaptive_records_only_that_it_ran() {
+    let store = Counted::new(MemoryStore::new());
+    store.inner().register_namespace(NS);
+    let tick = controller(&store).tick_all(T0 + 5_000).await.unwrap();
+    assert!(!tick.adaptive() && tick.canaries_written == 0, "{tick:?}");
+    let recorded = Tick::read(store.inner(), true).await.unwrap();
+    assert_eq!(recorded.ticked_at_ms, T0 + 5_000);
+    assert!(recorded.canaries.is_empty(), "{recorded:?}");
+    // The registry, the namespace's declaration and targets, the record.
+    let counts: Vec<_> = store.counts().into_iter().collect();
+    assert_eq!(
+        counts,
+        [("GetItem", 1), ("Query", 2), ("UpdateItem", 1)],
+        "{counts:?}"
+    );
+
+    struct Unreadable;
+    impl Faults for Unreadable {
+        fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+            match call {
+                Call::Get { pk, sk } if *sk == keys::SK_ADAPTIVE_DECLARATION => {
+                    Some(StoreError::Fatal {
+                        operation: "GetItem",
+                        key: pk.to_string(),
+                        message: "denied".into(),
+                    })
+                }
+                _ => None,
+            }
+        }
+    }
+    let inner = MemoryStore::new();
+    inner.register_namespace(NS);
+    let store = Injected {
+        inner,
+        faults: Unreadable,
+    };
+    let tick = controller(&store).tick_all(T0 + 5_000).await.unwrap();
+    assert_eq!(tick.failed.len(), 1, "{tick:?}");
+    let recorded = Tick::read(&store.inner, true).await.unwrap();
+    assert_eq!(recorded.ticked_at_ms, 0, "{recorded:?}");
 }
 
 /// One target, two levels: the system's `tpm` scales, entity `k`'s own

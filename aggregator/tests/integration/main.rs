@@ -7,10 +7,11 @@
 //!   `refill_accrual`, `refill_model`, `schedule_oracle` (against the
 //!   client's own Python code), `shard_model`.
 //! - The built binaries: `cli`; on moto with the real 0.17.0 client,
-//!   `moto` and `moto_adaptive`. The tests bound by the wall clock (real
-//!   traffic over real seconds, measured against moto's pace) are in their
-//!   `realtime` modules: the default test tier leaves them out and the full
-//!   tier runs them one at a time (`.config/nextest.toml`).
+//!   `moto`, `moto_adaptive` and `smoke` (the operators' smoke test,
+//!   `scripts/smoke.sh`, on a stand-in stack). The tests bound by the wall
+//!   clock (real traffic over real seconds, measured against moto's pace)
+//!   are in their `realtime` modules: the default test tier leaves them out
+//!   and the full tier runs them one at a time (`.config/nextest.toml`).
 
 mod adaptive_stream;
 mod cli;
@@ -23,3 +24,4 @@ mod refill_accrual;
 mod refill_model;
 mod schedule_oracle;
 mod shard_model;
+mod smoke;

@@ -88,6 +88,19 @@ impl Tick {
         )
     }
 
+    /// Records a tick at `now_ms` and nothing else: a tick with nothing
+    /// adaptive to control, which writes no canaries. One write, no read, so
+    /// that the record says when the controller last ran on every table.
+    pub fn touch(now_ms: i64) -> Update {
+        let mut update = UpdateBuilder::new();
+        update.set(TICKED_AT, Attr::n(now_ms));
+        update.build(
+            &keys::pk_adaptive(RESERVED_NAMESPACE),
+            keys::SK_ADAPTIVE_TICK,
+            None,
+        )
+    }
+
     /// Whether canaries are due at `now_ms`.
     pub fn canaries_due(&self, now_ms: i64) -> bool {
         self.canaries
