@@ -124,11 +124,11 @@ cargo nextest run "${test_build_flags[@]}" --profile realtime "${run_args[@]}" "
 export PATH="$ROOT/.venv/bin:$PATH" SAM_CLI_TELEMETRY=0
 phase "sam validate --lint (cfn-lint through SAM, offline)" "about 10 s"
 sam validate --lint </dev/null
-phase "sam build: both functions with cargo lambda (Zig cross-build, release), one after the other; sam shows no progress until it ends" "cold: 8 to 13 min; after a change in table/: 4 to 8 min; unchanged: seconds"
+phase "sam build: both functions with cargo lambda (Zig cross-build, release), one after the other; sam shows no progress until it ends" "cold: 8 to 13 min; after a change in table/: 3 to 8 min; unchanged: seconds"
 (
   unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
   sam build </dev/null
 )
-phase "what sam built: a bootstrap per function, run under cargo lambda watch" "about 1 min"
+phase "what sam built: a bootstrap per function, run under cargo lambda watch" "about 15 s"
 "$ZAE_TEST_PYTHON" "$ROOT/tests/lambda/watch_e2e.py"
 phase "full tier passed" "done"
