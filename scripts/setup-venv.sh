@@ -2,7 +2,7 @@
 # Creates .venv with the pinned Python side, unless it is already up to date:
 #   setup-venv.sh        everything the tests use (tests/requirements.txt)
 #   setup-venv.sh demo   only what the demo needs (tests/requirements-demo.txt:
-#                        the client and moto; no cfn-lint, no cargo-lambda or Zig)
+#                        the client and moto; no cfn-lint, SAM CLI, cargo-lambda or Zig)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/.venv"

@@ -17,12 +17,14 @@ default   fmt; clippy (-D warnings) on every workspace target the tests
           7 to 12 min cold (machines of this kind differ), about 3 min
           after a one-line change in table/.
 --full    CI's gate (.ci/run): the default, then the authoritative
-          `cargo clippy --workspace --all-targets --all-features`, the
-          tests bound by the wall clock (one at a time, on a moto of their
-          own), clippy on the aggregator's Lambda feature set, the Lambda
-          packages (`cargo lambda build --release`, Zig's cross-build), and
-          those packages under `cargo lambda watch`. About 36 min from a clean
-          clone on the slower machines of this kind.
+          `cargo clippy --workspace --all-targets --all-features`, clippy
+          on the aggregator's Lambda feature set, the tests bound by the
+          wall clock (one at a time, on a moto of their own), then the
+          deploy build as docs/deploy.md gives it: `sam validate --lint`
+          and `sam build` (cargo lambda, Zig's cross-build, release; into
+          .aws-sam/build/), and what sam built run under `cargo lambda
+          watch`. About 36 min from a clean clone on the slower machines
+          of this kind.
 
 Not here, each its own command:
   ./scripts/long.sh   the multi-minute real-time runs (about 6 min)
@@ -61,7 +63,7 @@ cargo fmt --all --check
 
 # The Python side and the template checks need no Rust: they run beside
 # the build, and the build waits for neither.
-phase "in the background: Python venv (moto, the zae-limiter 0.17.0 client, cfn-lint, cargo-lambda), then the template, migration and link checks" "first time about 1.5 min, then about 30 s; reported after the build"
+phase "in the background: Python venv (moto, the zae-limiter 0.17.0 client, cfn-lint, the SAM CLI, cargo-lambda), then the template, migration and link checks" "first time about 2 min, then about 30 s; reported after the build"
 export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 (
   "$ROOT/scripts/setup-venv.sh"
@@ -113,15 +115,21 @@ restart_moto
 phase "the tests bound by the wall clock, one at a time on a fresh moto" "about 6 min, the longest a 3.5-minute adaptive run"
 cargo nextest run "${test_build_flags[@]}" --profile realtime "${run_args[@]}" "${nextest_args[@]}"
 
-# cargo-lambda and Zig come from the venv. The packages are built as
-# `sam build` builds them, by rustc alone: clippy's driver turns MIR
+# The Lambda packages as docs/deploy.md builds them. sam, cargo-lambda and Zig
+# come from the venv; neither command reaches AWS. `sam build` runs `cargo
+# lambda build --release --bin <Binary>` per function in this workspace (its
+# target/, so a warm build is incremental) and copies each bootstrap to
+# .aws-sam/build/<Function>/. By rustc alone: clippy's driver turns MIR
 # optimisations off, which changes the code (7.38 MB against 7.28 MB zipped).
-export PATH="$ROOT/.venv/bin:$PATH"
-phase "Lambda packages with cargo lambda (Zig cross-build, release)" "cold: 8 to 13 min (release, cross-built); warm: seconds"
+# No standard input: a SAM that asked to confirm a beta builder would fail here.
+export PATH="$ROOT/.venv/bin:$PATH" SAM_CLI_TELEMETRY=0
+phase "sam validate --lint (cfn-lint through SAM, offline)" "about 10 s"
+sam validate --lint </dev/null
+phase "sam build: both functions with cargo lambda (Zig cross-build, release), one after the other; sam shows no progress until it ends" "cold: 8 to 13 min; after a change in table/: 3 to 8 min; unchanged: seconds"
 (
   unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
-  cargo lambda build --release --output-format zip --bin aggregator --bin cfn-limits-resource
+  sam build </dev/null
 )
-phase "the built packages under cargo lambda watch" "about 1 min"
+phase "what sam built: a bootstrap per function, run under cargo lambda watch" "about 15 s"
 "$ZAE_TEST_PYTHON" "$ROOT/tests/lambda/watch_e2e.py"
 phase "full tier passed" "done"

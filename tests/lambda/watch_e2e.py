@@ -1,7 +1,8 @@
-"""The Lambda packages (target/lambda/*/bootstrap.zip, from `cargo lambda
-build --release --output-format zip`): the `bootstrap` in each zip runs under
-`cargo lambda watch --only-lambda-apis`, the Lambda runtime emulator, with
-DynamoDB on moto:
+"""The functions as `sam build` built them: each `rust-cargolambda` function of
+template.yaml has one executable x86-64 `bootstrap` in the directory that
+.aws-sam/build/template.yaml (what `sam deploy` uploads) names as its code.
+Each runs under `cargo lambda watch --only-lambda-apis`, the Lambda runtime
+emulator, with DynamoDB on moto:
 
   * the aggregator gets a stream batch recorded from the real client's
     traffic, and the client then reads the snapshots and audit events;
@@ -12,7 +13,8 @@ DynamoDB on moto:
   * each bootstrap's first log line names the build (Cargo.toml's version)
     and the table stamp it writes.
 
-    watch_e2e.py      (moto from AWS_ENDPOINT_URL, as scripts/moto.sh exports it)
+    watch_e2e.py      (after `sam build`; moto from AWS_ENDPOINT_URL, as
+                       scripts/moto.sh exports it)
 """
 import http.server
 import json
@@ -25,12 +27,14 @@ import threading
 import time
 import tomllib
 import urllib.request
-import zipfile
 
 import boto3
+from cfnlint.decode import decode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
+BUILD = os.path.join(ROOT, ".aws-sam", "build")
+# The binaries this script drives; each must be a function of template.yaml.
 FUNCTIONS = ("aggregator", "cfn-limits-resource")
 with open(os.path.join(ROOT, "Cargo.toml"), "rb") as _cargo:
     VERSION = tomllib.load(_cargo)["workspace"]["package"]["version"]
@@ -138,16 +142,42 @@ def cfn_event(url: str, request: str, table: str, capacity: str) -> dict:
     }
 
 
-def unpack(function: str) -> str:
-    """The `bootstrap` of a function's zip, as Lambda would unpack it."""
-    package = os.path.join(ROOT, "target/lambda", function, "bootstrap.zip")
-    target = os.path.join(ROOT, "target/lambda", function, "unpacked")
-    with zipfile.ZipFile(package) as archive:
-        if archive.namelist() != ["bootstrap"]:
-            raise SystemExit(f"{package} holds {archive.namelist()}, not one bootstrap")
-        path = archive.extract("bootstrap", target)
-    os.chmod(path, 0o755)
-    return path
+def load(path: str) -> dict:
+    template, errors = decode(path)
+    if errors or template is None:
+        raise SystemExit(f"cannot read {path}: {errors}")
+    return template
+
+
+def built() -> dict:
+    """Each Rust function's `bootstrap`, by binary name, where `sam build` put it."""
+    source = load(os.path.join(ROOT, "template.yaml"))["Resources"]
+    built_template = os.path.join(BUILD, "template.yaml")
+    if not os.path.exists(built_template):
+        raise SystemExit(f"{built_template} is missing: run `sam build` first")
+    resources = load(built_template)["Resources"]
+    binaries = {}
+    for name, resource in source.items():
+        metadata = resource.get("Metadata") or {}
+        if metadata.get("BuildMethod") != "rust-cargolambda":
+            continue
+        binary = metadata["BuildProperties"]["Binary"]
+        if name not in resources:
+            raise SystemExit(f"{built_template} has no {name}: run `sam build` again")
+        properties = resources[name]["Properties"]
+        code = os.path.join(BUILD, properties["CodeUri"])
+        entries = sorted(os.listdir(code)) if os.path.isdir(code) else None
+        check(entries == ["bootstrap"], f"{name}: .aws-sam/build/{properties['CodeUri']} holds {entries}, one bootstrap")
+        path = os.path.join(code, "bootstrap")
+        with open(path, "rb") as f:
+            header = f.read(20)
+        # ELF, 64-bit, little-endian, e_machine 62 (x86-64): the template's default architecture.
+        check(header[:6] == b"\x7fELF\x02\x01" and int.from_bytes(header[18:20], "little") == 62,
+              f"{name}: bootstrap is an x86-64 ELF executable")
+        check(os.access(path, os.X_OK), f"{name}: bootstrap is executable")
+        binaries[binary] = path
+    check(sorted(binaries) == sorted(FUNCTIONS), f"sam built {sorted(binaries)}, the functions this script runs")
+    return binaries
 
 
 def check(condition: bool, message: str) -> None:
@@ -158,6 +188,7 @@ def check(condition: bool, message: str) -> None:
 
 def main() -> None:
     moto = os.environ["AWS_ENDPOINT_URL"]
+    binaries = built()
     port = free_port()
     logs = open(os.path.join(ROOT, "target/watch_e2e.log"), "w")
     watch = subprocess.Popen(
@@ -169,7 +200,7 @@ def main() -> None:
         wait_for(port, watch, "cargo lambda watch")
         table = f"watch-{os.getpid()}"
         harness("client.py", "setup", "--table", table)
-        for function in FUNCTIONS:
+        for function, binary in binaries.items():
             env = dict(
                 os.environ,
                 AWS_LAMBDA_RUNTIME_API=f"http://127.0.0.1:{port}/.rt/{function}",
@@ -179,7 +210,6 @@ def main() -> None:
                 TABLE_NAME=table,
                 AWS_ENDPOINT_URL=moto,
             )
-            binary = unpack(function)
             own = open(log_of(function), "w")
             children.append(subprocess.Popen([binary], env=env, stdout=own, stderr=subprocess.STDOUT))
 
