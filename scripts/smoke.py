@@ -40,9 +40,10 @@ and snapshots, and says what it cannot delete (its audit events)."""
 EPILOG = """\
 Exit codes:
   0   everything seen
-  1   something missing: each missing thing is named
+  1   something missing, or the throwaway entity not cleaned up: each is named
   2   the test could not run: no such stack, not this project's stack, no
-      credentials or region, the table refused the client, zae-limits not found
+      credentials or region, the table refused or did not answer the client's
+      reads within --timeout, zae-limits not found
   64  bad command line
 
 Needs: AWS credentials allowed cloudformation:DescribeStacks on the stack and
@@ -57,7 +58,12 @@ REQUEST_TPM = 60
 REQUESTS = 3
 POLL_SECONDS = 1.0
 # Statuses in which every resource of the stack's current template is in place.
-USABLE = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"}
+# The *_CLEANUP_IN_PROGRESS states only remove what the stack no longer uses.
+USABLE = {
+    "CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE",
+    "IMPORT_ROLLBACK_COMPLETE", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS",
+    "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
+}
 REFUSED_CREDENTIALS = {
     "ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId",
     "UnrecognizedClientException", "SignatureDoesNotMatch",
@@ -157,7 +163,18 @@ def describe_stack(args: argparse.Namespace) -> dict:
         raise CannotRun(f"cannot reach CloudFormation: {e}")
     except bx.BotoCoreError as e:
         raise CannotRun(f"DescribeStacks for '{args.name}' failed: {e}")
-    stack = stacks[0]
+    return read_stack(stacks[0], args.name, region)
+
+
+def read_stack(stack: dict, name: str, region: str) -> dict:
+    """What the test needs of a DescribeStacks entry, or why it cannot run."""
+    # The status first: a stack still being made (or rolled back) has no
+    # outputs yet, and is not "not ours".
+    status = stack["StackStatus"]
+    if status not in USABLE:
+        if status.endswith("_IN_PROGRESS"):
+            raise CannotRun(f"stack '{name}' is {status}: run the smoke test once it is done")
+        raise CannotRun(f"stack '{name}' is {status}: its resources are not all in place")
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
     parameters = {p["ParameterKey"]: p.get("ResolvedValue", p.get("ParameterValue", "")) for p in stack.get("Parameters", [])}
     missing = [f"output {o}" for o in NEEDED_OUTPUTS if o not in outputs]
@@ -165,18 +182,13 @@ def describe_stack(args: argparse.Namespace) -> dict:
     if missing:
         if "EnableAggregator" in parameters or "AggregatorFunctionName" in outputs:
             raise CannotRun(
-                f"stack '{args.name}' is the zae-limiter Python library's stack, not one of this "
+                f"stack '{name}' is the zae-limiter Python library's stack, not one of this "
                 "repository's template.yaml: run the smoke test on the stack attached to its table"
             )
         raise CannotRun(
-            f"stack '{args.name}' is not one of this repository's template.yaml: it has no "
+            f"stack '{name}' is not one of this repository's template.yaml: it has no "
             + ", ".join(missing)
         )
-    status = stack["StackStatus"]
-    if status not in USABLE:
-        if status.endswith("_IN_PROGRESS"):
-            raise CannotRun(f"stack '{args.name}' is {status}: run the smoke test once it is done")
-        raise CannotRun(f"stack '{args.name}' is {status}: its resources are not all in place")
     return {"region": region, "status": status, "outputs": outputs, "parameters": parameters}
 
 
@@ -218,8 +230,9 @@ class TickReader:
         if endpoint:
             self.argv += ["--endpoint-url", endpoint]
 
-    def read(self) -> int:
-        run = subprocess.run(self.argv, capture_output=True, text=True, timeout=60)
+    def read(self, seconds: float = 60) -> int:
+        # Bounded by what is left of --timeout (at least a second).
+        run = subprocess.run(self.argv, capture_output=True, text=True, timeout=max(1.0, seconds))
         if run.returncode != 0:
             lines = (run.stderr.strip() or run.stdout.strip()).splitlines()
             raise RuntimeError(f"exit {run.returncode}: {lines[-1] if lines else 'no message'}")
@@ -312,12 +325,16 @@ async def smoke(args: argparse.Namespace, stack: dict) -> int:
         say(f"waiting up to {args.timeout:g} s for the stack's aggregator{' and controller' if adaptive else ''}:")
         await wait_for(args, limiter, entity, window, ticks, tick_before, seen, started)
     finally:
-        await clean_up(limiter, repo, entity, seen, params)
+        cleaned = await clean_up(limiter, repo, entity, seen, params)
+    seen["cleanup"] = cleaned
     missing = [name for name, ok in seen.items() if not ok]
     if not missing:
         say(f"PASSED in {time.monotonic() - started:.1f} s")
         return EXIT_PASSED
-    words = {"snapshot": "the usage snapshot", "overdraw": "the limit_overdrawn event", "tick": "a controller tick"}
+    words = {
+        "snapshot": "the usage snapshot", "overdraw": "the limit_overdrawn event", "tick": "a controller tick",
+        "cleanup": "the cleanup of the throwaway entity",
+    }
     say(f"FAILED: missing {', '.join(words[m] for m in missing)} (after {time.monotonic() - started:.1f} s)")
     hints = {
         "snapshot": f"the aggregator {aggregator} did not count the requests: check its stream mapping is Enabled "
@@ -327,6 +344,8 @@ async def smoke(args: argparse.Namespace, stack: dict) -> int:
         "tick": f"the controller did not tick: check its schedule (the stack's EventBridge rule AggregatorAdaptiveTick) is ENABLED "
         f"and the function's errors; it ticks once a minute, so a timeout under 75 s can miss it. An aggregator "
         f"older than 0.8.0 records a tick only when a namespace declares adaptive limits",
+        "cleanup": f"delete the entity (named above) with the client's delete_entity, from credentials allowed "
+        f"to write the table (the stack's <stack>-full policy)",
     }
     for m in missing:
         say(f"  {words[m]}: {hints[m]}")
@@ -356,6 +375,18 @@ async def drive(limiter, entity: str) -> None:
     )
 
 
+async def bounded(read, deadline: float, what: str):
+    """A read of the client's within what is left of --timeout (at least a
+    second). A read that fails or does not answer means the test cannot
+    tell what the stack wrote: it cannot run, which is not "missing"."""
+    try:
+        return await asyncio.wait_for(read, timeout=max(1.0, deadline - time.monotonic()))
+    except asyncio.TimeoutError:
+        raise CannotRun(f"reading the entity's {what} did not answer within --timeout")
+    except Exception as e:  # access denied, throttling: the client's own words
+        raise CannotRun(f"reading the entity's {what} failed: {type(e).__name__}: {e}")
+
+
 async def wait_for(args, limiter, entity, window, ticks, tick_before, seen, started) -> None:
     deadline = started + args.timeout
     expected = {"rpm": REQUESTS, "tpm": REQUESTS * REQUEST_TPM}
@@ -363,7 +394,9 @@ async def wait_for(args, limiter, entity, window, ticks, tick_before, seen, star
     while True:
         elapsed = f"[{time.monotonic() - started:5.1f} s]"
         if not seen["snapshot"]:
-            snapshots, _ = await limiter.get_usage_snapshots(entity_id=entity, resource=RESOURCE)
+            snapshots, _ = await bounded(
+                limiter.get_usage_snapshots(entity_id=entity, resource=RESOURCE), deadline, "usage snapshots"
+            )
             counters, overdrawn, windows = snapshot_totals(snapshots, window)
             last_counted = (counters, overdrawn, windows)
             if all(counters.get(k) == v for k, v in expected.items()):
@@ -373,7 +406,7 @@ async def wait_for(args, limiter, entity, window, ticks, tick_before, seen, star
                     f"{counters['tpm']} tpm, {overdrawn.get('tpm', 0)} of them past the soft limit"
                 )
         if not seen["overdraw"]:
-            events = await limiter.get_audit_events(entity)
+            events = await bounded(limiter.get_audit_events(entity), deadline, "audit events")
             overdraws = [e for e in events if e.action == "limit_overdrawn" and (e.details or {}).get("limit") == "tpm"]
             if overdraws:
                 seen["overdraw"] = True
@@ -384,7 +417,7 @@ async def wait_for(args, limiter, entity, window, ticks, tick_before, seen, star
                 )
         if not seen["tick"]:
             try:
-                at = ticks.read()
+                at = ticks.read(deadline - time.monotonic())
                 tick_error = None
                 if at > tick_before:
                     seen["tick"] = True
@@ -408,7 +441,9 @@ async def wait_for(args, limiter, entity, window, ticks, tick_before, seen, star
         say(f"{elapsed} controller tick: MISSING (no tick since the start; {since})")
 
 
-async def clean_up(limiter, repo, entity, seen, params) -> None:
+async def clean_up(limiter, repo, entity, seen, params) -> bool:
+    """Deletes the throwaway entity; True when nothing of it the client can
+    delete is left."""
     try:
         await limiter.delete_limits(entity, resource=RESOURCE)
         await limiter.delete_entity(entity)
@@ -424,7 +459,7 @@ async def clean_up(limiter, repo, entity, seen, params) -> None:
         events = await limiter.get_audit_events(entity)
     except Exception as e:
         say(f"cleanup FAILED: {type(e).__name__}: {e}; delete entity {entity} with the client's delete_entity")
-        return
+        return False
     finally:
         await repo.close()
     if left:
@@ -440,6 +475,7 @@ async def clean_up(limiter, repo, entity, seen, params) -> None:
             "  an aggregator that catches up later still writes this entity's snapshot and overdraw event; "
             f"the snapshot expires after SnapshotTtlDays ({params['SnapshotTtlDays']} days)"
         )
+    return not left
 
 
 def main(argv: list) -> int:

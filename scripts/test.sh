@@ -70,6 +70,7 @@ export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
   "$ZAE_TEST_PYTHON" "$ROOT/tests/template/check_template.py"
   "$ZAE_TEST_PYTHON" "$ROOT/tests/template/check_migration.py"
   "$ZAE_TEST_PYTHON" "$ROOT/tests/docs/check_links.py"
+  "$ZAE_TEST_PYTHON" "$ROOT/tests/smoke/check_smoke.py"
 ) >"$ROOT/.work/python-side.log" 2>&1 &
 python_side=$!
 
@@ -123,13 +124,18 @@ cargo nextest run "${test_build_flags[@]}" --profile realtime "${run_args[@]}" "
 # optimisations off, which changes the code (7.38 MB against 7.28 MB zipped).
 # No standard input: a SAM that asked to confirm a beta builder would fail here.
 export PATH="$ROOT/.venv/bin:$PATH" SAM_CLI_TELEMETRY=0
-phase "sam validate --lint (cfn-lint through SAM, offline)" "about 10 s"
+phase "sam validate --lint (cfn-lint through SAM; no AWS call)" "about 10 s"
 sam validate --lint </dev/null
 phase "sam build: both functions with cargo lambda (Zig cross-build, release), one after the other; sam shows no progress until it ends" "cold: 8 to 13 min; after a change in table/: 3 to 8 min; unchanged: seconds"
+# SAM prints nothing while cargo builds: a line a minute says it still runs.
+( while sleep 60; do echo "   sam build still running ($(date -u +%H:%M:%S) UTC)"; done ) &
+heartbeat=$!
+stop_heartbeat() { pkill -P "$heartbeat" 2>/dev/null || true; kill "$heartbeat" 2>/dev/null || true; wait "$heartbeat" 2>/dev/null || true; }
 (
   unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
   sam build </dev/null
-)
+) || { stop_heartbeat; exit 1; }
+stop_heartbeat
 phase "what sam built: a bootstrap per function, run under cargo lambda watch" "about 15 s"
 "$ZAE_TEST_PYTHON" "$ROOT/tests/lambda/watch_e2e.py"
 phase "full tier passed" "done"

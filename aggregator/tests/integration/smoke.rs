@@ -189,7 +189,7 @@ fn smoke_passes_on_a_working_stack_and_names_what_is_missing_when_the_aggregator
 }
 
 /// A stack that does not exist, one that is not ours, no credentials, no
-/// region: exit 2 and one line saying which, before anything is written.
+/// region: exit 2 and one line saying which.
 #[test]
 fn smoke_refuses_a_missing_stack_a_foreign_stack_and_missing_credentials() {
     let foreign = unique_table("smoke-foreign");

@@ -207,3 +207,40 @@ async fn a_second_stacks_table_resource_registers_nothing_in_the_firsts_table() 
     assert!(err.to_string().contains("stamped by"), "{err}");
     assert_eq!(store.items(), before, "tenant-b was registered");
 }
+
+/// An upgrade from a template before `Version` (its old properties lack it)
+/// and the rollback back to it (the new ones lack it) are both Updates that
+/// stamp this build: `Version` is never required, only allowed.
+#[tokio::test]
+async fn the_table_resource_takes_an_update_with_or_without_version() {
+    use zae_test_support::memory::MemoryStore;
+    let store = MemoryStore::new();
+    let old = "{TableName: t, Namespaces: [default]}";
+    table::handle(&store, &table_init("Create", None, old), "t", 1_000)
+        .await
+        .unwrap();
+    let upgrade = Envelope {
+        old_properties: yaml_serde::from_str(old).unwrap(),
+        ..table_init(
+            "Update",
+            Some("t/table"),
+            "{TableName: t, Namespaces: [default], Version: '0.8.0'}",
+        )
+    };
+    let rollback = Envelope {
+        old_properties: upgrade.properties.clone(),
+        ..table_init("Update", Some("t/table"), old)
+    };
+    for (what, update) in [("upgrade", upgrade), ("rollback", rollback)] {
+        let outcome = table::handle(&store, &update, "t", 2_000).await.unwrap();
+        assert!(outcome.success, "{what}: {}", outcome.reason);
+        let record = store
+            .item(&zae_table::keys::pk_registry(), zae_table::keys::SK_VERSION)
+            .unwrap();
+        assert_eq!(
+            record[zae_table::registry::LAMBDA_VERSION].as_s(),
+            Some(crate::registry::LAMBDA_VERSION_STAMP),
+            "{what}"
+        );
+    }
+}
