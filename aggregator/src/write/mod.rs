@@ -216,9 +216,12 @@ impl<S: Store> Aggregator<S> {
             outcome.skip_archive(skip.clone());
         }
         if retry::past(deadline) {
+            // Removed audit items wait only for an archive; without one they
+            // are nothing to redeliver.
+            let archived = self.archive.is_some().then_some(&plan.removed_audit);
             let earliest = (plan.snapshots.iter().map(|u| u.earliest().clone()))
                 .chain(plan.transitions.iter().map(|t| t.sequence.clone()))
-                .chain(plan.removed_audit.iter().map(|(s, _)| s.clone()))
+                .chain(archived.into_iter().flatten().map(|(s, _)| s.clone()))
                 .min();
             outcome.not_started("snapshots, audit events and the archive", earliest);
             return Vec::new();

@@ -325,3 +325,25 @@ impl Archive for Refusing {
         })
     }
 }
+
+/// Past the deadline, the items phase reports what it did not start from
+/// its earliest record. Removed audit items count only where there is an
+/// archive to write them to: without one, a batch of removals past the
+/// deadline redelivered itself for nothing.
+#[tokio::test]
+async fn removals_past_the_deadline_redeliver_only_where_an_archive_waits_for_them() {
+    let records = vec![
+        removal(3, "ns1", "2026-11-29", true),
+        removal(4, "ns2", "2026-11-29", true),
+    ];
+    let past = Some(std::time::Instant::now() - std::time::Duration::from_secs(1));
+    let unarchived = Aggregator::new(MemoryStore::new(), settings());
+    let outcome = unarchived.process(&records, "p", 0, past).await;
+    assert_eq!(outcome.first_failure, None, "{:?}", outcome.errors);
+    let archived = aggregator(Arc::new(Bucket::default()));
+    let outcome = archived.process(&records, "p", 0, past).await;
+    assert_eq!(
+        outcome.first_failure.map(|f| f.as_stream().to_owned()),
+        Some("3".to_owned())
+    );
+}
