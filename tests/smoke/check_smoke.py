@@ -79,22 +79,28 @@ class Limiter:
 
 
 class Repo:
-    closed = False
+    def __init__(self) -> None:
+        self.closed = False
 
     async def get_buckets(self, *_):
         return []
 
     async def close(self):
-        Repo.closed = True
+        self.closed = True
 
 
 def check_a_cleanup_that_fails_or_leaves_the_entity_fails_the_test() -> None:
     seen = {"snapshot": True, "overdraw": True}
     params = {"SnapshotTtlDays": "90"}
-    clean = lambda limiter: asyncio.run(smoke.clean_up(limiter, Repo(), "e", seen, params))  # noqa: E731
+    def clean(limiter) -> bool:
+        repo = Repo()
+        cleaned = asyncio.run(smoke.clean_up(limiter, repo, "e", seen, params))
+        assert repo.closed, "the repository was not closed"
+        return cleaned
+
     assert clean(Limiter()) is True
+    # Each repository checked on its own: a failed cleanup closes its own too.
     assert clean(Limiter(fail=True)) is False
-    assert Repo.closed, "the repository was not closed after a failed cleanup"
     assert clean(Limiter(left=True)) is False
 
 

@@ -153,11 +153,17 @@ fn smoke_passes_on_a_working_stack_and_names_what_is_missing_when_the_aggregator
     let poller = Running(poll.spawn().expect("start the poller"));
     let schedule = Schedule::start(&stack);
 
-    let passed = smoke(&[&args[..], &["--timeout", "30"]].concat(), &[], false);
-    let out = &passed.stdout;
-    eprintln!("passing run, {:?}:\n{out}{}", passed.took, passed.stderr);
-    assert_eq!(passed.code, Some(0), "{out}{}", passed.stderr);
-    for line in [
+    // One run with `timeout`: its exit code and the lines its output must hold.
+    let run = |what: &str, timeout: &str, code: i32, lines: &[&str]| {
+        let ran = smoke(&[&args[..], &["--timeout", timeout]].concat(), &[], false);
+        let out = &ran.stdout;
+        eprintln!("{what} run, {:?}:\n{out}{}", ran.took, ran.stderr);
+        assert_eq!(ran.code, Some(code), "{out}{}", ran.stderr);
+        for line in lines {
+            assert!(out.contains(line), "no {line:?} in:\n{out}");
+        }
+    };
+    let passing = [
         "usage snapshot (hourly",
         ": 3 requests, 180 tpm, 2 of them past the soft limit",
         "overdraw event: limit_overdrawn on tpm",
@@ -166,26 +172,20 @@ fn smoke_passes_on_a_working_stack_and_names_what_is_missing_when_the_aggregator
         "its limits, buckets and usage snapshots are deleted",
         "audit events (the client cannot delete them",
         "PASSED in ",
-    ] {
-        assert!(out.contains(line), "no {line:?} in:\n{out}");
-    }
+    ];
+    run("passing", "30", 0, &passing);
 
     drop(schedule);
     drop(poller);
-    let failed = smoke(&[&args[..], &["--timeout", "3"]].concat(), &[], false);
-    let out = &failed.stdout;
-    eprintln!("failing run, {:?}:\n{out}{}", failed.took, failed.stderr);
-    assert_eq!(failed.code, Some(1), "{out}{}", failed.stderr);
-    for line in [
+    let failing = [
         "usage snapshot: MISSING (no snapshot",
         "overdraw event: MISSING",
         "controller tick: MISSING (no tick since the start",
         "FAILED: missing the usage snapshot, the limit_overdrawn event, a controller tick",
         "its limits, buckets and usage snapshots are deleted",
         "an aggregator that catches up later still writes",
-    ] {
-        assert!(out.contains(line), "no {line:?} in:\n{out}");
-    }
+    ];
+    run("failing", "3", 1, &failing);
 }
 
 /// A stack that does not exist, one that is not ours, no credentials, no
