@@ -1,0 +1,455 @@
+"""The Python half of the differential test between the real zae-limiter 0.17.0
+client and zae-client: a spec run through the real client on a clock the spec
+gives.
+
+    client_diff.py prepare --table T --spec FILE
+        create the table as the library defines it, open namespace "default",
+        apply the spec's setup ops at setup_at_ms; prints {"table","namespace_id"}
+    client_diff.py run --table T --spec FILE
+        every step through one Repository/RateLimiter; prints {"steps":[{"answer","buckets"}...]}
+    client_diff.py admin --table T --at-ms MS --json ADMIN [--stamp-ttl-ms N]
+        one admin op at MS (N: the spec's stamp_ttl_ms, default 60000); prints the answer
+    client_diff.py dump --table T
+        every bucket item of namespace "default"; prints {"buckets":[...]}
+
+A spec (examples in client_diff/):
+    {"stamp_ttl_ms": N, "setup_at_ms": MS, "setup": [ADMIN...], "steps": [STEP...]}
+    ADMIN: {"op":"limits","level":"system"|"resource"|"entity", ["resource":R], ["entity":E],
+            "limits":[{"name","capacity","refill_amount","refill_period_s","soft"}],
+            ["on_unavailable":"allow"|"block", system only]}
+           {"op":"delete_limits", level fields}  {"op":"entity","entity":E,"parent":P|null,"cascade":B}
+           {"op":"disable"|"enable","resource":R}
+    STEP:  {"at_ms":MS,"admin":ADMIN}
+           {"at_ms":MS,"acquire":{"entity","resource","consume":{name:n},
+            "lease":[{"adjust"|"release"|"consume":{name:n}}...],"fail":B}}
+An answer is {"outcome":"admitted","overdrawn":[...],"lease":["ok"|REJECTED...]}, REJECTED
+{"outcome":"rejected","contended","retry_after_ms","statuses":[...]}, {"outcome":"disabled",
+"entity","resource"}, {"outcome":"error","kind","message"} or {"outcome":"admin"}. overdrawn is
+read in the body after the lease ops; fail=true raises after them, and the answer is still
+"admitted" (the rollback shows in the buckets). Buckets are DynamoDB JSON, read strongly
+consistent, the namespace id replaced by "{ns}" in every S value, sorted by PK.
+
+The clock: the repository's `_now_ms` returns the step's at_ms for every
+reading, and `_stamp_deadline(now)` returns now + stamp_ttl_ms*9//10 (the
+client draws U(0.8, 1.0) there). A new entity's incarnation (`pinc`, random in
+the client) is the first 16 hex digits of sha256(entity id), so that two tables
+prepared from one spec hold the same items. Config cache TTL 0, rejection cache
+off, speculative writes on. Endpoint and credentials come from the AWS
+environment (AWS_ENDPOINT_URL, ...). The last stdout line is the JSON answer;
+a bad spec or a missing table exits 1 naming what is wrong.
+"""
+import argparse
+import asyncio
+import contextvars
+import hashlib
+import json
+import os
+import sys
+
+import boto3
+from botocore.exceptions import ClientError
+from zae_limiter import Limit, OnUnavailable, RateLimiter, RateLimitExceeded, Repository
+from zae_limiter.exceptions import (
+    PermissionDenied,
+    RateLimiterUnavailable,
+    ResourceDisabled,
+    ValidationError,
+    ZAELimiterError,
+)
+
+NAMESPACE = "default"
+BUCKET_SK = "#STATE"
+NS_PLACEHOLDER = "{ns}"
+
+
+def endpoint() -> str:
+    return os.environ["AWS_ENDPOINT_URL"]
+
+
+def region() -> str:
+    return os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+
+
+def dynamodb():
+    return boto3.client("dynamodb", endpoint_url=endpoint(), region_name=region())
+
+
+# --- spec validation: bad input names the field that is wrong ---------------
+
+
+class SpecError(Exception):
+    pass
+
+
+def need(cond: bool, where: str, what: str) -> None:
+    if not cond:
+        raise SpecError(f"{where}: {what}")
+
+
+def is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_amounts(d, where: str) -> None:
+    need(isinstance(d, dict) and d, where, "expected a non-empty object of limit name -> integer")
+    for k, v in d.items():
+        need(is_int(v), f"{where}.{k}", f"expected an integer, got {v!r}")
+
+
+LEVEL_FIELDS = {"system": (), "resource": ("resource",), "entity": ("entity", "resource")}
+
+
+def check_admin(op, where: str) -> None:
+    need(isinstance(op, dict), where, "expected an object")
+    kind = op.get("op")
+    if kind in ("limits", "delete_limits"):
+        level = op.get("level")
+        need(level in LEVEL_FIELDS, f"{where}.level", f"expected one of {sorted(LEVEL_FIELDS)}, got {level!r}")
+        for field in LEVEL_FIELDS[level]:
+            need(isinstance(op.get(field), str), f"{where}.{field}", f"level {level!r} needs a string")
+        if kind == "limits":
+            limits = op.get("limits")
+            need(isinstance(limits, list) and limits, f"{where}.limits", "expected a non-empty list")
+            for i, limit in enumerate(limits):
+                w = f"{where}.limits[{i}]"
+                need(isinstance(limit, dict), w, "expected an object")
+                need(isinstance(limit.get("name"), str), f"{w}.name", "expected a string")
+                for field in ("capacity", "refill_amount", "refill_period_s"):
+                    need(is_int(limit.get(field)), f"{w}.{field}", f"expected an integer, got {limit.get(field)!r}")
+                need(isinstance(limit.get("soft", False), bool), f"{w}.soft", "expected true or false")
+            if "on_unavailable" in op:
+                need(level == "system", f"{where}.on_unavailable", "only the system level has it")
+                need(op["on_unavailable"] in ("allow", "block"), f"{where}.on_unavailable", "expected allow or block")
+    elif kind == "entity":
+        need(isinstance(op.get("entity"), str), f"{where}.entity", "expected a string")
+        need(op.get("parent") is None or isinstance(op["parent"], str), f"{where}.parent", "expected a string or null")
+        need(isinstance(op.get("cascade", False), bool), f"{where}.cascade", "expected true or false")
+    elif kind in ("disable", "enable"):
+        need(isinstance(op.get("resource"), str), f"{where}.resource", "expected a string")
+    else:
+        raise SpecError(f"{where}.op: expected limits, delete_limits, entity, disable or enable, got {kind!r}")
+
+
+def check_step(step, where: str) -> None:
+    need(isinstance(step, dict), where, "expected an object")
+    need(is_int(step.get("at_ms")), f"{where}.at_ms", f"expected an integer (epoch ms), got {step.get('at_ms')!r}")
+    if "admin" in step:
+        check_admin(step["admin"], f"{where}.admin")
+        return
+    acq = step.get("acquire")
+    need(isinstance(acq, dict), where, "expected an \"acquire\" or an \"admin\" object")
+    w = f"{where}.acquire"
+    need(isinstance(acq.get("entity"), str), f"{w}.entity", "expected a string")
+    need(isinstance(acq.get("resource"), str), f"{w}.resource", "expected a string")
+    check_amounts(acq.get("consume"), f"{w}.consume")
+    need(isinstance(acq.get("lease", []), list), f"{w}.lease", "expected a list")
+    for i, op in enumerate(acq.get("lease", [])):
+        need(isinstance(op, dict) and len(op) == 1, f"{w}.lease[{i}]", "expected one of {adjust|release|consume: {...}}")
+        (name, amounts), = op.items()
+        need(name in ("adjust", "release", "consume"), f"{w}.lease[{i}]", f"unknown lease op {name!r}")
+        check_amounts(amounts, f"{w}.lease[{i}].{name}")
+    need(isinstance(acq.get("fail", False), bool), f"{w}.fail", "expected true or false")
+
+
+def load_spec(path: str) -> dict:
+    try:
+        with open(path) as f:
+            spec = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"client_diff.py: cannot read spec {path}: {e}")
+    try:
+        need(isinstance(spec, dict), "spec", "expected an object")
+        need(is_int(spec.get("stamp_ttl_ms")) and spec["stamp_ttl_ms"] > 0, "stamp_ttl_ms", "expected a positive integer")
+        need(is_int(spec.get("setup_at_ms")), "setup_at_ms", "expected an integer (epoch ms)")
+        need(isinstance(spec.get("setup", []), list), "setup", "expected a list")
+        for i, op in enumerate(spec.get("setup", [])):
+            check_admin(op, f"setup[{i}]")
+        need(isinstance(spec.get("steps"), list), "steps", "expected a list")
+        for i, step in enumerate(spec["steps"]):
+            check_step(step, f"steps[{i}]")
+    except SpecError as e:
+        raise SystemExit(f"client_diff.py: bad spec {path}: {e}")
+    return spec
+
+
+# --- the clock and the client -----------------------------------------------
+
+
+class Clock:
+    def __init__(self, now_ms: int, stamp_ttl_ms: int) -> None:
+        self.now_ms = now_ms
+        self.stamp_ttl_ms = stamp_ttl_ms
+
+
+# The entity create_entity is making, for its incarnation (the client's
+# `_new_incarnation` takes no argument).
+_creating = contextvars.ContextVar("creating", default=None)
+
+
+def install_clock(repo: Repository, clock: Clock) -> None:
+    repo._now_ms = lambda: clock.now_ms
+    repo._stamp_deadline = lambda now_ms: now_ms + clock.stamp_ttl_ms * 9 // 10
+
+    def new_incarnation() -> str:
+        entity = _creating.get()
+        if entity is None:
+            raise RuntimeError("client_diff.py: an incarnation drawn outside create_entity")
+        return hashlib.sha256(entity.encode()).hexdigest()[:16]
+
+    repo._new_incarnation = new_incarnation
+
+
+def require_table(table: str) -> None:
+    try:
+        dynamodb().describe_table(TableName=table)
+    except ClientError as e:
+        if e.response["Error"]["Code"] == "ResourceNotFoundException":
+            raise SystemExit(f"client_diff.py: table {table} not found at {endpoint()}: run `prepare` first")
+        raise
+
+
+async def open_limiter(table: str, clock: Clock) -> tuple[Repository, RateLimiter]:
+    require_table(table)
+    repo = await Repository.open(
+        NAMESPACE,
+        stack=table,
+        region=region(),
+        endpoint_url=endpoint(),
+        config_cache_ttl=0,
+        rejection_cache_ttl=0,
+        stamp_ttl=clock.stamp_ttl_ms / 1000,
+    )
+    install_clock(repo, clock)
+    return repo, RateLimiter(repository=repo, speculative_writes=True)
+
+
+def to_limit(d: dict) -> Limit:
+    return Limit(
+        name=d["name"],
+        capacity=d["capacity"],
+        refill_amount=d["refill_amount"],
+        refill_period_seconds=d["refill_period_s"],
+        soft=d.get("soft", False),
+    )
+
+
+def error_answer(e: BaseException) -> dict:
+    if isinstance(e, ValidationError):
+        kind = "ValidationError"
+    elif isinstance(e, PermissionDenied):
+        kind = "PermissionDenied"
+    elif isinstance(e, RateLimiterUnavailable):
+        kind = "Unavailable"
+    else:
+        kind = type(e).__name__
+    return {"outcome": "error", "kind": kind, "message": str(e)}
+
+
+async def apply_admin(limiter: RateLimiter, repo: Repository, op: dict) -> dict:
+    """One ADMIN op through the client's own admin API; its answer."""
+    kind = op["op"]
+    try:
+        if kind == "limits":
+            limits = [to_limit(d) for d in op["limits"]]
+            if op["level"] == "system":
+                mode = OnUnavailable(op["on_unavailable"]) if "on_unavailable" in op else None
+                await limiter.set_system_defaults(limits, on_unavailable=mode)
+            elif op["level"] == "resource":
+                await limiter.set_resource_defaults(op["resource"], limits)
+            else:
+                await limiter.set_limits(op["entity"], limits, resource=op["resource"])
+        elif kind == "delete_limits":
+            if op["level"] == "system":
+                await limiter.delete_system_defaults()
+            elif op["level"] == "resource":
+                await limiter.delete_resource_defaults(op["resource"])
+            else:
+                await limiter.delete_limits(op["entity"], resource=op["resource"])
+        elif kind == "entity":
+            token = _creating.set(op["entity"])
+            try:
+                await limiter.create_entity(op["entity"], parent_id=op.get("parent"), cascade=op.get("cascade", False))
+            finally:
+                _creating.reset(token)
+        elif kind == "disable":
+            await repo.disable_resource(op["resource"])
+        else:
+            await repo.enable_resource(op["resource"])
+    except (ZAELimiterError, ClientError) as e:
+        return error_answer(e)
+    return {"outcome": "admin"}
+
+
+def status_out(s) -> dict:
+    return {
+        "entity": s.entity_id,
+        "resource": s.resource,
+        "limit": s.limit_name,
+        "available": s.available,
+        "requested": s.requested,
+        "exceeded": s.exceeded,
+        "retry_after_ms": int(s.retry_after_seconds * 1000),
+        "soft": s.soft,
+    }
+
+
+def rejected(e: RateLimitExceeded) -> dict:
+    return {
+        "outcome": "rejected",
+        "contended": e.contended,
+        "retry_after_ms": e.as_dict()["retry_after_ms"],
+        "statuses": sorted((status_out(s) for s in e.statuses), key=lambda s: (s["entity"], s["limit"])),
+    }
+
+
+class BodyFailed(Exception):
+    """What a step with fail=true raises inside the lease, for the rollback."""
+
+
+async def acquire(limiter: RateLimiter, acq: dict) -> dict:
+    lease_answers: list = []
+    overdrawn: list = []
+    try:
+        async with limiter.acquire(
+            entity_id=acq["entity"], resource=acq["resource"], consume=dict(acq["consume"])
+        ) as lease:
+            for op in acq.get("lease", []):
+                (name, amounts), = op.items()
+                try:
+                    await getattr(lease, name)(**amounts)
+                    lease_answers.append("ok")
+                except RateLimitExceeded as e:
+                    # An in-lease consume is all-or-none and in memory: the lease goes on.
+                    lease_answers.append(rejected(e))
+            overdrawn = sorted(lease.overdrawn)
+            if acq.get("fail", False):
+                raise BodyFailed()
+    except BodyFailed:
+        pass
+    except RateLimitExceeded as e:
+        return rejected(e)
+    except ResourceDisabled as e:
+        return {"outcome": "disabled", "entity": e.entity_id, "resource": e.resource}
+    except (ZAELimiterError, ClientError) as e:
+        return error_answer(e)
+    return {"outcome": "admitted", "overdrawn": overdrawn, "lease": lease_answers}
+
+
+# --- reading the buckets back -----------------------------------------------
+
+
+def namespace_id(table: str) -> str:
+    item = dynamodb().get_item(
+        TableName=table,
+        Key={"PK": {"S": "_/SYSTEM#"}, "SK": {"S": f"#NAMESPACE#{NAMESPACE}"}},
+        ConsistentRead=True,
+    ).get("Item")
+    if item is None:
+        raise SystemExit(f"client_diff.py: namespace {NAMESPACE!r} not registered in {table}: run `prepare` first")
+    return item["namespace_id"]["S"]
+
+
+def normalise(value, ns: str):
+    """DynamoDB JSON with the namespace id replaced in every S value."""
+    if isinstance(value, dict):
+        return {k: (v.replace(ns, NS_PLACEHOLDER) if k == "S" else normalise(v, ns)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalise(v, ns) for v in value]
+    return value
+
+
+def buckets(table: str, ns: str) -> list:
+    items = []
+    for page in dynamodb().get_paginator("scan").paginate(
+        TableName=table,
+        ConsistentRead=True,
+        FilterExpression="SK = :sk AND begins_with(PK, :prefix)",
+        ExpressionAttributeValues={":sk": {"S": BUCKET_SK}, ":prefix": {"S": f"{ns}/BUCKET#"}},
+    ):
+        items.extend(page["Items"])
+    items = [normalise(item, ns) for item in items]
+    return sorted(items, key=lambda item: item["PK"]["S"])
+
+
+# --- commands ---------------------------------------------------------------
+
+
+async def prepare(table: str, spec: dict) -> dict:
+    raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
+    await raw.create_table()
+    await raw.close()
+    dynamodb().update_time_to_live(
+        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"}
+    )
+    repo, limiter = await open_limiter(table, Clock(spec["setup_at_ms"], spec["stamp_ttl_ms"]))
+    try:
+        for i, op in enumerate(spec.get("setup", [])):
+            answer = await apply_admin(limiter, repo, op)
+            if answer["outcome"] != "admin":
+                raise SystemExit(f"client_diff.py: setup[{i}] ({op['op']}) failed: {answer['kind']}: {answer['message']}")
+        return {"table": table, "namespace_id": repo.namespace_id}
+    finally:
+        await repo.close()
+
+
+async def run(table: str, spec: dict) -> dict:
+    clock = Clock(spec["setup_at_ms"], spec["stamp_ttl_ms"])
+    repo, limiter = await open_limiter(table, clock)
+    ns = repo.namespace_id
+    out = []
+    try:
+        for step in spec["steps"]:
+            clock.now_ms = step["at_ms"]
+            if "admin" in step:
+                answer = await apply_admin(limiter, repo, step["admin"])
+            else:
+                answer = await acquire(limiter, step["acquire"])
+            out.append({"answer": answer, "buckets": buckets(table, ns)})
+    finally:
+        await repo.close()
+    return {"steps": out}
+
+
+async def admin(table: str, at_ms: int, stamp_ttl_ms: int, op: dict) -> dict:
+    repo, limiter = await open_limiter(table, Clock(at_ms, stamp_ttl_ms))
+    try:
+        return await apply_admin(limiter, repo, op)
+    finally:
+        await repo.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["prepare", "run", "admin", "dump"])
+    parser.add_argument("--table", required=True)
+    parser.add_argument("--spec", help="spec file (prepare, run)")
+    parser.add_argument("--at-ms", type=int, help="clock for admin, epoch ms")
+    parser.add_argument("--json", help="one ADMIN op, as JSON (admin)")
+    parser.add_argument("--stamp-ttl-ms", type=int, default=60000, help="admin: the spec's stamp_ttl_ms")
+    args = parser.parse_args()
+    if args.command in ("prepare", "run"):
+        if not args.spec:
+            parser.error(f"{args.command} needs --spec FILE")
+        spec = load_spec(args.spec)
+        result = asyncio.run(prepare(args.table, spec) if args.command == "prepare" else run(args.table, spec))
+    elif args.command == "admin":
+        if args.at_ms is None or args.json is None:
+            parser.error("admin needs --at-ms MS and --json ADMIN")
+        if args.stamp_ttl_ms <= 0:
+            parser.error("--stamp-ttl-ms must be positive")
+        try:
+            op = json.loads(args.json)
+            check_admin(op, "--json")
+        except json.JSONDecodeError as e:
+            parser.error(f"--json is not JSON: {e}")
+        except SpecError as e:
+            parser.error(str(e))
+        result = asyncio.run(admin(args.table, args.at_ms, args.stamp_ttl_ms, op))
+    else:
+        require_table(args.table)
+        result = {"buckets": buckets(args.table, namespace_id(args.table))}
+    sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
