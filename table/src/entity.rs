@@ -63,3 +63,71 @@ pub fn owner_check(
         condition: c,
     }
 }
+
+/// What a bucket copies from its owner's META when the client writes it:
+/// the parent, the cascade default and the owner stamps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Meta {
+    pub parent_id: Option<String>,
+    pub cascade: Option<bool>,
+    pub pgen: Option<i64>,
+    /// `pinc`, or else `created_at` (an entity made before `pinc` existed).
+    pub pinc: Option<String>,
+    /// Whether `pinc` itself is stored (the check pins the one it has).
+    pub pinc_stored: bool,
+}
+
+impl Meta {
+    pub fn read(item: &crate::value::Item) -> Meta {
+        let text = |name: &str| item.get(name).and_then(Attr::as_s).map(str::to_owned);
+        let pinc = text(INCARNATION);
+        Meta {
+            parent_id: text(PARENT_ID).filter(|p| !p.is_empty()),
+            cascade: match item.get(CASCADE) {
+                Some(Attr::Bool(b)) => Some(*b),
+                _ => None,
+            },
+            pgen: item.get(PARENT_GENERATION).and_then(Attr::as_int),
+            pinc_stored: pinc.is_some(),
+            pinc: pinc.or_else(|| text(CREATED_AT)),
+        }
+    }
+}
+
+/// The check a bucket create carries on its owner's META, as the 0.17.0
+/// client writes it: no META stays no META; a META keeps the generation
+/// and incarnation the bucket is stamped with.
+pub fn create_check(namespace: &str, entity: &str, meta: Option<&Meta>) -> TxWrite {
+    let mut c = Condition::default();
+    c.expression = match meta {
+        None => crate::store::ITEM_ABSENT.to_owned(),
+        Some(meta) => {
+            c.names.insert("#opg".into(), PARENT_GENERATION.into());
+            c.names.insert("#opi".into(), INCARNATION.into());
+            c.names.insert("#oca".into(), CREATED_AT.into());
+            let generation = match meta.pgen {
+                Some(pgen) => {
+                    c.values.insert(":opg".into(), Attr::n(pgen));
+                    "#opg = :opg"
+                }
+                None => "attribute_not_exists(#opg)",
+            };
+            let incarnation = match &meta.pinc {
+                Some(pinc) => {
+                    c.values.insert(":opi".into(), Attr::s(pinc));
+                    "(#opi = :opi OR (attribute_not_exists(#opi) AND #oca = :opi))"
+                }
+                None => {
+                    c.names.remove("#oca");
+                    "attribute_not_exists(#opi)"
+                }
+            };
+            format!("attribute_exists(PK) AND {generation} AND {incarnation}")
+        }
+    };
+    TxWrite::Check {
+        pk: pk_entity(namespace, entity),
+        sk: SK_META.to_owned(),
+        condition: c,
+    }
+}

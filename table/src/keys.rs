@@ -166,6 +166,21 @@ impl BucketKey {
         }
     }
 
+    /// Every index key a bucket item carries, partition and sort (GSI2:
+    /// the resource's buckets, GSI3: the entity's, GSI4: the namespace's),
+    /// as the client writes them when it creates the item.
+    pub fn index_keys(&self) -> [(&'static str, String); 6] {
+        let [(s2, v2), (s3, v3), (s4, v4)] = self.index_sort_keys();
+        [
+            (Index::GSI2.pk, pk_resource(&self.namespace, &self.resource)),
+            (s2, v2),
+            (Index::GSI3.pk, pk_entity(&self.namespace, &self.entity)),
+            (s3, v3),
+            (Index::GSI4.pk, self.namespace.clone()),
+            (s4, v4),
+        ]
+    }
+
     /// The index sort keys a bucket item carries (GSI2, GSI3, GSI4).
     pub fn index_sort_keys(&self) -> [(&'static str, String); 3] {
         let (e, r, t) = (&self.entity, &self.resource, self.shard);

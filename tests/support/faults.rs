@@ -4,7 +4,9 @@
 //! after (an answer lost once the write was applied), or make it slow.
 
 use zae_table::Item;
-use zae_table::store::{Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update};
+use zae_table::store::{
+    Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, Updated,
+};
 
 /// One call, as the faults see it.
 pub enum Call<'a> {
@@ -12,6 +14,7 @@ pub enum Call<'a> {
     Put(&'a Item),
     Update(&'a Update),
     Delete { pk: &'a str, sk: &'a str },
+    GetMany(&'a [(String, String)]),
     Query(&'a Query),
     Transact(&'a [TxWrite]),
 }
@@ -74,6 +77,18 @@ impl<S: Store, F: Faults> Store for Injected<S, F> {
     }
     async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
         self.around(Call::Update(update), self.inner.update(update, returns))
+            .await
+    }
+    async fn update_or_old(&self, update: &Update) -> Result<Updated, StoreError> {
+        self.around(Call::Update(update), self.inner.update_or_old(update))
+            .await
+    }
+    async fn get_many(
+        &self,
+        keys: &[(String, String)],
+        consistent: bool,
+    ) -> Result<Vec<Item>, StoreError> {
+        self.around(Call::GetMany(keys), self.inner.get_many(keys, consistent))
             .await
     }
     async fn delete(

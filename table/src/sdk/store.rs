@@ -3,15 +3,17 @@
 
 use super::{classify, item_from_sdk, item_to_sdk, to_sdk};
 use crate::store::{
-    Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, item_key_text,
-    key_text,
+    Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, Updated,
+    item_key_text, key_text,
 };
 use crate::value::{Attr, Item};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, Put, ReturnValue, TransactWriteItem, Update as TxUpdate,
+    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update as TxUpdate,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -49,6 +51,11 @@ fn condition_parts(condition: Option<&Condition>) -> (Option<String>, Names, Val
     }
 }
 
+/// BatchGetItem's limit on keys per request.
+const BATCH_GET_KEYS: usize = 100;
+/// Waits before the tries of unprocessed keys, as the 0.17.0 client waits.
+const UNPROCESSED_WAITS_MS: [u64; 3] = [50, 100, 200];
+
 #[derive(Clone)]
 pub struct DynamoStore {
     client: Client,
@@ -56,6 +63,60 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
+    /// One BatchGetItem of at most 100 keys; unprocessed keys are asked
+    /// again three times, then the read fails as retryable.
+    async fn batch_get(
+        &self,
+        keys: &[(String, String)],
+        consistent: bool,
+    ) -> Result<Vec<Item>, StoreError> {
+        let what = || {
+            keys.first()
+                .map(|(pk, sk)| format!("{} and {} more", key_text(pk, sk), keys.len() - 1))
+                .unwrap_or_default()
+        };
+        let mut pending: Vec<HashMap<String, AttributeValue>> =
+            keys.iter().map(|(pk, sk)| key(pk, sk)).collect();
+        let mut items = Vec::new();
+        for attempt in 0..=UNPROCESSED_WAITS_MS.len() {
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(pending.clone()))
+                .consistent_read(consistent)
+                .build()
+                .map_err(|e| StoreError::Fatal {
+                    operation: "BatchGetItem",
+                    key: what(),
+                    message: e.to_string(),
+                })?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, request)
+                .send()
+                .await
+                .map_err(|e| classify("BatchGetItem", what(), e))?;
+            if let Some(found) = out.responses.and_then(|mut r| r.remove(&self.table)) {
+                items.extend(found.iter().map(item_from_sdk));
+            }
+            pending = out
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.table))
+                .map(|k| k.keys)
+                .unwrap_or_default();
+            if pending.is_empty() {
+                return Ok(items);
+            }
+            if let Some(wait) = UNPROCESSED_WAITS_MS.get(attempt) {
+                tokio::time::sleep(std::time::Duration::from_millis(*wait)).await;
+            }
+        }
+        Err(StoreError::Retryable {
+            operation: "BatchGetItem",
+            key: what(),
+            message: format!("{} keys still unprocessed after 4 tries", pending.len()),
+        })
+    }
+
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         DynamoStore {
             client,
@@ -228,6 +289,49 @@ impl Store for DynamoStore {
             .await
             .map_err(|e| classify("UpdateItem", key_text(&update.pk, &update.sk), e))?;
         Ok(non_empty(out.attributes))
+    }
+
+    async fn update_or_old(&self, update: &Update) -> Result<Updated, StoreError> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(&update.pk, &update.sk)))
+            .update_expression(&update.expression)
+            .set_condition_expression(update.condition.clone())
+            .set_expression_attribute_names(names(&update.names))
+            .set_expression_attribute_values(values(&update.values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match out {
+            Ok(out) => Ok(Updated::Applied(non_empty(out.attributes))),
+            Err(err) => {
+                if let Some(UpdateItemError::ConditionalCheckFailedException(failed)) =
+                    err.as_service_error()
+                {
+                    return Ok(Updated::Refused(non_empty(failed.item.clone())));
+                }
+                Err(classify(
+                    "UpdateItem",
+                    key_text(&update.pk, &update.sk),
+                    err,
+                ))
+            }
+        }
+    }
+
+    async fn get_many(
+        &self,
+        keys: &[(String, String)],
+        consistent: bool,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(BATCH_GET_KEYS) {
+            items.extend(self.batch_get(chunk, consistent).await?);
+        }
+        Ok(items)
     }
 
     async fn delete(

@@ -1,7 +1,7 @@
 //! A [`Store`] decorator that counts the calls it passes on, by DynamoDB
 //! operation: what `zae-limits --stats` prints.
 
-use super::{Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update};
+use super::{Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, Updated};
 use crate::value::Item;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -70,6 +70,18 @@ impl<S: Store> Store for Counted<S> {
     async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
         self.count("UpdateItem");
         self.inner.update(update, returns).await
+    }
+    async fn update_or_old(&self, update: &Update) -> Result<Updated, StoreError> {
+        self.count("UpdateItem");
+        self.inner.update_or_old(update).await
+    }
+    async fn get_many(
+        &self,
+        keys: &[(String, String)],
+        consistent: bool,
+    ) -> Result<Vec<Item>, StoreError> {
+        self.count("BatchGetItem");
+        self.inner.get_many(keys, consistent).await
     }
     async fn delete(
         &self,

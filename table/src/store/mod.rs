@@ -90,6 +90,19 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         matches!(self, StoreError::Retryable { .. })
     }
+
+    /// Another transaction held the item (`TransactionConflictException`,
+    /// or a cancellation for `TransactionConflict`): a retryable failure
+    /// the client treats as contention, not as the table being unavailable.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Retryable { message, .. } if message.contains("TransactionConflict"))
+    }
+
+    /// DynamoDB refused the caller's credentials the action
+    /// (`AccessDeniedException`).
+    pub fn is_access_denied(&self) -> bool {
+        matches!(self, StoreError::Fatal { message, .. } if message.contains("AccessDenied"))
+    }
 }
 
 /// What an update returns.
@@ -122,6 +135,16 @@ impl Update {
             .collect();
         self.values.get(&placeholder)
     }
+}
+
+/// What an update that asks for the item on a failed condition answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Updated {
+    /// The write landed: the item after it (`ALL_NEW`).
+    Applied(Option<Item>),
+    /// The condition failed: the item as it stood (`ALL_OLD` on a condition
+    /// failure), `None` when there was no item.
+    Refused(Option<Item>),
 }
 
 /// A condition on a put or delete.
@@ -269,6 +292,43 @@ pub trait Store: Send + Sync {
         returns: Returns,
     ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send;
 
+    /// An UpdateItem returning the item after it, or the item that failed
+    /// its condition (`ReturnValuesOnConditionCheckFailure: ALL_OLD`). The
+    /// default reads the item again after a failed condition, which is not
+    /// atomic; the SDK store and the in-memory twin answer from the write.
+    fn update_or_old(
+        &self,
+        update: &Update,
+    ) -> impl Future<Output = Result<Updated, StoreError>> + Send {
+        async move {
+            match self.update(update, Returns::AllNew).await {
+                Ok(item) => Ok(Updated::Applied(item)),
+                Err(StoreError::ConditionFailed { .. }) => Ok(Updated::Refused(
+                    self.get(&update.pk, &update.sk, true).await?,
+                )),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Several items by key (a BatchGetItem); the items found, in no
+    /// particular order. The default reads them one by one.
+    fn get_many(
+        &self,
+        keys: &[(String, String)],
+        consistent: bool,
+    ) -> impl Future<Output = Result<Vec<Item>, StoreError>> + Send {
+        async move {
+            let mut items = Vec::with_capacity(keys.len());
+            for (pk, sk) in keys {
+                if let Some(item) = self.get(pk, sk, consistent).await? {
+                    items.push(item);
+                }
+            }
+            Ok(items)
+        }
+    }
+
     /// A DeleteItem; returns the deleted item when there was one.
     fn delete(
         &self,
@@ -336,6 +396,16 @@ impl<S: Store> Store for Arc<S> {
     }
     async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
         (**self).update(update, returns).await
+    }
+    async fn update_or_old(&self, update: &Update) -> Result<Updated, StoreError> {
+        (**self).update_or_old(update).await
+    }
+    async fn get_many(
+        &self,
+        keys: &[(String, String)],
+        consistent: bool,
+    ) -> Result<Vec<Item>, StoreError> {
+        (**self).get_many(keys, consistent).await
     }
     async fn delete(
         &self,

@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 use zae_table::keys::{Index, pk_of, sk_of};
 use zae_table::store::{
-    Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, item_key_text,
-    key_text,
+    Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, Updated,
+    item_key_text, key_text,
 };
 use zae_table::value::{MAX_ITEM_BYTES, item_size};
 use zae_table::{Attr, Item};
@@ -307,6 +307,24 @@ impl MemoryStore {
         planned: &Planned,
     ) -> Result<Option<Item>, StoreError> {
         let key = planned.key();
+        match self.write_or_old(operation, planned)? {
+            Ok((before, _)) => Ok(before),
+            Err(_) => Err(StoreError::ConditionFailed {
+                operation,
+                key: key_text(&key.0, &key.1),
+            }),
+        }
+    }
+
+    /// One checked write under the lock: the item before and after it, or
+    /// the item that failed the condition, read under the same lock.
+    #[allow(clippy::type_complexity)]
+    fn write_or_old(
+        &self,
+        operation: &'static str,
+        planned: &Planned,
+    ) -> Result<Result<(Option<Item>, Option<Item>), Option<Item>>, StoreError> {
+        let key = planned.key();
         self.free(operation, key)?;
         let mut items = self.lock();
         let before = items.get(key).cloned();
@@ -317,22 +335,19 @@ impl MemoryStore {
             .condition_holds(before.as_ref().unwrap_or(&empty))
             .map_err(|m| invalid(operation, text.clone(), m))?;
         if !holds {
-            return Err(StoreError::ConditionFailed {
-                operation,
-                key: text,
-            });
+            return Ok(Err(before));
         }
-        match planned
+        let after = planned
             .result(before.as_ref())
-            .map_err(|m| invalid(operation, text.clone(), m))?
-        {
+            .map_err(|m| invalid(operation, text.clone(), m))?;
+        match &after {
             Some(after) => {
-                oversized(operation, text, &after)?;
-                items.insert(key.clone(), after)
+                oversized(operation, text, after)?;
+                items.insert(key.clone(), after.clone())
             }
             None => items.remove(key),
         };
-        Ok(before)
+        Ok(Ok((before, after)))
     }
 }
 
@@ -359,6 +374,15 @@ impl Store for MemoryStore {
         Ok(match returns {
             Returns::Nothing => None,
             Returns::AllNew => self.lock().get(&key).cloned(),
+        })
+    }
+
+    async fn update_or_old(&self, update: &Update) -> Result<Updated, StoreError> {
+        let key = (update.pk.clone(), update.sk.clone());
+        let planned = Planned::Update(key, compiled_update("UpdateItem", update)?);
+        Ok(match self.write_or_old("UpdateItem", &planned)? {
+            Ok((_, after)) => Updated::Applied(after),
+            Err(before) => Updated::Refused(before),
         })
     }
 

@@ -1,0 +1,159 @@
+//! A bucket item as the acquire path reads it: each limit's balance and
+//! parameters (millitokens, ms), the item's stamps, and the refill
+//! projection of §3.2 of the protocol (integers, per shard).
+
+use crate::error::Feature;
+use std::collections::BTreeMap;
+use zae_table::bucket::refill::refill_tokens;
+use zae_table::bucket::{
+    BYPASS, CASCADE, DISABLED, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT,
+    RSCHED, SCHED, SCHED_TZ, SHARD_COUNT, TTL, VALID_UNTIL, field, split_bucket_attr,
+};
+use zae_table::names::WCU_LIMIT;
+use zae_table::{Attr, Item};
+
+/// One limit on the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LimitView {
+    pub tk: i64,
+    pub cp: i64,
+    pub ra: i64,
+    pub rp: i64,
+    pub tc: i64,
+    /// `b_{n}_soft` as a deadline (epoch ms); `None` when absent or not a number.
+    pub soft: Option<i64>,
+    pub soft_present: bool,
+}
+
+impl LimitView {
+    /// The shard's ceiling, `cp // shards`.
+    pub fn ceiling(&self, shards: i64) -> i64 {
+        self.cp.div_euclid(shards.max(1))
+    }
+    /// The shard's refill amount, `ra // shards`.
+    pub fn share(&self, shards: i64) -> i64 {
+        self.ra.div_euclid(shards.max(1))
+    }
+    /// The balance refilled from `rf` to `now`, capped at the shard's ceiling.
+    pub fn project(&self, rf: i64, now: i64, shards: i64) -> i64 {
+        refill_tokens(
+            self.tk,
+            rf,
+            now,
+            self.ceiling(shards),
+            self.share(shards),
+            self.rp,
+        )
+    }
+    /// The soft stamp waives the balance test until its deadline.
+    pub fn soft_live(&self, now: i64) -> bool {
+        self.soft.is_some_and(|d| d > now)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BucketView {
+    pub rf: i64,
+    pub shard_count: i64,
+    pub ttl: Option<i64>,
+    pub vu: Option<i64>,
+    pub disabled: bool,
+    pub bypass: Option<i64>,
+    pub bypass_present: bool,
+    pub cascade: bool,
+    pub parent_id: Option<String>,
+    pub pgen: Option<i64>,
+    pub pinc: Option<String>,
+    pub limits: BTreeMap<String, LimitView>,
+    pub wcu: Option<LimitView>,
+    /// A field of a feature this client refuses (quota, schedule, window).
+    pub unsupported: Option<Feature>,
+}
+
+fn int(item: &Item, name: &str) -> Option<i64> {
+    item.get(name).and_then(Attr::as_int)
+}
+
+impl BucketView {
+    pub fn read(item: &Item) -> BucketView {
+        let mut fields: BTreeMap<&str, BTreeMap<&str, &Attr>> = BTreeMap::new();
+        for (attr, value) in item {
+            if let Some((limit, field)) = split_bucket_attr(attr) {
+                fields.entry(limit).or_default().insert(field, value);
+            }
+        }
+        let mut unsupported = [SCHED, RSCHED, SCHED_TZ]
+            .iter()
+            .any(|a| item.get(*a).and_then(Attr::as_s).is_some_and(|s| s != "-"))
+            .then_some(Feature::Schedule);
+        let vu = int(item, VALID_UNTIL);
+        if vu.is_some_and(|v| v != 0) {
+            unsupported = unsupported.or(Some(Feature::ValidUntil));
+        }
+        let mut view = BucketView {
+            rf: int(item, REFILLED_AT).unwrap_or_default(),
+            shard_count: int(item, SHARD_COUNT).filter(|c| *c >= 1).unwrap_or(1),
+            ttl: int(item, TTL),
+            vu,
+            disabled: matches!(item.get(DISABLED), Some(Attr::Bool(true))),
+            bypass: int(item, BYPASS),
+            bypass_present: item.contains_key(BYPASS),
+            cascade: matches!(item.get(CASCADE), Some(Attr::Bool(true))),
+            parent_id: item.get(PARENT_ID).and_then(Attr::as_s).map(str::to_owned),
+            pgen: int(item, PARENT_GENERATION),
+            pinc: item
+                .get(PARENT_INCARNATION)
+                .and_then(Attr::as_s)
+                .map(str::to_owned),
+            ..BucketView::default()
+        };
+        for (limit, f) in fields {
+            let n = |name: &str| f.get(name).and_then(|v| v.as_int());
+            let sched = |name: &str| f.get(name).and_then(|v| v.as_s()).is_some_and(|s| s != "-");
+            if sched(field::SCHED) || sched(field::RSCHED) {
+                unsupported = unsupported.or(Some(Feature::Schedule));
+            }
+            if [field::GRANT_COUNT, field::TOPPED_UP]
+                .iter()
+                .any(|x| f.contains_key(x))
+            {
+                unsupported = unsupported.or(Some(Feature::Quota));
+            }
+            if [field::WINDOW_START, field::RESET_AFTER]
+                .iter()
+                .any(|x| f.contains_key(x))
+            {
+                unsupported = unsupported.or(Some(Feature::DurationWindow));
+            }
+            let (Some(tk), Some(cp), Some(ra), Some(rp)) = (
+                n(field::TOKENS),
+                n(field::CAPACITY),
+                n(field::REFILL_AMOUNT),
+                n(field::REFILL_PERIOD),
+            ) else {
+                continue;
+            };
+            let limit_view = LimitView {
+                tk,
+                cp,
+                ra,
+                rp,
+                tc: n(field::CONSUMED).unwrap_or_default(),
+                soft: n(field::SOFT),
+                soft_present: f.contains_key(field::SOFT),
+            };
+            if limit == WCU_LIMIT {
+                view.wcu = Some(limit_view);
+            } else {
+                view.limits.insert(limit.to_owned(), limit_view);
+            }
+        }
+        view.unsupported = unsupported;
+        view
+    }
+
+    /// A live bypass stamp: admitted without the balance test.
+    pub fn bypassed(&self, now: i64) -> bool {
+        self.bypass.is_some_and(|b| b > now)
+    }
+}

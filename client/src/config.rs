@@ -1,0 +1,197 @@
+//! The limits an acquire enforces, resolved as the 0.17.0 client resolves
+//! them: entity(resource), entity(`_default_`), resource, system; the first
+//! level holding a limit wins whole. The walk for `disabled` and `cascade`
+//! covers the first three and is never answered from a cache; the system
+//! level (its limits and `on_unavailable`) is cached for the configured TTL.
+
+use crate::error::{Error, Feature};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use zae_table::config::{Disabled, LevelConfig, LimitConfig};
+use zae_table::keys::config_key;
+use zae_table::level::Level;
+use zae_table::store::Store;
+
+/// What to do when the table cannot answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnUnavailable {
+    /// Admit with a lease that writes nothing.
+    Allow,
+    /// Fail the acquire (the 0.17.0 default).
+    #[default]
+    Block,
+}
+
+impl OnUnavailable {
+    fn parse(text: &str) -> Option<OnUnavailable> {
+        match text {
+            "allow" => Some(OnUnavailable::Allow),
+            "block" => Some(OnUnavailable::Block),
+            _ => None,
+        }
+    }
+}
+
+/// The limits of one (entity, resource) and what decides around them.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub limits: Vec<LimitConfig>,
+    /// The level they came from.
+    pub level: Level,
+    pub disabled: Option<(Disabled, Level)>,
+    /// The most specific level's `cascade`, when one sets it.
+    pub cascade: Option<bool>,
+}
+
+impl Resolved {
+    pub fn limit(&self, name: &str) -> Option<&LimitConfig> {
+        self.limits.iter().find(|l| l.name == name)
+    }
+    pub fn is_soft(&self, name: &str) -> bool {
+        self.limit(name).is_some_and(|l| l.soft)
+    }
+    /// Entity-level limits carry no TTL; resource and system ones do.
+    pub fn is_entity_level(&self) -> bool {
+        matches!(self.level, Level::Entity { .. })
+    }
+}
+
+/// The system level, cached.
+pub struct SystemCache {
+    ttl: Duration,
+    slot: Mutex<Option<(Instant, Option<LevelConfig>)>>,
+    /// The last `on_unavailable` read, kept when a later read fails.
+    last_mode: Mutex<Option<OnUnavailable>>,
+}
+
+impl SystemCache {
+    pub fn new(ttl: Duration) -> Self {
+        SystemCache {
+            ttl,
+            slot: Mutex::new(None),
+            last_mode: Mutex::new(None),
+        }
+    }
+
+    fn cached(&self) -> Option<Option<LevelConfig>> {
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref()
+            .filter(|(at, _)| !self.ttl.is_zero() && at.elapsed() < self.ttl)
+            .map(|(_, config)| config.clone())
+    }
+
+    /// The system level, from the cache or one eventually consistent read.
+    pub async fn get<S: Store>(
+        &self,
+        store: &S,
+        namespace: &str,
+    ) -> Result<Option<LevelConfig>, Error> {
+        if let Some(hit) = self.cached() {
+            return Ok(hit);
+        }
+        let (pk, sk) = config_key(namespace, &Level::System);
+        let config = store
+            .get(&pk, &sk, false)
+            .await
+            .map_err(Error::store)?
+            .as_ref()
+            .map(LevelConfig::decode);
+        if let Some(mode) = config
+            .as_ref()
+            .and_then(|c| c.on_unavailable.as_deref())
+            .and_then(OnUnavailable::parse)
+        {
+            *self.last_mode.lock().unwrap_or_else(|p| p.into_inner()) = Some(mode);
+        }
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((Instant::now(), config.clone()));
+        Ok(config)
+    }
+
+    /// `on_unavailable` from the system level; the last value seen when the
+    /// read fails, else block.
+    pub async fn mode<S: Store>(&self, store: &S, namespace: &str) -> OnUnavailable {
+        match self.get(store, namespace).await {
+            Ok(config) => config
+                .and_then(|c| c.on_unavailable.as_deref().and_then(OnUnavailable::parse))
+                .unwrap_or_default(),
+            Err(_) => self
+                .last_mode
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Reads the three walk levels (one BatchGetItem, eventually consistent,
+/// never cached) and the system level, and resolves them.
+pub async fn resolve<S: Store>(
+    store: &S,
+    system: &SystemCache,
+    namespace: &str,
+    entity: &str,
+    resource: &str,
+) -> Result<Resolved, Error> {
+    let walk = Level::resolution(entity, resource, false);
+    let keys: Vec<(String, String)> = walk.iter().map(|l| config_key(namespace, l)).collect();
+    let items = store.get_many(&keys, false).await.map_err(Error::store)?;
+    let mut levels: Vec<(Level, Option<LevelConfig>)> = walk
+        .into_iter()
+        .zip(&keys)
+        .map(|(level, (pk, sk))| {
+            let item = items.iter().find(|i| {
+                zae_table::keys::pk_of(i) == Some(pk) && zae_table::keys::sk_of(i) == Some(sk)
+            });
+            (level, item.map(LevelConfig::decode))
+        })
+        .collect();
+    let disabled = levels
+        .iter()
+        .find_map(|(level, c)| Some((c.as_ref()?.disabled?, level.clone())));
+    let cascade = levels.iter().find_map(|(_, c)| c.as_ref()?.cascade);
+    levels.push((Level::System, system.get(store, namespace).await?));
+    let Some((level, config)) = levels
+        .into_iter()
+        .find(|(_, c)| c.as_ref().is_some_and(|c| !c.limits.is_empty()))
+    else {
+        return Err(Error::Validation(format!(
+            "no limits configured for entity '{entity}' and resource '{resource}' at any level"
+        )));
+    };
+    let limits = config.map(|c| c.limits).unwrap_or_default();
+    refuse_unsupported(&limits, entity, resource, &level)?;
+    Ok(Resolved {
+        limits,
+        level,
+        disabled,
+        cascade,
+    })
+}
+
+/// A limit this client cannot enforce as the Python client does.
+fn refuse_unsupported(
+    limits: &[LimitConfig],
+    entity: &str,
+    resource: &str,
+    level: &Level,
+) -> Result<(), Error> {
+    for limit in limits {
+        let feature = if limit.reset_after_seconds.is_some() {
+            Feature::DurationWindow
+        } else if limit.rsched.is_some() || limit.refill_amount == 0 {
+            Feature::Quota
+        } else if limit.sched.is_some() {
+            Feature::Schedule
+        } else {
+            continue;
+        };
+        return Err(Error::Unsupported {
+            feature,
+            entity: entity.to_owned(),
+            resource: resource.to_owned(),
+            at: format!("limit {} at the {} level", limit.name, level.describe()),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! What an acquire answers when it does not admit: a rejection with a
+//! status for every limit, a disabled resource, an unavailable table, a
+//! request the client cannot serve correctly.
+
+use std::time::Duration;
+use zae_table::store::StoreError;
+
+/// One limit of one bucket, as a rejection reports it. Figures are whole
+/// tokens and per shard, as the 0.17.0 client reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitStatus {
+    pub entity: String,
+    pub resource: String,
+    pub limit: String,
+    /// Whole tokens after the refill to now; negative in debt.
+    pub available: i64,
+    pub requested: i64,
+    /// This limit refused the request (never a soft limit).
+    pub exceeded: bool,
+    /// Milliseconds until it would admit (0 when it passed).
+    pub retry_after_ms: i64,
+    pub soft: bool,
+    /// The shard's ceiling and refill, whole tokens (`cp // shards`).
+    pub capacity: i64,
+    pub refill_amount: i64,
+    pub refill_period_s: i64,
+}
+
+impl LimitStatus {
+    /// A soft limit below zero: admitted into debt.
+    pub fn in_debt(&self) -> bool {
+        self.soft && self.available < 0
+    }
+}
+
+/// A rejection (`RateLimitExceeded` in the Python client).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitExceeded {
+    /// Every limit of every bucket evaluated: the child's first, then the
+    /// parent's.
+    pub statuses: Vec<LimitStatus>,
+    /// The bucket was held by other writers' transactions (#724): nothing
+    /// was judged, retry soon.
+    pub contended: bool,
+}
+
+/// The wait a contended rejection asks for.
+pub const CONTENDED_RETRY_MS: i64 = 100;
+
+impl RateLimitExceeded {
+    /// The limits that refused: hard limits only.
+    pub fn violations(&self) -> impl Iterator<Item = &LimitStatus> {
+        self.statuses.iter().filter(|s| s.exceeded)
+    }
+
+    /// The longest wait among the violations; soft limits never count.
+    pub fn retry_after_ms(&self) -> i64 {
+        if self.contended {
+            return CONTENDED_RETRY_MS;
+        }
+        self.violations()
+            .map(|s| s.retry_after_ms)
+            .max()
+            .unwrap_or_default()
+    }
+
+    pub fn retry_after(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.retry_after_ms()).unwrap_or_default())
+    }
+
+    /// Whole seconds for an HTTP `Retry-After`, rounded up past the wait
+    /// (`int(s) + 1`, as the Python client's header value).
+    pub fn retry_after_header(&self) -> u64 {
+        u64::try_from(self.retry_after_ms() / 1000 + 1).unwrap_or(1)
+    }
+
+    /// The violation with the longest wait.
+    pub fn primary(&self) -> Option<&LimitStatus> {
+        self.violations().max_by_key(|s| s.retry_after_ms)
+    }
+}
+
+impl std::fmt::Display for RateLimitExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.contended {
+            let who = self
+                .statuses
+                .first()
+                .map(|s| format!("{}/{}", s.entity, s.resource))
+                .unwrap_or_default();
+            return write!(
+                f,
+                "rate limiter contended for {who}: concurrent transactions on the bucket; retry after 0.1 s"
+            );
+        }
+        let names: Vec<String> = self
+            .violations()
+            .map(|s| {
+                format!(
+                    "{}/{} {}: {} requested, {} available",
+                    s.entity, s.resource, s.limit, s.requested, s.available
+                )
+            })
+            .collect();
+        write!(
+            f,
+            "rate limit exceeded ({}); retry after {:.3} s",
+            names.join("; "),
+            self.retry_after_ms() as f64 / 1000.0
+        )
+    }
+}
+
+/// A feature of the table the first version of this client does not
+/// build; refused rather than acquired wrongly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feature {
+    Quota,
+    Schedule,
+    DurationWindow,
+    /// A bucket item carrying `vu` other than 0 (a schedule, quota or
+    /// window written by another client).
+    ValidUntil,
+    /// `disabled: "bypass"` on a config level.
+    Bypass,
+}
+
+impl Feature {
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Quota => "quotas (a limit with refill_amount 0 or a reset schedule)",
+            Feature::Schedule => "schedules (with_schedule)",
+            Feature::DurationWindow => "duration windows (reset_after)",
+            Feature::ValidUntil => {
+                "a bucket with a validity stamp (vu) from a schedule, quota or window"
+            }
+            Feature::Bypass => "bypass (disabled: \"bypass\" on a config level)",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    RateLimitExceeded(RateLimitExceeded),
+    /// `disabled` on a config level or stamped on the bucket.
+    #[error("resource {resource} is disabled for entity {entity} (at the {level} level)")]
+    ResourceDisabled {
+        entity: String,
+        resource: String,
+        level: String,
+    },
+    /// No limit configured at any level, a bad name or amount.
+    #[error("{0}")]
+    Validation(String),
+    #[error("{feature} on {entity}/{resource} ({at}) is not supported by zae-client yet; use the Python client for it", feature = .feature.name())]
+    Unsupported {
+        feature: Feature,
+        entity: String,
+        resource: String,
+        /// The config level or item it came from.
+        at: String,
+    },
+    /// The table refused the caller's credentials.
+    #[error(
+        "permission denied: {0} -- acquire needs dynamodb:GetItem, BatchGetItem, UpdateItem, PutItem, TransactWriteItems and ConditionCheckItem on the table"
+    )]
+    PermissionDenied(StoreError),
+    /// The table could not be reached or answered an error (after the SDK's
+    /// retries), under `OnUnavailable::Block`.
+    #[error("rate limiter unavailable: {0}")]
+    Unavailable(StoreError),
+    /// The namespace is not registered in the table.
+    #[error(
+        "namespace {0} is not registered in the table (create it with the Python client or the provisioner)"
+    )]
+    UnknownNamespace(String),
+}
+
+impl Error {
+    /// The wait a rejection asks for; `None` for other errors.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::RateLimitExceeded(e) => Some(e.retry_after()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn store(err: StoreError) -> Error {
+        if err.is_access_denied() {
+            Error::PermissionDenied(err)
+        } else {
+            Error::Unavailable(err)
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! What an admitted acquire holds (§6 of the protocol): the buckets it
+//! debited, in-memory `consume`, `adjust` and `release`, and at the end one
+//! write per bucket with the net change (`commit`), or a refund of the
+//! initial debit (`rollback`).
+
+use crate::bucket::LimitView;
+use crate::error::{Error, RateLimitExceeded};
+use crate::limiter::Shared;
+use crate::status::{self, Consume};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use zae_table::Attr;
+use zae_table::bucket::{RSCHED, SCHED, SCHED_TZ, SHARD_COUNT, VALID_UNTIL, field, limit_attr};
+use zae_table::keys::{BucketKey, SK_STATE};
+use zae_table::milli::MILLI;
+use zae_table::store::{ITEM_EXISTS, Returns, Store, StoreError, Update, UpdateBuilder};
+
+/// One bucket the lease debited.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub key: BucketKey,
+    /// Millitokens debited by the initial commit, per limit.
+    pub debited: BTreeMap<String, i64>,
+    /// The limits as the lease sees them after its own writes.
+    pub limits: BTreeMap<String, LimitView>,
+    pub soft: Vec<String>,
+    pub rf: i64,
+    pub shard_count: i64,
+    /// `vu` as known at the commit (pinned by credits).
+    pub vu: Option<i64>,
+    /// Admitted under a bypass stamp: later writes count, never debit.
+    pub bypassed: bool,
+    /// Millitokens consumed since the initial commit (negative: released).
+    pub pending: BTreeMap<String, i64>,
+}
+
+/// The buckets an acquire debited. Commit it to write the adjustments; an
+/// error in the caller's work should roll it back. Dropped without either,
+/// it commits in the background (as a Python lease leaving its block
+/// normally does), when a Tokio runtime is there to run the write.
+pub struct Lease<S: Store + 'static> {
+    shared: Option<Arc<Shared<S>>>,
+    entries: Vec<Entry>,
+    degraded: bool,
+}
+
+impl<S: Store + 'static> std::fmt::Debug for Lease<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("entries", &self.entries)
+            .field("degraded", &self.degraded)
+            .finish()
+    }
+}
+
+impl<S: Store + 'static> Lease<S> {
+    pub(crate) fn new(shared: Arc<Shared<S>>, entries: Vec<Entry>) -> Self {
+        Lease {
+            shared: Some(shared),
+            entries,
+            degraded: false,
+        }
+    }
+
+    /// Admitted without the table (`OnUnavailable::Allow`): writes nothing.
+    pub(crate) fn degraded() -> Self {
+        Lease {
+            shared: None,
+            entries: Vec::new(),
+            degraded: true,
+        }
+    }
+
+    /// Admitted while the table could not be reached; nothing was counted.
+    pub fn is_degraded(&self) -> bool {
+        self.degraded
+    }
+
+    /// Admitted under a bypass stamp: counted, not limited.
+    pub fn is_bypassed(&self) -> bool {
+        self.entries.iter().any(|e| e.bypassed)
+    }
+
+    /// The buckets debited: the entity's, then its parent's in a cascade.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Soft limits this lease left below zero (of the entity's bucket).
+    pub fn overdrawn(&self) -> Vec<String> {
+        let Some(first) = self.entries.first() else {
+            return Vec::new();
+        };
+        first
+            .soft
+            .iter()
+            .filter(|n| first.limits.get(*n).is_some_and(|l| l.tk < 0))
+            .cloned()
+            .collect()
+    }
+
+    /// Adds (or with a negative amount, gives back) tokens, in memory; never
+    /// refused. Names the buckets do not have are ignored.
+    pub fn adjust(&mut self, amounts: &[(&str, i64)]) {
+        for entry in &mut self.entries {
+            for (name, amount) in amounts {
+                let Some(limit) = entry.limits.get_mut(*name) else {
+                    tracing::warn!(
+                        limit = name,
+                        "adjust: a limit the bucket does not have; ignored"
+                    );
+                    continue;
+                };
+                let delta = amount.saturating_mul(MILLI);
+                limit.tk = limit.tk.saturating_sub(delta);
+                *entry.pending.entry((*name).to_owned()).or_default() += delta;
+            }
+        }
+    }
+
+    /// Gives tokens back: `adjust` with the amounts negated.
+    pub fn release(&mut self, amounts: &[(&str, i64)]) {
+        let negated: Vec<(&str, i64)> = amounts.iter().map(|(n, a)| (*n, -a)).collect();
+        self.adjust(&negated);
+    }
+
+    /// Takes more tokens, all or none, judged in memory against the
+    /// balances refilled to now; a shortfall is a rejection and changes
+    /// nothing.
+    pub fn consume(&mut self, amounts: &[(&str, i64)]) -> Result<(), Error> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let now = shared.now();
+        let asked: Consume = amounts.iter().map(|(n, a)| ((*n).to_owned(), *a)).collect();
+        let mut statuses = Vec::new();
+        for entry in &self.entries {
+            let view = crate::bucket::BucketView {
+                rf: entry.rf,
+                shard_count: entry.shard_count,
+                limits: entry.limits.clone(),
+                bypass: entry.bypassed.then_some(i64::MAX),
+                ..Default::default()
+            };
+            let soft = |n: &str| entry.soft.iter().any(|s| s == n);
+            statuses.extend(status::statuses(
+                &entry.key.entity,
+                &entry.key.resource,
+                &view,
+                &asked,
+                &soft,
+                now,
+            ));
+        }
+        if statuses.iter().any(|s| s.exceeded) {
+            return Err(Error::RateLimitExceeded(RateLimitExceeded {
+                statuses,
+                contended: false,
+            }));
+        }
+        self.adjust(amounts);
+        Ok(())
+    }
+
+    /// Writes each bucket's net change since the acquire: one write per
+    /// bucket that changed.
+    pub async fn commit(mut self) -> Result<(), Error> {
+        let (Some(shared), entries) = (self.shared.take(), std::mem::take(&mut self.entries))
+        else {
+            return Ok(());
+        };
+        commit_entries(&shared, &entries).await
+    }
+
+    /// Refunds what the acquire debited (in-memory changes are dropped).
+    /// Failures are logged, not returned: the caller's own error matters.
+    pub async fn rollback(mut self) {
+        let (Some(shared), entries) = (self.shared.take(), std::mem::take(&mut self.entries))
+        else {
+            return;
+        };
+        for entry in &entries {
+            let refund: BTreeMap<String, i64> =
+                entry.debited.iter().map(|(n, d)| (n.clone(), -d)).collect();
+            if let Err(e) = write_net(&shared.store, entry, &refund).await {
+                tracing::warn!(bucket = %entry.key.pk(), error = %e, "rollback: the refund failed");
+            }
+        }
+    }
+}
+
+impl<S: Store + 'static> Drop for Lease<S> {
+    fn drop(&mut self) {
+        let Some(shared) = self.shared.take() else {
+            return;
+        };
+        let entries = std::mem::take(&mut self.entries);
+        if entries.iter().all(|e| e.pending.values().all(|d| *d == 0)) {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = commit_entries(&shared, &entries).await {
+                        tracing::warn!(error = %e, "a dropped lease's adjustments were not written");
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::warn!("a lease dropped outside a Tokio runtime: its adjustments are lost")
+            }
+        }
+    }
+}
+
+async fn commit_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) -> Result<(), Error> {
+    let writes = entries
+        .iter()
+        .map(|e| write_net(&shared.store, e, &e.pending));
+    for result in futures::future::join_all(writes).await {
+        result.map_err(Error::store)?;
+    }
+    Ok(())
+}
+
+/// One bucket's net change (millitokens per limit; positive debits). A
+/// credit is bounded by the shard's ceiling and pinned on what that ceiling
+/// came from; if the pins fail, it lands anyway with `vu = 0`, which sends
+/// the next acquire through the slow path to trim the balance.
+pub(crate) async fn write_net<S: Store>(
+    store: &S,
+    entry: &Entry,
+    net: &BTreeMap<String, i64>,
+) -> Result<(), StoreError> {
+    let net: Vec<(&String, i64)> = net
+        .iter()
+        .map(|(n, d)| (n, *d))
+        .filter(|(_, d)| *d != 0)
+        .collect();
+    if net.is_empty() {
+        return Ok(());
+    }
+    let pinned = net_update(entry, &net, true);
+    match store.update(&pinned, Returns::Nothing).await {
+        Err(StoreError::ConditionFailed { .. }) if net.iter().any(|(_, d)| *d < 0) => {
+            let plain = net_update(entry, &net, false);
+            match store.update(&plain, Returns::Nothing).await {
+                // The bucket is gone: nothing to give back to.
+                Err(StoreError::ConditionFailed { .. }) => Ok(()),
+                other => other.map(|_| ()),
+            }
+        }
+        other => other.map(|_| ()),
+    }
+}
+
+fn net_update(entry: &Entry, net: &[(&String, i64)], pinned: bool) -> Update {
+    let mut b = UpdateBuilder::new();
+    let mut conditions = vec![ITEM_EXISTS.to_owned()];
+    let credit = net.iter().any(|(_, d)| *d < 0);
+    for (name, delta) in net {
+        if !entry.bypassed {
+            b.add(&limit_attr(name, field::TOKENS), Attr::n(-delta));
+        }
+        b.add(&limit_attr(name, field::CONSUMED), Attr::n(*delta));
+        let Some(limit) = entry.limits.get(*name) else {
+            continue;
+        };
+        if !(pinned && *delta < 0 && !entry.bypassed) {
+            continue;
+        }
+        let tk = b.name(&limit_attr(name, field::TOKENS));
+        let most = b.value(Attr::n(limit.ceiling(entry.shard_count) + delta));
+        let cp = b.name(&limit_attr(name, field::CAPACITY));
+        let cp_read = b.value(Attr::n(limit.cp));
+        conditions.push(format!("{tk} <= {most} AND {cp} = {cp_read}"));
+        for f in [field::GRANT_COUNT, field::SCHED, field::RSCHED] {
+            let alias = b.name(&limit_attr(name, f));
+            conditions.push(format!("attribute_not_exists({alias})"));
+        }
+    }
+    if pinned && credit && !entry.bypassed {
+        let sc = b.name(SHARD_COUNT);
+        let count = b.value(Attr::n(entry.shard_count));
+        conditions.push(format!("(attribute_not_exists({sc}) OR {sc} = {count})"));
+        let vu = b.name(VALID_UNTIL);
+        match entry.vu {
+            Some(v) => {
+                let v = b.value(Attr::n(v));
+                conditions.push(format!("{vu} = {v}"));
+            }
+            None => conditions.push(format!("attribute_not_exists({vu})")),
+        }
+        for attr in [SCHED, RSCHED, SCHED_TZ] {
+            let alias = b.name(attr);
+            conditions.push(format!("attribute_not_exists({alias})"));
+        }
+    } else if credit && !entry.bypassed {
+        b.set(VALID_UNTIL, Attr::n(0));
+    }
+    b.build(&entry.key.pk(), SK_STATE, Some(conditions.join(" AND ")))
+}

@@ -1,0 +1,21 @@
+//! zae-client: acquire tokens from a zae-limiter 0.17.0 table in Rust, next
+//! to Python clients on the same buckets. `docs/client.md` has the API, the
+//! differences from the Python client, what it refuses and what each
+//! acquire costs.
+
+mod bucket;
+pub mod clock;
+mod config;
+pub mod error;
+mod fast;
+pub mod lease;
+mod limiter;
+mod slow;
+mod status;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::OnUnavailable;
+pub use error::{Error, Feature, LimitStatus, RateLimitExceeded};
+pub use lease::Lease;
+pub use limiter::{Options, RateLimiter};
+pub use zae_table::sdk::DynamoStore;

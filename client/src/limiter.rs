@@ -1,0 +1,874 @@
+//! `RateLimiter`: one namespace of one table, and the acquire that ties
+//! the fast path, the slow path, cascades and shards together.
+
+use crate::bucket::BucketView;
+use crate::clock::{Clock, SystemClock};
+use crate::config::{self, OnUnavailable, Resolved, SystemCache};
+use crate::error::{Error, RateLimitExceeded};
+use crate::fast::{self, Refusal};
+use crate::lease::{self, Entry, Lease};
+use crate::slow::{self, Planned, Stamps};
+use crate::status::{self, Consume};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use zae_table::config::{Disabled, MAX_TOKENS};
+use zae_table::entity::{Meta, create_check};
+use zae_table::keys::{self, BucketKey, SK_META, SK_STATE};
+use zae_table::milli::MILLI;
+use zae_table::names::{self, NameKind};
+use zae_table::sdk::DynamoStore;
+use zae_table::store::{Store, StoreError, TxWrite, Updated};
+
+/// How a limiter behaves; the defaults are the 0.17.0 client's.
+#[derive(Clone)]
+pub struct Options {
+    /// How long the system level (its limits, `on_unavailable`) is kept; 0
+    /// reads it on every acquire.
+    pub config_cache_ttl: Duration,
+    /// Overrides the system level's `on_unavailable`.
+    pub on_unavailable: Option<OnUnavailable>,
+    /// How long a soft stamp lives (its deadline is drawn in 0.8 to 1.0 of it).
+    pub stamp_ttl: Duration,
+    /// Bucket TTL as a multiple of the slowest recovery; `<= 0` for none.
+    pub ttl_multiplier: i64,
+    /// Try the one-write fast path first.
+    pub speculative_writes: bool,
+    pub clock: Arc<dyn Clock>,
+    /// A fixed draw in [0.8, 1.0] for stamp deadlines (tests); `None` draws.
+    pub stamp_draw: Option<f64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            config_cache_ttl: Duration::from_secs(60),
+            on_unavailable: None,
+            stamp_ttl: Duration::from_secs(60),
+            ttl_multiplier: 7,
+            speculative_writes: true,
+            clock: Arc::new(SystemClock),
+            stamp_draw: None,
+        }
+    }
+}
+
+/// What every acquire and lease of one limiter shares.
+pub struct Shared<S> {
+    pub(crate) store: S,
+    pub(crate) namespace: String,
+    options: Options,
+    system: SystemCache,
+    /// The largest shard count seen per (entity, resource).
+    shards: Mutex<HashMap<(String, String), i64>>,
+}
+
+impl<S> Shared<S> {
+    pub(crate) fn now(&self) -> i64 {
+        self.options.clock.now_ms()
+    }
+
+    fn deadline(&self, now: i64) -> i64 {
+        let draw = self
+            .options
+            .stamp_draw
+            .unwrap_or_else(|| 0.8 + 0.2 * fastrand::f64());
+        let ttl_ms = self.options.stamp_ttl.as_millis() as f64;
+        now + (ttl_ms * draw) as i64
+    }
+
+    fn known_shards(&self, entity: &str, resource: &str) -> i64 {
+        let shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+        shards
+            .get(&(entity.to_owned(), resource.to_owned()))
+            .copied()
+            .unwrap_or(1)
+    }
+
+    fn learn_shards(&self, key: &BucketKey, count: i64) {
+        let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+        let known = shards
+            .entry((key.entity.clone(), key.resource.clone()))
+            .or_insert(1);
+        *known = (*known).max(count.min(zae_table::bucket::shard::MAX_SHARD_COUNT));
+    }
+}
+
+/// A rate limiter on one namespace of a zae-limiter table.
+pub struct RateLimiter<S: Store + 'static = DynamoStore> {
+    shared: Arc<Shared<S>>,
+}
+
+impl<S: Store + 'static> Clone for RateLimiter<S> {
+    fn clone(&self) -> Self {
+        RateLimiter {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl RateLimiter<DynamoStore> {
+    /// Opens `namespace` of `table` with the SDK's standard configuration
+    /// (region, credentials and endpoint from the environment).
+    pub async fn open(namespace: &str, table: &str) -> Result<Self, Error> {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Self::open_with(&sdk, namespace, table, Options::default()).await
+    }
+
+    pub async fn open_with(
+        sdk: &aws_config::SdkConfig,
+        namespace: &str,
+        table: &str,
+        options: Options,
+    ) -> Result<Self, Error> {
+        let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table);
+        Self::on_store(store, namespace, options).await
+    }
+}
+
+/// One attempt's end: admitted with the buckets debited, or refused.
+type Outcome = Result<Vec<Entry>, Error>;
+
+impl<S: Store + 'static> RateLimiter<S> {
+    /// A limiter on any store (the in-memory twin in tests); `namespace` is
+    /// the name registered in the table, as the Python client opens it.
+    pub async fn on_store(store: S, namespace: &str, options: Options) -> Result<Self, Error> {
+        let entry = store
+            .get(&keys::pk_registry(), &keys::sk_namespace(namespace), false)
+            .await
+            .map_err(Error::store)?;
+        let id = entry
+            .as_ref()
+            .and_then(zae_table::registry::namespace_id)
+            .ok_or_else(|| Error::UnknownNamespace(namespace.to_owned()))?
+            .to_owned();
+        let system = SystemCache::new(options.config_cache_ttl);
+        Ok(RateLimiter {
+            shared: Arc::new(Shared {
+                store,
+                namespace: id,
+                options,
+                system,
+                shards: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The namespace id every key of this limiter starts with.
+    pub fn namespace_id(&self) -> &str {
+        &self.shared.namespace
+    }
+
+    pub fn store(&self) -> &S {
+        &self.shared.store
+    }
+
+    /// Admits `consume` (whole tokens per limit) for `entity` on `resource`,
+    /// or says why not. The lease it answers holds the debit; commit it
+    /// (or roll it back) when the work is done.
+    pub async fn acquire(
+        &self,
+        entity: &str,
+        resource: &str,
+        consume: &[(&str, i64)],
+    ) -> Result<Lease<S>, Error> {
+        let consume = validate(entity, resource, consume)?;
+        let shared = &self.shared;
+        let mode = match shared.options.on_unavailable {
+            Some(mode) => mode,
+            None => shared.system.mode(&shared.store, &shared.namespace).await,
+        };
+        match self.attempt(entity, resource, &consume).await {
+            Ok(entries) => Ok(Lease::new(Arc::clone(shared), entries)),
+            Err(Error::Unavailable(e)) if mode == OnUnavailable::Allow => {
+                tracing::warn!(error = %e, "table unavailable: admitted without counting (on_unavailable = allow)");
+                Ok(Lease::degraded())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Acquires, runs `work` with the lease, then commits it when the work
+    /// succeeds and rolls it back when it fails: the Python client's
+    /// `async with limiter.acquire(...)`.
+    pub async fn acquire_with<T, E, F>(
+        &self,
+        entity: &str,
+        resource: &str,
+        consume: &[(&str, i64)],
+        work: F,
+    ) -> Result<Result<T, E>, Error>
+    where
+        F: AsyncFnOnce(&mut Lease<S>) -> Result<T, E>,
+    {
+        let mut lease = self.acquire(entity, resource, consume).await?;
+        let result = work(&mut lease).await;
+        match &result {
+            Ok(_) => lease.commit().await?,
+            Err(_) => lease.rollback().await,
+        }
+        Ok(result)
+    }
+
+    async fn attempt(&self, entity: &str, resource: &str, consume: &Consume) -> Outcome {
+        let shared = &self.shared;
+        let now = shared.now();
+        let count = shared.known_shards(entity, resource);
+        let key = BucketKey {
+            namespace: shared.namespace.clone(),
+            entity: entity.to_owned(),
+            resource: resource.to_owned(),
+            shard: draw(count, &[]),
+        };
+        if !shared.options.speculative_writes {
+            return self.slow(&key, consume, true).await;
+        }
+        match self.fast(&key, consume, now).await? {
+            Fast::Admitted(view) => self.admitted(key, view, consume, now).await,
+            Fast::Missing | Fast::Conflict => self.slow(&key, consume, true).await,
+            Fast::Refused(view) => self.refused(key, view, consume, now).await,
+        }
+    }
+
+    /// The fast path on one shard, conflicts resent up to three times.
+    async fn fast(&self, key: &BucketKey, consume: &Consume, now: i64) -> Result<Fast, Error> {
+        let update = fast::update(key, consume, now);
+        let store = &self.shared.store;
+        for attempt in 0..=CONFLICT_WAITS_MS.len() {
+            match store.update_or_old(&update).await {
+                Ok(Updated::Applied(Some(item))) => {
+                    let view = BucketView::read(&item);
+                    self.shared.learn_shards(key, view.shard_count);
+                    return Ok(Fast::Admitted(view));
+                }
+                Ok(Updated::Applied(None)) | Ok(Updated::Refused(None)) => {
+                    return Ok(Fast::Missing);
+                }
+                Ok(Updated::Refused(Some(item))) => {
+                    let view = BucketView::read(&item);
+                    self.shared.learn_shards(key, view.shard_count);
+                    return Ok(Fast::Refused(view));
+                }
+                Err(e) if e.is_conflict() => conflict_wait(attempt).await,
+                Err(e) => return Err(Error::store(e)),
+            }
+        }
+        Ok(Fast::Conflict)
+    }
+
+    /// The entity's bucket took the debit; its parent's follows when the
+    /// bucket says it cascades.
+    async fn admitted(
+        &self,
+        key: BucketKey,
+        view: BucketView,
+        consume: &Consume,
+        now: i64,
+    ) -> Outcome {
+        let child = self.fast_entry(&key, &view, consume, now).await;
+        let Some(parent) = view.parent_id.clone().filter(|_| view.cascade) else {
+            return Ok(vec![child]);
+        };
+        let count = self.shared.known_shards(&parent, &key.resource);
+        let pkey = BucketKey {
+            entity: parent,
+            shard: draw(count, &[]),
+            ..key.clone()
+        };
+        let parent_result = match self.fast(&pkey, consume, now).await {
+            Ok(Fast::Admitted(pview)) => {
+                Ok(vec![self.fast_entry(&pkey, &pview, consume, now).await])
+            }
+            Ok(Fast::Refused(pview)) => match fast::classify(&pview, consume, now) {
+                Refusal::Exhausted if !fast::refill_would_help(&pview, consume, now) => {
+                    let mut statuses = status::statuses(
+                        &key.entity,
+                        &key.resource,
+                        &view,
+                        consume,
+                        &|n| view.limits.get(n).is_some_and(|l| l.soft_live(now)),
+                        now,
+                    );
+                    statuses.extend(self.image_statuses(&pkey, &pview, consume, now));
+                    Err(Error::RateLimitExceeded(RateLimitExceeded {
+                        statuses,
+                        contended: false,
+                    }))
+                }
+                Refusal::Disabled => Err(disabled(&pkey, "bucket")),
+                Refusal::Unsupported(feature) => Err(unsupported(&pkey, feature)),
+                _ => self.slow(&pkey, consume, false).await,
+            },
+            Ok(Fast::Missing | Fast::Conflict) => self.slow(&pkey, consume, false).await,
+            Err(e) => Err(e),
+        };
+        match parent_result {
+            Ok(mut parent) => {
+                let mut entries = vec![child];
+                entries.append(&mut parent);
+                Ok(entries)
+            }
+            Err(e) => {
+                self.refund(&child).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The lease entry of a fast-path debit; a bypassed bucket gets its
+    /// tokens back at once (only the count stays).
+    async fn fast_entry(
+        &self,
+        key: &BucketKey,
+        view: &BucketView,
+        consume: &Consume,
+        now: i64,
+    ) -> Entry {
+        let mut entry = entry_from_view(key, view, consume, now);
+        if view.bypassed(now) {
+            self.refund(&entry).await;
+            for (name, d) in &entry.debited {
+                if let Some(l) = entry.limits.get_mut(name) {
+                    l.tk += d;
+                }
+            }
+            entry.bypassed = true;
+        }
+        entry
+    }
+
+    /// Gives back an entry's initial debit of tokens (not its count when
+    /// bypassed); failures are logged.
+    async fn refund(&self, entry: &Entry) {
+        let refund: BTreeMap<String, i64> =
+            entry.debited.iter().map(|(n, d)| (n.clone(), -d)).collect();
+        let mut tokens_only = entry.clone();
+        tokens_only.bypassed = false;
+        if let Err(e) = lease::write_net(&self.shared.store, &tokens_only, &refund).await {
+            tracing::warn!(bucket = %entry.key.pk(), error = %e, "a compensating refund failed");
+        }
+    }
+
+    /// A fast-path write that failed its condition, by what the item shows.
+    async fn refused(
+        &self,
+        key: BucketKey,
+        view: BucketView,
+        consume: &Consume,
+        now: i64,
+    ) -> Outcome {
+        match fast::classify(&view, consume, now) {
+            Refusal::Disabled => Err(disabled(&key, "bucket")),
+            Refusal::Unsupported(feature) => Err(unsupported(&key, feature)),
+            Refusal::Boundary => self.slow(&key, consume, true).await,
+            Refusal::WcuShort { limits_short, .. } => {
+                if limits_short && !fast::refill_would_help(&view, consume, now) {
+                    return Err(self.rejection(&key, &view, consume, now));
+                }
+                // The slow path refills the write budget and never spends it.
+                self.slow(&key, consume, true).await
+            }
+            Refusal::Exhausted => self.exhausted(key, view, consume, now).await,
+        }
+    }
+
+    /// A consumed limit is short on this shard: other shards first (up to
+    /// two, when the bucket does not cascade), then the refill check.
+    async fn exhausted(
+        &self,
+        key: BucketKey,
+        view: BucketView,
+        consume: &Consume,
+        now: i64,
+    ) -> Outcome {
+        if view.shard_count > 1 && !view.cascade {
+            let mut tried = vec![key.shard];
+            for _ in 0..2 {
+                if tried.len() as i64 >= view.shard_count {
+                    break;
+                }
+                let other = key.shard(draw(view.shard_count, &tried));
+                tried.push(other.shard);
+                match self.fast(&other, consume, now).await? {
+                    Fast::Admitted(v) => {
+                        return Ok(vec![self.fast_entry(&other, &v, consume, now).await]);
+                    }
+                    Fast::Missing | Fast::Conflict => {
+                        return self.slow(&other, consume, true).await;
+                    }
+                    Fast::Refused(v) => match fast::classify(&v, consume, now) {
+                        Refusal::Exhausted => continue,
+                        Refusal::Disabled => return Err(disabled(&other, "bucket")),
+                        Refusal::Unsupported(f) => return Err(unsupported(&other, f)),
+                        _ => return self.slow(&other, consume, true).await,
+                    },
+                }
+            }
+        }
+        if fast::refill_would_help(&view, consume, now) {
+            return self.slow(&key, consume, true).await;
+        }
+        Err(self.rejection(&key, &view, consume, now))
+    }
+
+    fn image_statuses(
+        &self,
+        key: &BucketKey,
+        view: &BucketView,
+        consume: &Consume,
+        now: i64,
+    ) -> Vec<crate::error::LimitStatus> {
+        let soft = |n: &str| view.limits.get(n).is_some_and(|l| l.soft_present);
+        status::statuses(&key.entity, &key.resource, view, consume, &soft, now)
+    }
+
+    fn rejection(&self, key: &BucketKey, view: &BucketView, consume: &Consume, now: i64) -> Error {
+        Error::RateLimitExceeded(RateLimitExceeded {
+            statuses: self.image_statuses(key, view, consume, now),
+            contended: false,
+        })
+    }
+
+    /// The slow path on `key`'s shard, with the parent's bucket in the same
+    /// commit when `cascade` and the entity's META and config say so.
+    async fn slow(&self, key: &BucketKey, consume: &Consume, cascade: bool) -> Outcome {
+        let shared = &self.shared;
+        let now_plan = shared.now();
+        let child = self.read_target(key).await?;
+        let mut targets = vec![(key.clone(), child)];
+        let parent = targets[0].1.meta.as_ref().and_then(|m| m.parent_id.clone());
+        if let Some(parent) = parent.filter(|_| {
+            cascade && slow::cascades(&targets[0].1.resolved, targets[0].1.meta.as_ref())
+        }) {
+            let count = shared.known_shards(&parent, &key.resource);
+            let pkey = BucketKey {
+                entity: parent,
+                shard: draw(count, &[]),
+                ..key.clone()
+            };
+            let target = self.read_target(&pkey).await?;
+            targets.push((pkey, target));
+        }
+        let now_commit = shared.now();
+        let deadline = |now: i64| shared.deadline(now);
+        let stamps = Stamps {
+            deadline: &deadline,
+            ttl_multiplier: shared.options.ttl_multiplier,
+        };
+        let plans: Vec<Planned> = targets
+            .iter()
+            .map(|(k, t)| match &t.view {
+                Some(view) => slow::plan_update(
+                    k,
+                    view,
+                    &t.resolved,
+                    t.meta.as_ref(),
+                    consume,
+                    now_plan,
+                    now_commit,
+                    stamps,
+                ),
+                None => slow::plan_create(
+                    k,
+                    shared.known_shards(&k.entity, &k.resource),
+                    &t.resolved,
+                    t.meta.as_ref(),
+                    consume,
+                    now_commit,
+                    stamps,
+                ),
+            })
+            .collect();
+        if plans.iter().any(|p| !p.admitted) {
+            let statuses = plans
+                .iter()
+                .zip(&targets)
+                .flat_map(|(p, (k, t))| plan_statuses(k, p, &t.resolved, consume, now_plan))
+                .collect();
+            return Err(Error::RateLimitExceeded(RateLimitExceeded {
+                statuses,
+                contended: false,
+            }));
+        }
+        self.commit(&plans, &targets, consume, now_plan).await
+    }
+
+    /// One bucket's config, its owner's META and the bucket, as the slow
+    /// path reads them.
+    async fn read_target(&self, key: &BucketKey) -> Result<Target, Error> {
+        let shared = &self.shared;
+        let resolved = config::resolve(
+            &shared.store,
+            &shared.system,
+            &shared.namespace,
+            &key.entity,
+            &key.resource,
+        )
+        .await?;
+        if let Some((Disabled::Yes, level)) = &resolved.disabled {
+            return Err(disabled(key, level.kind()));
+        }
+        if let Some((Disabled::Bypass, level)) = &resolved.disabled {
+            return Err(Error::Unsupported {
+                feature: crate::error::Feature::Bypass,
+                entity: key.entity.clone(),
+                resource: key.resource.clone(),
+                at: format!("the {} level", level.describe()),
+            });
+        }
+        let meta_pk = keys::pk_entity(&shared.namespace, &key.entity);
+        let keys = vec![
+            (meta_pk.clone(), SK_META.to_owned()),
+            (key.pk(), SK_STATE.to_owned()),
+        ];
+        let items = shared
+            .store
+            .get_many(&keys, false)
+            .await
+            .map_err(Error::store)?;
+        let meta = items
+            .iter()
+            .find(|i| keys::pk_of(i) == Some(&meta_pk))
+            .map(Meta::read);
+        let view = items
+            .iter()
+            .find(|i| keys::pk_of(i) == Some(&key.pk()))
+            .map(BucketView::read);
+        if let Some(v) = &view {
+            shared.learn_shards(key, v.shard_count);
+            if let Some(feature) = v.unsupported {
+                return Err(unsupported(key, feature));
+            }
+            if v.disabled {
+                return Err(disabled(key, "bucket"));
+            }
+        }
+        Ok(Target {
+            resolved,
+            meta,
+            view,
+        })
+    }
+
+    /// Writes the plans: one bucket alone, several in one transaction;
+    /// conflicts resent, a lost lock retried with the consumption alone.
+    async fn commit(
+        &self,
+        plans: &[Planned],
+        targets: &[(BucketKey, Target)],
+        consume: &Consume,
+        now: i64,
+    ) -> Outcome {
+        let store = &self.shared.store;
+        let mut writes = Vec::new();
+        for (plan, (key, target)) in plans.iter().zip(targets) {
+            writes.push(plan.write.clone());
+            if matches!(plan.write, TxWrite::Put { .. }) {
+                writes.push(create_check(
+                    &self.shared.namespace,
+                    &key.entity,
+                    target.meta.as_ref(),
+                ));
+            }
+        }
+        for attempt in 0..=CONFLICT_WAITS_MS.len() {
+            let result = match (&plans[0].write, plans.len()) {
+                (TxWrite::Update(update), 1) => match store.update_or_old(update).await {
+                    Ok(Updated::Applied(Some(item))) => {
+                        let view = BucketView::read(&item);
+                        return Ok(vec![entry_from_plan(&plans[0], Some(&view), consume, now)]);
+                    }
+                    Ok(_) => Err(StoreError::ConditionFailed {
+                        operation: "UpdateItem",
+                        key: plans[0].key.pk(),
+                    }),
+                    Err(e) => Err(e),
+                },
+                _ => store.transact(&writes).await,
+            };
+            match result {
+                Ok(()) => {
+                    return Ok(plans
+                        .iter()
+                        .map(|p| entry_from_plan(p, None, consume, now))
+                        .collect());
+                }
+                Err(e) if e.is_conflict() => conflict_wait(attempt).await,
+                Err(StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. }) => {
+                    return self.consumption_only(plans, consume, now).await;
+                }
+                Err(e) => return Err(Error::store(e)),
+            }
+        }
+        Err(contended(plans, consume, now))
+    }
+
+    /// After a lost lock: the consumption alone, no refill (§3.5); a
+    /// failure is a rejection judged on the items as they now stand.
+    async fn consumption_only(&self, plans: &[Planned], consume: &Consume, now: i64) -> Outcome {
+        let store = &self.shared.store;
+        let updates: Vec<_> = plans
+            .iter()
+            .map(|p| slow::consumption_only(&p.key, consume, now))
+            .collect();
+        if updates.iter().all(|u| u.expression.is_empty()) {
+            return Ok(plans
+                .iter()
+                .map(|p| entry_from_plan(p, None, consume, now))
+                .collect());
+        }
+        for attempt in 0..=CONFLICT_WAITS_MS.len() {
+            let result = if updates.len() == 1 {
+                match store.update_or_old(&updates[0]).await {
+                    Ok(Updated::Applied(Some(item))) => {
+                        let view = BucketView::read(&item);
+                        return Ok(vec![entry_from_plan(&plans[0], Some(&view), consume, now)]);
+                    }
+                    Ok(Updated::Refused(Some(item))) => {
+                        let view = BucketView::read(&item);
+                        return Err(self.rejection(&plans[0].key, &view, consume, now));
+                    }
+                    Ok(_) => Err(StoreError::ConditionFailed {
+                        operation: "UpdateItem",
+                        key: plans[0].key.pk(),
+                    }),
+                    Err(e) => Err(e),
+                }
+            } else {
+                let writes: Vec<TxWrite> = updates.iter().cloned().map(TxWrite::Update).collect();
+                store.transact(&writes).await
+            };
+            match result {
+                Ok(()) => {
+                    return Ok(plans
+                        .iter()
+                        .map(|p| entry_from_plan(p, None, consume, now))
+                        .collect());
+                }
+                Err(e) if e.is_conflict() => conflict_wait(attempt).await,
+                Err(StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. }) => {
+                    return Err(self.rejection_now(plans, consume, now).await);
+                }
+                Err(e) => return Err(Error::store(e)),
+            }
+        }
+        Err(contended(plans, consume, now))
+    }
+
+    /// A rejection judged on the buckets read again (strongly consistent).
+    async fn rejection_now(&self, plans: &[Planned], consume: &Consume, now: i64) -> Error {
+        let mut statuses = Vec::new();
+        for plan in plans {
+            match self.shared.store.get(&plan.key.pk(), SK_STATE, true).await {
+                Ok(Some(item)) => statuses.extend(self.image_statuses(
+                    &plan.key,
+                    &BucketView::read(&item),
+                    consume,
+                    now,
+                )),
+                Ok(None) => {}
+                Err(e) => return Error::store(e),
+            }
+        }
+        Error::RateLimitExceeded(RateLimitExceeded {
+            statuses,
+            contended: false,
+        })
+    }
+}
+
+/// What the slow path read for one bucket.
+struct Target {
+    resolved: Resolved,
+    meta: Option<Meta>,
+    view: Option<BucketView>,
+}
+
+enum Fast {
+    Admitted(BucketView),
+    Refused(BucketView),
+    Missing,
+    /// Still in other transactions after three resends.
+    Conflict,
+}
+
+/// Full-jitter waits before each resend of a conflicting write.
+const CONFLICT_WAITS_MS: [u64; 3] = [25, 50, 100];
+
+async fn conflict_wait(attempt: usize) {
+    if let Some(cap) = CONFLICT_WAITS_MS.get(attempt) {
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=*cap))).await;
+    }
+}
+
+/// A random shard of `count`, avoiding `tried` while any is left.
+fn draw(count: i64, tried: &[u32]) -> u32 {
+    let count = u32::try_from(count.clamp(1, 32)).unwrap_or(1);
+    let left: Vec<u32> = (0..count).filter(|s| !tried.contains(s)).collect();
+    if left.is_empty() {
+        return fastrand::u32(0..count);
+    }
+    left[fastrand::usize(0..left.len())]
+}
+
+fn disabled(key: &BucketKey, level: &str) -> Error {
+    Error::ResourceDisabled {
+        entity: key.entity.clone(),
+        resource: key.resource.clone(),
+        level: level.to_owned(),
+    }
+}
+
+fn unsupported(key: &BucketKey, feature: crate::error::Feature) -> Error {
+    Error::Unsupported {
+        feature,
+        entity: key.entity.clone(),
+        resource: key.resource.clone(),
+        at: format!("bucket item {}", key.pk()),
+    }
+}
+
+fn contended(plans: &[Planned], consume: &Consume, _now: i64) -> Error {
+    let statuses = plans
+        .iter()
+        .flat_map(|p| {
+            p.after.iter().map(|(name, l)| crate::error::LimitStatus {
+                entity: p.key.entity.clone(),
+                resource: p.key.resource.clone(),
+                limit: name.clone(),
+                available: (l.tk + consume.get(name).copied().unwrap_or_default() * MILLI)
+                    .div_euclid(MILLI),
+                requested: consume.get(name).copied().unwrap_or_default(),
+                exceeded: false,
+                retry_after_ms: 0,
+                soft: l.soft_present,
+                capacity: l.ceiling(p.shard_count).div_euclid(MILLI),
+                refill_amount: l.share(p.shard_count).div_euclid(MILLI),
+                refill_period_s: l.rp.div_euclid(MILLI),
+            })
+        })
+        .collect();
+    Error::RateLimitExceeded(RateLimitExceeded {
+        statuses,
+        contended: true,
+    })
+}
+
+/// Statuses of a planned bucket, judged as the plan judged it.
+fn plan_statuses(
+    key: &BucketKey,
+    plan: &Planned,
+    resolved: &Resolved,
+    consume: &Consume,
+    now: i64,
+) -> Vec<crate::error::LimitStatus> {
+    let soft = |n: &str| resolved.is_soft(n);
+    match &plan.view {
+        Some(view) => {
+            let mut view = view.clone();
+            for (name, after) in &plan.after {
+                view.limits.entry(name.clone()).or_insert_with(|| {
+                    let mut seeded = *after;
+                    seeded.tk += consume.get(name).copied().unwrap_or_default() * MILLI;
+                    seeded
+                });
+            }
+            status::statuses(&key.entity, &key.resource, &view, consume, &soft, now)
+        }
+        None => {
+            let mut view = BucketView {
+                rf: now,
+                shard_count: plan.shard_count,
+                ..Default::default()
+            };
+            for (name, after) in &plan.after {
+                let mut fresh = *after;
+                fresh.tk += consume.get(name).copied().unwrap_or_default() * MILLI;
+                view.limits.insert(name.clone(), fresh);
+            }
+            status::statuses(&key.entity, &key.resource, &view, consume, &soft, now)
+        }
+    }
+}
+
+fn debited(consume: &Consume, has: impl Fn(&str) -> bool) -> BTreeMap<String, i64> {
+    consume
+        .iter()
+        .filter(|(n, _)| has(n))
+        .map(|(n, a)| (n.clone(), a * MILLI))
+        .collect()
+}
+
+fn entry_from_view(key: &BucketKey, view: &BucketView, consume: &Consume, now: i64) -> Entry {
+    Entry {
+        key: key.clone(),
+        debited: debited(consume, |n| view.limits.contains_key(n)),
+        limits: view.limits.clone(),
+        soft: view
+            .limits
+            .iter()
+            .filter(|(_, l)| l.soft_live(now))
+            .map(|(n, _)| n.clone())
+            .collect(),
+        rf: view.rf,
+        shard_count: view.shard_count,
+        vu: view.vu,
+        bypassed: false,
+        pending: BTreeMap::new(),
+    }
+}
+
+fn entry_from_plan(
+    plan: &Planned,
+    image: Option<&BucketView>,
+    consume: &Consume,
+    now: i64,
+) -> Entry {
+    match image {
+        Some(view) => entry_from_view(&plan.key, view, consume, now),
+        None => Entry {
+            key: plan.key.clone(),
+            debited: debited(consume, |n| plan.after.contains_key(n)),
+            limits: plan.after.clone(),
+            soft: plan
+                .after
+                .iter()
+                .filter(|(_, l)| l.soft_live(now))
+                .map(|(n, _)| n.clone())
+                .collect(),
+            rf: plan.rf,
+            shard_count: plan.shard_count,
+            vu: None,
+            bypassed: false,
+            pending: BTreeMap::new(),
+        },
+    }
+}
+
+/// Names as the table allows them, amounts within the client's ceiling.
+fn validate(entity: &str, resource: &str, consume: &[(&str, i64)]) -> Result<Consume, Error> {
+    names::check(NameKind::Entity, entity).map_err(Error::Validation)?;
+    names::check(NameKind::Resource, resource).map_err(Error::Validation)?;
+    if consume.is_empty() {
+        return Err(Error::Validation(
+            "acquire needs at least one limit to consume".into(),
+        ));
+    }
+    let mut out = Consume::new();
+    for (name, amount) in consume {
+        if !names::is_limit_name(name) || *name == names::WCU_LIMIT {
+            return Err(Error::Validation(format!(
+                "'{name}' is not a limit name (letters first, then letters, digits, _ . -; 'wcu' is reserved)"
+            )));
+        }
+        if !(0..=MAX_TOKENS).contains(amount) {
+            return Err(Error::Validation(format!(
+                "consume {name}={amount}: amounts are whole tokens from 0 to {MAX_TOKENS}"
+            )));
+        }
+        if out.insert((*name).to_owned(), *amount).is_some() {
+            return Err(Error::Validation(format!("consume names {name} twice")));
+        }
+    }
+    Ok(out)
+}

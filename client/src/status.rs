@@ -1,0 +1,80 @@
+//! Statuses of a judged bucket: what each limit has, what was asked, and
+//! how long until it would admit (§7 of the protocol).
+
+use crate::bucket::BucketView;
+use crate::error::LimitStatus;
+use std::collections::BTreeMap;
+use zae_table::milli::MILLI;
+
+/// The amounts one acquire asks of each limit, whole tokens.
+pub type Consume = BTreeMap<String, i64>;
+
+/// Milliseconds until `deficit` millitokens are back at the shard's rate,
+/// plus one (`(deficit · rp // ra_s) + 1`; the undivided rate when the
+/// shard's share rounds to 0).
+pub fn retry_after_ms(deficit: i64, ra: i64, rp: i64, shards: i64) -> i64 {
+    let share = ra.div_euclid(shards.max(1));
+    let rate = if share == 0 { ra } else { share };
+    if rate <= 0 {
+        return 0;
+    }
+    let wait = i128::from(deficit) * i128::from(rp) / i128::from(rate);
+    i64::try_from(wait).unwrap_or(i64::MAX - 1) + 1
+}
+
+/// One status per limit on the bucket (`wcu` never), judged at `now`.
+/// `soft` names the limits that are soft; `bypassed` waives every test.
+pub fn statuses(
+    entity: &str,
+    resource: &str,
+    view: &BucketView,
+    consume: &Consume,
+    soft: &dyn Fn(&str) -> bool,
+    now: i64,
+) -> Vec<LimitStatus> {
+    let bypassed = view.bypassed(now);
+    view.limits
+        .iter()
+        .map(|(name, limit)| {
+            let shards = view.shard_count;
+            let projected = limit.project(view.rf, now, shards);
+            let requested = consume.get(name).copied().unwrap_or_default();
+            let wanted = requested.saturating_mul(MILLI);
+            let is_soft = soft(name);
+            let exceeded = !is_soft && !bypassed && projected < wanted;
+            LimitStatus {
+                entity: entity.to_owned(),
+                resource: resource.to_owned(),
+                limit: name.clone(),
+                available: projected.div_euclid(MILLI),
+                requested,
+                exceeded,
+                retry_after_ms: if exceeded {
+                    retry_after_ms(wanted - projected, limit.ra, limit.rp, shards)
+                } else {
+                    0
+                },
+                soft: is_soft,
+                capacity: limit.ceiling(shards).div_euclid(MILLI),
+                refill_amount: limit.share(shards).div_euclid(MILLI),
+                refill_period_s: limit.rp.div_euclid(MILLI),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_protocols_worked_example_waits_14762_ms() {
+        // tpm 1000/min, 653983 millitokens after the refill, 900 requested.
+        assert_eq!(
+            retry_after_ms(900_000 - 653_983, 1_000_000, 60_000, 1),
+            14_762
+        );
+        // A share that rounds to 0 waits at the undivided rate.
+        assert_eq!(retry_after_ms(1000, 3, 1000, 4), 333_334);
+    }
+}
