@@ -1,0 +1,35 @@
+//! The same steps through the Python 0.17.0 client and through zae-client,
+//! each on its own moto table with the same clock: after every step the
+//! answers (admitted or rejected, statuses, retry_after) and the bucket
+//! items, attribute by attribute, are equal.
+
+mod common;
+
+use zae_test_support::harness::{repo_root, unique_table};
+
+async fn differential(name: &str) {
+    let path = repo_root().join(format!("tests/harness/client_diff/{name}.json"));
+    let path = path.to_string_lossy().into_owned();
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the spec")).expect("JSON");
+    let python = common::run_python(&unique_table(&format!("py-{name}")), &path);
+    let rust = common::run_rust(&unique_table(&format!("rs-{name}")), &path, &spec).await;
+    if let Some(difference) = common::first_difference(&python, &rust) {
+        panic!("{name}: {difference}");
+    }
+}
+
+#[tokio::test]
+async fn soft_debt_rejections_and_lease_adjustments_match_the_python_client() {
+    differential("basic").await;
+}
+
+#[tokio::test]
+async fn cascades_to_the_parent_match_the_python_client() {
+    differential("cascade").await;
+}
+
+#[tokio::test]
+async fn limit_levels_and_changes_between_steps_match_the_python_client() {
+    differential("levels").await;
+}

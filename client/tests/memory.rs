@@ -1,0 +1,380 @@
+//! zae-client on the in-memory twin of the table: the soft-limit request's
+//! criteria, the capacity a fast path costs (counted at the store seam),
+//! refusals, and the faults moto cannot show (throttling, denial,
+//! transaction conflicts), injected at the store seam.
+
+use std::sync::Arc;
+use zae_client::{Error, Feature, ManualClock, OnUnavailable, Options, RateLimiter};
+use zae_table::config::{LevelConfig, LimitConfig, build_item};
+use zae_table::level::Level;
+use zae_table::store::{Counted, Store, StoreError};
+use zae_table::{Attr, Item};
+use zae_test_support::faults::{Call, Faults, Injected};
+use zae_test_support::memory::MemoryStore;
+
+const NS: &str = "default";
+const T0: i64 = 1_796_186_400_000;
+
+fn limit(name: &str, capacity: i64, soft: bool) -> LimitConfig {
+    LimitConfig {
+        soft,
+        ..LimitConfig::drip(name, capacity, capacity, 60)
+    }
+}
+
+/// A table with `default` registered and `limits` on resource `gpt`.
+fn table(limits: Vec<LimitConfig>) -> MemoryStore {
+    let store = MemoryStore::new();
+    store.register_namespace(NS);
+    set(&store, &Level::Resource("gpt".into()), limits);
+    store
+}
+
+fn set(store: &MemoryStore, level: &Level, limits: Vec<LimitConfig>) {
+    let config = LevelConfig {
+        limits,
+        ..LevelConfig::default()
+    };
+    store.insert(build_item(NS, level, &config));
+}
+
+fn options(clock: &ManualClock) -> Options {
+    Options {
+        clock: Arc::new(clock.clone()),
+        ..Options::default()
+    }
+}
+
+async fn open<S: Store + 'static>(store: S, clock: &ManualClock) -> RateLimiter<S> {
+    RateLimiter::on_store(store, NS, options(clock))
+        .await
+        .expect("open")
+}
+
+fn bucket(store: &MemoryStore, entity: &str) -> Item {
+    let pk = format!("{NS}/BUCKET#{entity}#gpt#0");
+    store.item(&pk, "#STATE").expect("the bucket")
+}
+
+fn n(item: &Item, attr: &str) -> i64 {
+    item.get(attr)
+        .and_then(Attr::as_int)
+        .unwrap_or_else(|| panic!("{attr} in {item:?}"))
+}
+
+#[tokio::test]
+async fn a_soft_limit_never_rejects_on_the_fast_or_the_slow_path_and_its_debt_is_kept() {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(table(vec![
+        limit("rpm", 100, false),
+        limit("tpm", 1000, true),
+    ]));
+    let limiter = open(Arc::clone(&store), &clock).await;
+    // Slow path (create), then fast path, each far past the soft capacity.
+    for _ in 0..3 {
+        let lease = limiter
+            .acquire("u1", "gpt", &[("rpm", 1), ("tpm", 900)])
+            .await
+            .expect("soft never rejects");
+        lease.commit().await.expect("commit");
+    }
+    assert_eq!(n(&bucket(&store, "u1"), "b_tpm_tk"), 1_000_000 - 2_700_000);
+    // The soft stamp expired: the slow path renews it and still admits.
+    clock.set(T0 + 120_000);
+    let lease = limiter
+        .acquire("u1", "gpt", &[("rpm", 1), ("tpm", 900)])
+        .await
+        .expect("slow path admits soft debt");
+    assert_eq!(lease.overdrawn(), vec!["tpm".to_owned()]);
+    lease.commit().await.expect("commit");
+}
+
+#[tokio::test]
+async fn a_rejection_lists_soft_debt_without_a_violation_and_waits_for_the_hard_limit_only() {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(table(vec![limit("rpm", 2, false), limit("tpm", 100, true)]));
+    let limiter = open(Arc::clone(&store), &clock).await;
+    for _ in 0..2 {
+        limiter
+            .acquire("u1", "gpt", &[("rpm", 1), ("tpm", 500)])
+            .await
+            .expect("admitted")
+            .commit()
+            .await
+            .expect("commit");
+    }
+    let Err(Error::RateLimitExceeded(e)) = limiter
+        .acquire("u1", "gpt", &[("rpm", 1), ("tpm", 1)])
+        .await
+    else {
+        panic!("the third request is over rpm");
+    };
+    let violations: Vec<&str> = e.violations().map(|s| s.limit.as_str()).collect();
+    assert_eq!(violations, ["rpm"]);
+    let tpm = e
+        .statuses
+        .iter()
+        .find(|s| s.limit == "tpm")
+        .expect("tpm status");
+    assert!(tpm.soft && tpm.in_debt() && !tpm.exceeded && tpm.retry_after_ms == 0);
+    // One rpm token back in 30 s (2 per minute): the soft debt adds nothing.
+    assert_eq!(e.retry_after_ms(), 30_001);
+    assert_eq!(e.retry_after_header(), 31);
+}
+
+#[tokio::test]
+async fn adjustments_against_a_soft_limit_are_written_into_debt() {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(table(vec![limit("tpm", 100, true)]));
+    let limiter = open(Arc::clone(&store), &clock).await;
+    let mut lease = limiter
+        .acquire("u1", "gpt", &[("tpm", 10)])
+        .await
+        .expect("admitted");
+    lease.adjust(&[("tpm", 500)]);
+    lease.commit().await.expect("commit");
+    let item = bucket(&store, "u1");
+    assert_eq!(
+        (n(&item, "b_tpm_tk"), n(&item, "b_tpm_tc")),
+        (-410_000, 510_000)
+    );
+}
+
+#[tokio::test]
+async fn a_warm_fast_path_costs_one_update_and_no_read() {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(Counted::new(table(vec![
+        limit("rpm", 100, false),
+        limit("tpm", 1000, true),
+    ])));
+    let limiter = open(Arc::clone(&store), &clock).await;
+    limiter
+        .acquire("u1", "gpt", &[("rpm", 1), ("tpm", 2000)])
+        .await
+        .expect("create")
+        .commit()
+        .await
+        .expect("commit");
+    store.reset();
+    // Into soft debt on the fast path: still one write.
+    limiter
+        .acquire("u1", "gpt", &[("rpm", 1), ("tpm", 10)])
+        .await
+        .expect("fast")
+        .commit()
+        .await
+        .expect("commit");
+    let counts = store.counts();
+    assert_eq!(counts.get("UpdateItem"), Some(&1), "{counts:?}");
+    assert_eq!(counts.len(), 1, "no read, no other write: {counts:?}");
+}
+
+#[tokio::test]
+async fn a_cascade_parents_soft_limit_never_rejects_and_its_hard_limit_refunds_the_child() {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(table(vec![limit("rpm", 100, false)]));
+    let entity = |id: &str, parent: Option<&str>| {
+        let mut item: Item = [
+            ("PK".to_owned(), Attr::s(format!("{NS}/ENTITY#{id}"))),
+            ("SK".to_owned(), Attr::s("#META")),
+            ("cascade".to_owned(), Attr::Bool(parent.is_some())),
+        ]
+        .into();
+        if let Some(p) = parent {
+            item.insert("parent_id".into(), Attr::s(p));
+        }
+        item
+    };
+    store.insert(entity("org", None));
+    store.insert(entity("kid", Some("org")));
+    set(
+        &store,
+        &Level::Entity {
+            entity: "org".into(),
+            resource: "gpt".into(),
+        },
+        vec![limit("tpm", 100, true), limit("rpm", 1, false)],
+    );
+    let limiter = open(Arc::clone(&store), &clock).await;
+    let lease = limiter
+        .acquire("kid", "gpt", &[("rpm", 1), ("tpm", 500)])
+        .await
+        .expect("the parent's soft tpm admits");
+    assert_eq!(lease.entries().len(), 2);
+    lease.commit().await.expect("commit");
+    assert_eq!(n(&bucket(&store, "org"), "b_tpm_tk"), -400_000);
+    let Err(Error::RateLimitExceeded(e)) = limiter
+        .acquire("kid", "gpt", &[("rpm", 1), ("tpm", 1)])
+        .await
+    else {
+        panic!("the parent's hard rpm is spent");
+    };
+    assert!(
+        e.violations()
+            .all(|s| s.entity == "org" && s.limit == "rpm")
+    );
+    // The child's debit was refunded: one rpm consumed, not two.
+    assert_eq!(n(&bucket(&store, "kid"), "b_rpm_tc"), 1000);
+}
+
+#[tokio::test]
+async fn features_the_client_does_not_build_are_refused_with_their_name_and_level() {
+    let clock = ManualClock::new(T0);
+    let quota = LimitConfig {
+        refill_amount: 0,
+        ..limit("rpd", 100, false)
+    };
+    let store = Arc::new(table(vec![quota]));
+    let limiter = open(Arc::clone(&store), &clock).await;
+    let err = limiter
+        .acquire("u1", "gpt", &[("rpd", 1)])
+        .await
+        .expect_err("a quota is refused");
+    assert!(
+        matches!(
+            err,
+            Error::Unsupported {
+                feature: Feature::Quota,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("resource gpt"), "{err}");
+    assert!(
+        store
+            .items()
+            .iter()
+            .all(|i| !i["PK"].as_s().unwrap_or_default().contains("BUCKET#")),
+        "nothing written"
+    );
+    // A bucket another client stamped with a schedule boundary.
+    let mut item = bucket_with_vu(T0 + 1000);
+    item.insert("PK".into(), Attr::s(format!("{NS}/BUCKET#u2#gpt#0")));
+    store.insert(item);
+    set(
+        &store,
+        &Level::Resource("gpt".into()),
+        vec![limit("rpm", 100, false)],
+    );
+    let err = limiter
+        .acquire("u2", "gpt", &[("rpm", 1)])
+        .await
+        .expect_err("vu is refused");
+    assert!(
+        matches!(
+            err,
+            Error::Unsupported {
+                feature: Feature::ValidUntil,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+fn bucket_with_vu(vu: i64) -> Item {
+    let mut item: Item = [
+        ("SK".to_owned(), Attr::s("#STATE")),
+        ("rf".to_owned(), Attr::n(T0)),
+        ("vu".to_owned(), Attr::n(vu)),
+    ]
+    .into();
+    for (f, v) in [
+        ("tk", 1000),
+        ("cp", 100_000),
+        ("ra", 100_000),
+        ("rp", 60_000),
+        ("tc", 0),
+    ] {
+        item.insert(format!("b_rpm_{f}"), Attr::n(v));
+    }
+    item
+}
+
+/// Every call of one kind fails with `error`.
+struct Failing(&'static str, fn() -> StoreError);
+
+impl Faults for Failing {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let kind = match call {
+            Call::Update(_) => "update",
+            Call::Transact(_) => "transact",
+            _ => "other",
+        };
+        (kind == self.0 || self.0 == "all" && kind != "other").then(self.1)
+    }
+}
+
+fn throttled() -> StoreError {
+    StoreError::Retryable {
+        operation: "UpdateItem",
+        key: "k".into(),
+        message: "ThrottlingException (injected)".into(),
+    }
+}
+
+fn denied() -> StoreError {
+    StoreError::Fatal {
+        operation: "UpdateItem",
+        key: "k".into(),
+        message: "AccessDeniedException (injected)".into(),
+    }
+}
+
+fn conflict() -> StoreError {
+    StoreError::Retryable {
+        operation: "UpdateItem",
+        key: "k".into(),
+        message: "TransactionConflictException (injected)".into(),
+    }
+}
+
+async fn with_faults(error: fn() -> StoreError, mode: OnUnavailable) -> Result<bool, Error> {
+    let clock = ManualClock::new(T0);
+    let store = Injected {
+        inner: table(vec![limit("rpm", 100, false)]),
+        faults: Failing("all", error),
+    };
+    let options = Options {
+        on_unavailable: Some(mode),
+        ..options(&clock)
+    };
+    let limiter = RateLimiter::on_store(store, NS, options)
+        .await
+        .expect("open");
+    limiter
+        .acquire("u1", "gpt", &[("rpm", 1)])
+        .await
+        .map(|l| l.is_degraded())
+}
+
+#[tokio::test]
+async fn an_unavailable_table_blocks_or_admits_as_configured_and_a_denial_always_fails() {
+    assert!(matches!(
+        with_faults(throttled, OnUnavailable::Block).await,
+        Err(Error::Unavailable(_))
+    ));
+    assert!(
+        with_faults(throttled, OnUnavailable::Allow)
+            .await
+            .expect("allow admits"),
+        "a degraded lease"
+    );
+    for mode in [OnUnavailable::Allow, OnUnavailable::Block] {
+        assert!(matches!(
+            with_faults(denied, mode).await,
+            Err(Error::PermissionDenied(_))
+        ));
+    }
+}
+
+#[tokio::test]
+async fn sustained_transaction_conflicts_are_a_contended_rejection_not_unavailability() {
+    let result = with_faults(conflict, OnUnavailable::Allow).await;
+    let Err(Error::RateLimitExceeded(e)) = result else {
+        panic!("contended, got {result:?}");
+    };
+    assert!(e.contended && e.violations().count() == 0);
+    assert_eq!(e.retry_after_ms(), 100);
+}
