@@ -45,6 +45,26 @@ impl LimitView {
             self.rp,
         )
     }
+    /// The balance refilled to `now` and the instant the refill reached,
+    /// keeping the fraction of a millitoken not yet earned (the Python
+    /// lease's in-memory refill): `(tokens, refilled_at)`.
+    pub fn refill_to(&self, rf: i64, now: i64, shards: i64) -> (i64, i64) {
+        let ceiling = self.ceiling(shards);
+        let share = self.share(shards);
+        let elapsed = i128::from(now) - i128::from(rf);
+        if elapsed <= 0 || share <= 0 || self.rp <= 0 {
+            return (self.tk.min(ceiling), rf);
+        }
+        let add = elapsed * i128::from(share) / i128::from(self.rp);
+        if add == 0 {
+            return (self.tk.min(ceiling), rf);
+        }
+        let used = add * i128::from(self.rp) / i128::from(share);
+        let tokens = (i128::from(self.tk) + add).min(i128::from(ceiling));
+        let to_i64 = |v: i128, or: i64| i64::try_from(v).unwrap_or(or);
+        (to_i64(tokens, ceiling), to_i64(i128::from(rf) + used, now))
+    }
+
     /// The soft stamp waives the balance test until its deadline.
     pub fn soft_live(&self, now: i64) -> bool {
         self.soft.is_some_and(|d| d > now)

@@ -25,6 +25,9 @@ pub struct Entry {
     pub limits: BTreeMap<String, LimitView>,
     pub soft: Vec<String>,
     pub rf: i64,
+    /// Where each limit's in-memory refill has reached (`rf` until the
+    /// lease refills it).
+    pub refilled_at: BTreeMap<String, i64>,
     pub shard_count: i64,
     /// `vu` as known at the commit (pinned by credits).
     pub vu: Option<i64>,
@@ -100,10 +103,15 @@ impl<S: Store + 'static> Lease<S> {
     }
 
     /// Adds (or with a negative amount, gives back) tokens, in memory; never
-    /// refused. Names the buckets do not have are ignored.
+    /// refused. Each limit is refilled to now first, as the Python lease
+    /// does. Names the buckets do not have are ignored.
     pub fn adjust(&mut self, amounts: &[(&str, i64)]) {
+        let now = self.shared.as_ref().map(|s| s.now()).unwrap_or_default();
         for entry in &mut self.entries {
             for (name, amount) in amounts {
+                if *amount == 0 {
+                    continue;
+                }
                 let Some(limit) = entry.limits.get_mut(*name) else {
                     tracing::warn!(
                         limit = name,
@@ -111,8 +119,11 @@ impl<S: Store + 'static> Lease<S> {
                     );
                     continue;
                 };
+                let rf = entry.refilled_at.get(*name).copied().unwrap_or(entry.rf);
+                let (tokens, reached) = limit.refill_to(rf, now, entry.shard_count);
                 let delta = amount.saturating_mul(MILLI);
-                limit.tk = limit.tk.saturating_sub(delta);
+                limit.tk = tokens.saturating_sub(delta);
+                entry.refilled_at.insert((*name).to_owned(), reached);
                 *entry.pending.entry((*name).to_owned()).or_default() += delta;
             }
         }
@@ -135,10 +146,16 @@ impl<S: Store + 'static> Lease<S> {
         let asked: Consume = amounts.iter().map(|(n, a)| ((*n).to_owned(), *a)).collect();
         let mut statuses = Vec::new();
         for entry in &self.entries {
+            // Each limit judged on its own in-memory refill.
+            let limits = entry.limits.iter().map(|(n, l)| {
+                let rf = entry.refilled_at.get(n).copied().unwrap_or(entry.rf);
+                let (tk, _) = l.refill_to(rf, now, entry.shard_count);
+                (n.clone(), crate::bucket::LimitView { tk, ..*l })
+            });
             let view = crate::bucket::BucketView {
-                rf: entry.rf,
+                rf: now,
                 shard_count: entry.shard_count,
-                limits: entry.limits.clone(),
+                limits: limits.collect(),
                 bypass: entry.bypassed.then_some(i64::MAX),
                 ..Default::default()
             };

@@ -61,6 +61,8 @@ pub struct Shared<S> {
     system: SystemCache,
     /// The largest shard count seen per (entity, resource).
     shards: Mutex<HashMap<(String, String), i64>>,
+    /// The parent an entity's bucket cascades to, as its images said.
+    parents: Mutex<HashMap<(String, String), Option<String>>>,
 }
 
 impl<S> Shared<S> {
@@ -83,6 +85,25 @@ impl<S> Shared<S> {
             .get(&(entity.to_owned(), resource.to_owned()))
             .copied()
             .unwrap_or(1)
+    }
+
+    fn known_parent(&self, entity: &str, resource: &str) -> Option<String> {
+        let parents = self.parents.lock().unwrap_or_else(|p| p.into_inner());
+        parents
+            .get(&(entity.to_owned(), resource.to_owned()))
+            .cloned()
+            .flatten()
+    }
+
+    /// What a bucket image says of its owner's cascade.
+    fn learn(&self, key: &BucketKey, view: &BucketView) {
+        self.learn_shards(key, view.shard_count);
+        self.remember_parent(key, view.parent_id.clone().filter(|_| view.cascade));
+    }
+
+    fn remember_parent(&self, key: &BucketKey, parent: Option<String>) {
+        let mut parents = self.parents.lock().unwrap_or_else(|p| p.into_inner());
+        parents.insert((key.entity.clone(), key.resource.clone()), parent);
     }
 
     fn learn_shards(&self, key: &BucketKey, count: i64) {
@@ -150,6 +171,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 options,
                 system,
                 shards: Mutex::new(HashMap::new()),
+                parents: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -223,10 +245,59 @@ impl<S: Store + 'static> RateLimiter<S> {
         if !shared.options.speculative_writes {
             return self.slow(&key, consume, true).await;
         }
-        match self.fast(&key, consume, now).await? {
-            Fast::Admitted(view) => self.admitted(key, view, consume, now).await,
-            Fast::Missing | Fast::Conflict => self.slow(&key, consume, true).await,
-            Fast::Refused(view) => self.refused(key, view, consume, now).await,
+        // A process that knows the entity cascades writes both buckets at
+        // once; one that does not learns it from the entity's image first.
+        let Some(parent) = shared.known_parent(entity, resource) else {
+            return match self.fast(&key, consume, now).await? {
+                Fast::Admitted(view) => self.admitted(key, view, None, consume, now).await,
+                Fast::Missing | Fast::Conflict => self.slow(&key, consume, true).await,
+                Fast::Refused(view) => self.refused(key, view, consume, now).await,
+            };
+        };
+        let pkey = self.parent_key(&key, parent);
+        let (child, parent) = futures::join!(
+            self.fast(&key, consume, now),
+            self.fast(&pkey, consume, now)
+        );
+        let (child, parent) = match (child, parent) {
+            (Ok(child), Ok(parent)) => (child, parent),
+            (child, parent) => {
+                for (k, landed) in [(&key, &child), (&pkey, &parent)] {
+                    if let Ok(Fast::Admitted(v)) = landed {
+                        self.refund(&entry_from_view(k, v, consume, now)).await;
+                    }
+                }
+                return Err(child
+                    .err()
+                    .or(parent.err())
+                    .unwrap_or_else(|| Error::Validation("unreachable".into())));
+            }
+        };
+        match child {
+            Fast::Admitted(view) => {
+                self.admitted(key, view, Some((pkey, parent)), consume, now)
+                    .await
+            }
+            other => {
+                if let Fast::Admitted(pview) = &parent {
+                    self.refund(&entry_from_view(&pkey, pview, consume, now))
+                        .await;
+                }
+                match other {
+                    Fast::Refused(view) => self.refused(key, view, consume, now).await,
+                    _ => self.slow(&key, consume, true).await,
+                }
+            }
+        }
+    }
+
+    /// The parent's bucket, on a shard drawn from its known count.
+    fn parent_key(&self, key: &BucketKey, parent: String) -> BucketKey {
+        let count = self.shared.known_shards(&parent, &key.resource);
+        BucketKey {
+            entity: parent,
+            shard: draw(count, &[]),
+            ..key.clone()
         }
     }
 
@@ -238,7 +309,7 @@ impl<S: Store + 'static> RateLimiter<S> {
             match store.update_or_old(&update).await {
                 Ok(Updated::Applied(Some(item))) => {
                     let view = BucketView::read(&item);
-                    self.shared.learn_shards(key, view.shard_count);
+                    self.shared.learn(key, &view);
                     return Ok(Fast::Admitted(view));
                 }
                 Ok(Updated::Applied(None)) | Ok(Updated::Refused(None)) => {
@@ -246,7 +317,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 }
                 Ok(Updated::Refused(Some(item))) => {
                     let view = BucketView::read(&item);
-                    self.shared.learn_shards(key, view.shard_count);
+                    self.shared.learn(key, &view);
                     return Ok(Fast::Refused(view));
                 }
                 Err(e) if e.is_conflict() => conflict_wait(attempt).await,
@@ -262,20 +333,27 @@ impl<S: Store + 'static> RateLimiter<S> {
         &self,
         key: BucketKey,
         view: BucketView,
+        parent_sent: Option<(BucketKey, Fast)>,
         consume: &Consume,
         now: i64,
     ) -> Outcome {
         let child = self.fast_entry(&key, &view, consume, now).await;
         let Some(parent) = view.parent_id.clone().filter(|_| view.cascade) else {
+            if let Some((pkey, Fast::Admitted(pview))) = &parent_sent {
+                self.refund(&entry_from_view(pkey, pview, consume, now))
+                    .await;
+            }
             return Ok(vec![child]);
         };
-        let count = self.shared.known_shards(&parent, &key.resource);
-        let pkey = BucketKey {
-            entity: parent,
-            shard: draw(count, &[]),
-            ..key.clone()
+        let (pkey, parent_fast) = match parent_sent {
+            Some((pkey, sent)) if pkey.entity == parent => (pkey, Ok(sent)),
+            _ => {
+                let pkey = self.parent_key(&key, parent);
+                let sent = self.fast(&pkey, consume, now).await;
+                (pkey, sent)
+            }
         };
-        let parent_result = match self.fast(&pkey, consume, now).await {
+        let parent_result = match parent_fast {
             Ok(Fast::Admitted(pview)) => {
                 Ok(vec![self.fast_entry(&pkey, &pview, consume, now).await])
             }
@@ -436,10 +514,11 @@ impl<S: Store + 'static> RateLimiter<S> {
         let now_plan = shared.now();
         let child = self.read_target(key).await?;
         let mut targets = vec![(key.clone(), child)];
-        let parent = targets[0].1.meta.as_ref().and_then(|m| m.parent_id.clone());
-        if let Some(parent) = parent.filter(|_| {
-            cascade && slow::cascades(&targets[0].1.resolved, targets[0].1.meta.as_ref())
-        }) {
+        let target = &targets[0].1;
+        let parent = target.meta.as_ref().and_then(|m| m.parent_id.clone());
+        let parent = parent.filter(|_| slow::cascades(&target.resolved, target.meta.as_ref()));
+        shared.remember_parent(key, parent.clone());
+        if let Some(parent) = parent.filter(|_| cascade) {
             let count = shared.known_shards(&parent, &key.resource);
             let pkey = BucketKey {
                 entity: parent,
@@ -574,9 +653,8 @@ impl<S: Store + 'static> RateLimiter<S> {
         for attempt in 0..=CONFLICT_WAITS_MS.len() {
             let result = match (&plans[0].write, plans.len()) {
                 (TxWrite::Update(update), 1) => match store.update_or_old(update).await {
-                    Ok(Updated::Applied(Some(item))) => {
-                        let view = BucketView::read(&item);
-                        return Ok(vec![entry_from_plan(&plans[0], Some(&view), consume, now)]);
+                    Ok(Updated::Applied(Some(_))) => {
+                        return Ok(vec![entry_from_plan(&plans[0], consume, now)]);
                     }
                     Ok(_) => Err(StoreError::ConditionFailed {
                         operation: "UpdateItem",
@@ -590,7 +668,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 Ok(()) => {
                     return Ok(plans
                         .iter()
-                        .map(|p| entry_from_plan(p, None, consume, now))
+                        .map(|p| entry_from_plan(p, consume, now))
                         .collect());
                 }
                 Err(e) if e.is_conflict() => conflict_wait(attempt).await,
@@ -614,15 +692,14 @@ impl<S: Store + 'static> RateLimiter<S> {
         if updates.iter().all(|u| u.expression.is_empty()) {
             return Ok(plans
                 .iter()
-                .map(|p| entry_from_plan(p, None, consume, now))
+                .map(|p| entry_from_plan(p, consume, now))
                 .collect());
         }
         for attempt in 0..=CONFLICT_WAITS_MS.len() {
             let result = if updates.len() == 1 {
                 match store.update_or_old(&updates[0]).await {
-                    Ok(Updated::Applied(Some(item))) => {
-                        let view = BucketView::read(&item);
-                        return Ok(vec![entry_from_plan(&plans[0], Some(&view), consume, now)]);
+                    Ok(Updated::Applied(Some(_))) => {
+                        return Ok(vec![entry_from_plan(&plans[0], consume, now)]);
                     }
                     Ok(Updated::Refused(Some(item))) => {
                         let view = BucketView::read(&item);
@@ -642,7 +719,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 Ok(()) => {
                     return Ok(plans
                         .iter()
-                        .map(|p| entry_from_plan(p, None, consume, now))
+                        .map(|p| entry_from_plan(p, consume, now))
                         .collect());
                 }
                 Err(e) if e.is_conflict() => conflict_wait(attempt).await,
@@ -811,6 +888,7 @@ fn entry_from_view(key: &BucketKey, view: &BucketView, consume: &Consume, now: i
             .map(|(n, _)| n.clone())
             .collect(),
         rf: view.rf,
+        refilled_at: BTreeMap::new(),
         shard_count: view.shard_count,
         vu: view.vu,
         bypassed: false,
@@ -818,30 +896,25 @@ fn entry_from_view(key: &BucketKey, view: &BucketView, consume: &Consume, now: i
     }
 }
 
-fn entry_from_plan(
-    plan: &Planned,
-    image: Option<&BucketView>,
-    consume: &Consume,
-    now: i64,
-) -> Entry {
-    match image {
-        Some(view) => entry_from_view(&plan.key, view, consume, now),
-        None => Entry {
-            key: plan.key.clone(),
-            debited: debited(consume, |n| plan.after.contains_key(n)),
-            limits: plan.after.clone(),
-            soft: plan
-                .after
-                .iter()
-                .filter(|(_, l)| l.soft_live(now))
-                .map(|(n, _)| n.clone())
-                .collect(),
-            rf: plan.rf,
-            shard_count: plan.shard_count,
-            vu: None,
-            bypassed: false,
-            pending: BTreeMap::new(),
-        },
+/// The lease's view of a planned bucket: the balances this pass computed,
+/// refilled where its refill reached (as the Python lease holds them).
+fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
+    Entry {
+        key: plan.key.clone(),
+        debited: debited(consume, |n| plan.after.contains_key(n)),
+        limits: plan.after.clone(),
+        soft: plan
+            .after
+            .iter()
+            .filter(|(_, l)| l.soft_live(now))
+            .map(|(n, _)| n.clone())
+            .collect(),
+        rf: plan.rf,
+        refilled_at: plan.refilled_at.clone(),
+        shard_count: plan.shard_count,
+        vu: None,
+        bypassed: false,
+        pending: BTreeMap::new(),
     }
 }
 

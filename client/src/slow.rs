@@ -44,6 +44,9 @@ pub struct Planned {
     pub after: BTreeMap<String, LimitView>,
     pub shard_count: i64,
     pub rf: i64,
+    /// Where this pass's refill of each limit reached (drift kept), for
+    /// the lease's in-memory state.
+    pub refilled_at: BTreeMap<String, i64>,
     /// Every limit passed (hard ones on their balance, soft ones always).
     pub admitted: bool,
     /// The bucket as read (`None`: created by this write).
@@ -185,6 +188,7 @@ pub fn plan_create(
         after,
         shard_count: shards,
         rf: now,
+        refilled_at: BTreeMap::new(),
         admitted,
         view: None,
     }
@@ -222,6 +226,7 @@ pub fn plan_update(
     }
     let bypassed = view.bypassed(now_plan);
     let mut after = BTreeMap::new();
+    let mut refilled_at = BTreeMap::new();
     let mut admitted = true;
     let now_value = b.value(Attr::n(now_plan));
     for (name, limit) in &view.limits {
@@ -245,6 +250,7 @@ pub fn plan_update(
             conditions.push(format!("{tk} <= {read}"));
         }
         let mut next = *limit;
+        refilled_at.insert(name.clone(), limit.refill_to(view.rf, now_plan, shards).1);
         next.tk = projected - consumed;
         next.tc = limit.tc + consumed;
         after.insert(name.clone(), next);
@@ -291,6 +297,7 @@ pub fn plan_update(
         after,
         shard_count: shards,
         rf: now_commit.max(view.rf),
+        refilled_at,
         admitted,
         view: Some(view.clone()),
     }
