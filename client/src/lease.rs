@@ -21,7 +21,8 @@ pub struct Entry {
     pub key: BucketKey,
     /// Millitokens debited by the initial commit, per limit.
     pub debited: BTreeMap<String, i64>,
-    /// The limits as the lease sees them after its own writes.
+    /// The limits the acquire named (the lease's declared limits), as the
+    /// lease sees them after its own writes.
     pub limits: BTreeMap<String, LimitView>,
     pub soft: Vec<String>,
     pub rf: i64,
@@ -89,17 +90,22 @@ impl<S: Store + 'static> Lease<S> {
         &self.entries
     }
 
-    /// Soft limits this lease left below zero (of the entity's bucket).
+    /// Soft limits this lease holds below zero, on any of its buckets (the
+    /// parent's too, in a cascade), by name.
     pub fn overdrawn(&self) -> Vec<String> {
-        let Some(first) = self.entries.first() else {
-            return Vec::new();
-        };
-        first
-            .soft
+        let mut names: Vec<String> = self
+            .entries
             .iter()
-            .filter(|n| first.limits.get(*n).is_some_and(|l| l.tk < 0))
+            .flat_map(|e| {
+                e.soft
+                    .iter()
+                    .filter(|n| e.limits.get(*n).is_some_and(|l| l.tk < 0))
+            })
             .cloned()
-            .collect()
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// Adds (or with a negative amount, gives back) tokens, in memory; never
@@ -169,6 +175,9 @@ impl<S: Store + 'static> Lease<S> {
                 now,
             ));
         }
+        // A limit named with nothing to take is neither judged nor listed,
+        // as the Python lease skips it.
+        statuses.retain(|s| asked.get(&s.limit).is_none_or(|a| *a > 0));
         if statuses.iter().any(|s| s.exceeded) {
             return Err(Error::RateLimitExceeded(RateLimitExceeded {
                 statuses,

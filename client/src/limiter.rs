@@ -12,13 +12,14 @@ use crate::status::{self, Consume};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use zae_table::bucket::shard::{self, MAX_SHARD_COUNT};
 use zae_table::config::{Disabled, MAX_TOKENS};
 use zae_table::entity::{Meta, create_check};
 use zae_table::keys::{self, BucketKey, SK_META, SK_STATE};
 use zae_table::milli::MILLI;
 use zae_table::names::{self, NameKind};
 use zae_table::sdk::DynamoStore;
-use zae_table::store::{Store, StoreError, TxWrite, Updated};
+use zae_table::store::{Returns, Store, StoreError, TxWrite, Updated};
 
 /// How a limiter behaves; the defaults are the 0.17.0 client's.
 #[derive(Clone)]
@@ -111,7 +112,7 @@ impl<S> Shared<S> {
         let known = shards
             .entry((key.entity.clone(), key.resource.clone()))
             .or_insert(1);
-        *known = (*known).max(count.min(zae_table::bucket::shard::MAX_SHARD_COUNT));
+        *known = (*known).max(count.min(MAX_SHARD_COUNT));
     }
 }
 
@@ -439,15 +440,58 @@ impl<S: Store + 'static> RateLimiter<S> {
             Refusal::Disabled => Err(disabled(&key, "bucket")),
             Refusal::Unsupported(feature) => Err(unsupported(&key, feature)),
             Refusal::Boundary => self.slow(&key, consume, true).await,
-            Refusal::WcuShort { limits_short, .. } => {
+            Refusal::WcuShort {
+                refilled,
+                limits_short,
+            } => {
                 if limits_short && !fast::refill_would_help(&view, consume, now) {
                     return Err(self.rejection(&key, &view, consume, now));
                 }
-                // The slow path refills the write budget and never spends it.
-                self.slow(&key, consume, true).await
+                if refilled {
+                    // The slow path refills the write budget and never spends it.
+                    return self.slow(&key, consume, true).await;
+                }
+                self.double(&key, view.shard_count, consume).await
             }
             Refusal::Exhausted => self.exhausted(key, view, consume, now).await,
         }
+    }
+
+    /// The shard's write budget is spent and a refill would not bring one
+    /// write back: double the bucket's shard count on shard 0 (a loser of
+    /// that race adopts the winner's count), raise the other shards' counts,
+    /// and take a new shard in the slow path (§5.3). At 32 shards, the slow
+    /// path on this shard.
+    async fn double(&self, key: &BucketKey, count: i64, consume: &Consume) -> Outcome {
+        let store = &self.shared.store;
+        if count >= MAX_SHARD_COUNT {
+            tracing::warn!(bucket = %key.pk(), "write budget spent at the most shards a bucket may have");
+            return self.slow(key, consume, true).await;
+        }
+        let doubled = (count * 2).min(MAX_SHARD_COUNT);
+        let first = key.shard(0).pk();
+        let now_count = match store
+            .update_or_old(&shard::double(&first, Some(count), doubled))
+            .await
+            .map_err(Error::store)?
+        {
+            Updated::Applied(_) => {
+                for other in 1..count {
+                    let raise = shard::raise_count(&key.shard(other as u32).pk(), doubled, &[]);
+                    match store.update(&raise, Returns::Nothing).await {
+                        Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
+                        Err(e) => return Err(Error::store(e)),
+                    }
+                }
+                doubled
+            }
+            Updated::Refused(Some(item)) => BucketView::read(&item).shard_count,
+            Updated::Refused(None) => return self.slow(key, consume, true).await,
+        };
+        self.shared.learn_shards(key, now_count);
+        let old: Vec<u32> = (0..u32::try_from(count).unwrap_or(1)).collect();
+        let fresh = key.shard(draw(now_count, &old));
+        self.slow(&fresh, consume, true).await
     }
 
     /// A consumed limit is short on this shard: other shards first (up to
@@ -559,6 +603,7 @@ impl<S: Store + 'static> RateLimiter<S> {
             })
             .collect();
         if plans.iter().any(|p| !p.admitted) {
+            self.fix_stamps(&targets, now_plan, stamps).await;
             let statuses = plans
                 .iter()
                 .zip(&targets)
@@ -570,6 +615,23 @@ impl<S: Store + 'static> RateLimiter<S> {
             }));
         }
         self.commit(&plans, &targets, consume, now_plan).await
+    }
+
+    /// A rejected pass writes nothing, so the stamps it would have renewed
+    /// are corrected alone, best effort (the rejection stands either way).
+    async fn fix_stamps(&self, targets: &[(BucketKey, Target)], now: i64, stamps: Stamps<'_>) {
+        for (key, target) in targets {
+            let Some(view) = &target.view else { continue };
+            let Some(fix) = slow::stamp_fix(key, view, &target.resolved, now, stamps) else {
+                continue;
+            };
+            match self.shared.store.update(&fix, Returns::Nothing).await {
+                Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(bucket = %key.pk(), error = %e, "a stamp correction failed")
+                }
+            }
+        }
     }
 
     /// One bucket's config, its owner's META and the bucket, as the slow
@@ -876,11 +938,23 @@ fn debited(consume: &Consume, has: impl Fn(&str) -> bool) -> BTreeMap<String, i6
         .collect()
 }
 
+/// The limits an acquire named, of those a bucket has.
+fn declared(
+    limits: &BTreeMap<String, crate::bucket::LimitView>,
+    consume: &Consume,
+) -> BTreeMap<String, crate::bucket::LimitView> {
+    limits
+        .iter()
+        .filter(|(n, _)| consume.contains_key(*n))
+        .map(|(n, l)| (n.clone(), *l))
+        .collect()
+}
+
 fn entry_from_view(key: &BucketKey, view: &BucketView, consume: &Consume, now: i64) -> Entry {
     Entry {
         key: key.clone(),
         debited: debited(consume, |n| view.limits.contains_key(n)),
-        limits: view.limits.clone(),
+        limits: declared(&view.limits, consume),
         soft: view
             .limits
             .iter()
@@ -902,7 +976,7 @@ fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
     Entry {
         key: plan.key.clone(),
         debited: debited(consume, |n| plan.after.contains_key(n)),
-        limits: plan.after.clone(),
+        limits: declared(&plan.after, consume),
         soft: plan
             .after
             .iter()

@@ -17,7 +17,7 @@ use zae_table::entity::Meta;
 use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::milli::MILLI;
 use zae_table::names::WCU_LIMIT;
-use zae_table::store::{ITEM_ABSENT, TxWrite, Update, UpdateBuilder};
+use zae_table::store::{ITEM_ABSENT, ITEM_EXISTS, TxWrite, Update, UpdateBuilder};
 use zae_table::{Attr, Item};
 
 /// The reserved write-budget limit: 1000 WCU a second, never divided.
@@ -267,6 +267,7 @@ pub fn plan_update(
         resolved,
         now_plan,
         stamps,
+        true,
         &mut after,
     );
     for limit in &resolved.limits {
@@ -274,8 +275,12 @@ pub fn plan_update(
             continue;
         }
         let consumed = milli(consume.get(&limit.name).copied().unwrap_or_default());
-        let seeded = fresh(limit, shards, consumed);
-        if !limit.soft && seeded.tk < 0 {
+        let mut seeded = fresh(limit, shards, consumed);
+        if limit.soft {
+            let deadline = (stamps.deadline)(now_plan);
+            b.set(&limit_attr(&limit.name, field::SOFT), Attr::n(deadline));
+            (seeded.soft, seeded.soft_present) = (Some(deadline), true);
+        } else if seeded.tk < 0 {
             admitted = false;
         }
         seed(&mut b, &mut conditions, &limit.name, &seeded);
@@ -335,9 +340,11 @@ fn owner_stamp(
     }
 }
 
-/// Soft stamps follow the config read on this pass: a soft limit whose
-/// stamp is missing or past gets a new deadline, a hard limit with a stamp
-/// loses it; each pinned on the stamp as read.
+/// Soft stamps follow the config read on this pass: a soft limit's stamp
+/// is renewed (`renew_live`: even one still live, as the rf-locked write
+/// does; otherwise only one missing or past), a hard limit with a stamp
+/// loses it; each pinned on the stamp as read. Whether anything changed.
+#[allow(clippy::too_many_arguments)]
 fn restamp_soft(
     b: &mut UpdateBuilder,
     conditions: &mut Vec<String>,
@@ -345,28 +352,26 @@ fn restamp_soft(
     resolved: &Resolved,
     now: i64,
     stamps: Stamps<'_>,
+    renew_live: bool,
     after: &mut BTreeMap<String, LimitView>,
-) {
+) -> bool {
+    let mut changed = false;
     for (name, limit) in &view.limits {
         let soft = resolved.is_soft(name);
-        let attr = limit_attr(name, field::SOFT);
-        let change = if soft {
-            Some(Some((stamps.deadline)(now)))
+        let change = if soft && (renew_live || !limit.soft_live(now)) {
+            Some((stamps.deadline)(now))
         } else if !soft && limit.soft_present {
-            Some(None)
-        } else {
             None
+        } else {
+            continue;
         };
-        let Some(change) = change else { continue };
+        changed = true;
+        let attr = limit_attr(name, field::SOFT);
         let alias = b.name(&attr);
         match change {
-            Some(deadline) => {
-                b.set(&attr, Attr::n(deadline));
-            }
-            None => {
-                b.remove(&attr);
-            }
-        }
+            Some(deadline) => b.set(&attr, Attr::n(deadline)),
+            None => b.remove(&attr),
+        };
         match limit.soft {
             Some(read) => {
                 let read = b.value(Attr::n(read));
@@ -382,6 +387,34 @@ fn restamp_soft(
             next.soft_present = change.is_some();
         }
     }
+    changed
+}
+
+/// After a slow-path rejection, which writes nothing: the stamps that
+/// disagree with the config just read, corrected alone (a missing or past
+/// soft stamp set, a stamp of a limit no longer soft removed), so an
+/// expired stamp does not keep every later request on the slow path.
+pub fn stamp_fix(
+    key: &BucketKey,
+    view: &BucketView,
+    resolved: &Resolved,
+    now: i64,
+    stamps: Stamps<'_>,
+) -> Option<Update> {
+    let mut b = UpdateBuilder::new();
+    let mut conditions = vec![ITEM_EXISTS.to_owned()];
+    let mut after = BTreeMap::new();
+    let changed = restamp_soft(
+        &mut b,
+        &mut conditions,
+        view,
+        resolved,
+        now,
+        stamps,
+        false,
+        &mut after,
+    );
+    changed.then(|| b.build(&key.pk(), SK_STATE, Some(conditions.join(" AND "))))
 }
 
 /// A configured limit missing from an existing item, written whole.

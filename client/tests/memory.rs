@@ -378,3 +378,62 @@ async fn sustained_transaction_conflicts_are_a_contended_rejection_not_unavailab
     assert!(e.contended && e.violations().count() == 0);
     assert_eq!(e.retry_after_ms(), 100);
 }
+
+/// Shard 0 of `u1`'s bucket with its write budget spent far below what a
+/// second refills, and `rpm` at `tokens`.
+fn spent_shard(store: &MemoryStore, tokens: i64) {
+    let mut item = bucket_with_vu(0);
+    item.remove("vu");
+    item.insert("PK".into(), Attr::s(format!("{NS}/BUCKET#u1#gpt#0")));
+    item.insert("b_rpm_tk".into(), Attr::n(tokens));
+    item.insert("shard_count".into(), Attr::n(1));
+    for (f, v) in [
+        ("tk", -10_000_000),
+        ("cp", 1_000_000),
+        ("ra", 1_000_000),
+        ("rp", 1000),
+        ("tc", 0),
+    ] {
+        item.insert(format!("b_wcu_{f}"), Attr::n(v));
+    }
+    store.insert(item);
+}
+
+#[tokio::test]
+async fn a_spent_write_budget_doubles_the_shards_and_admits_on_a_new_shard() {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(table(vec![limit("rpm", 100, false)]));
+    spent_shard(&store, 100_000);
+    let limiter = open(Arc::clone(&store), &clock).await;
+    let lease = limiter
+        .acquire("u1", "gpt", &[("rpm", 1)])
+        .await
+        .expect("admitted on a new shard");
+    assert_eq!(lease.entries()[0].key.shard, 1);
+    lease.commit().await.expect("commit");
+    assert_eq!(
+        n(&bucket(&store, "u1"), "shard_count"),
+        2,
+        "shard 0 doubled"
+    );
+    let second = store
+        .item(&format!("{NS}/BUCKET#u1#gpt#1"), "#STATE")
+        .expect("shard 1");
+    assert_eq!(n(&second, "shard_count"), 2);
+    // Half the capacity per shard, less the one consumed.
+    assert_eq!(n(&second, "b_rpm_tk"), 49_000);
+}
+
+#[tokio::test]
+async fn a_spent_write_budget_with_the_limit_spent_too_rejects_without_doubling() {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(table(vec![limit("rpm", 100, false)]));
+    spent_shard(&store, 0);
+    let limiter = open(Arc::clone(&store), &clock).await;
+    let err = limiter
+        .acquire("u1", "gpt", &[("rpm", 1)])
+        .await
+        .expect_err("rpm is spent");
+    assert!(matches!(err, Error::RateLimitExceeded(_)), "{err}");
+    assert_eq!(n(&bucket(&store, "u1"), "shard_count"), 1, "no doubling");
+}
