@@ -7,14 +7,16 @@
 //!   `refill_accrual`, `refill_model`, `schedule_oracle` (against the
 //!   client's own Python code), `shard_model`.
 //! - The built binaries: `cli`; on moto with the real 0.17.0 client,
-//!   `moto`, `moto_adaptive` and `smoke` (the operators' smoke test,
-//!   `scripts/smoke.sh`, on a stand-in stack). The tests bound by the wall
+//!   `moto`, `moto_adaptive`, `smoke` (the operators' smoke test,
+//!   `scripts/smoke.sh`, on a stand-in stack) and `client_side_by_side`
+//!   (Python and Rust clients on one bucket, then the aggregator). The tests bound by the wall
 //!   clock (real traffic over real seconds, measured against moto's pace)
 //!   are in their `realtime` modules: the default test tier leaves them out
 //!   and the full tier runs them one at a time (`.config/nextest.toml`).
 
 mod adaptive_stream;
 mod cli;
+mod client_side_by_side;
 mod common;
 mod controller_model;
 mod hostile;

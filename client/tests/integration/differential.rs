@@ -3,7 +3,7 @@
 //! answers (admitted or rejected, statuses, retry_after) and the bucket
 //! items, attribute by attribute, are equal.
 
-mod common;
+use crate::common;
 
 use zae_test_support::harness::{repo_root, unique_table};
 

@@ -5,7 +5,7 @@
 //! moving by 0 to 40 s. Three sequences in the test command;
 //! `ZAE_FUZZ_CASES` sets more.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
