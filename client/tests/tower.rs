@@ -147,7 +147,10 @@ async fn past_the_hard_rpm_limit_the_gateway_answers_429_with_the_rejections_ret
     // wait up to the next millisecond); the rejection comes seconds after
     // the bucket was made.
     assert!((43_190_000..=43_200_001).contains(&wait_ms), "{body}");
-    let header: i64 = retry_after.expect("a Retry-After").parse().expect("whole seconds");
+    let header: i64 = retry_after
+        .expect("a Retry-After")
+        .parse()
+        .expect("whole seconds");
     assert_eq!(header, wait_ms / 1000 + 1, "{body}");
 }
 
