@@ -10,9 +10,15 @@ pub mod error;
 mod fast;
 pub mod lease;
 mod limiter;
+#[cfg(feature = "load")]
+pub mod load;
 mod slow;
 mod status;
+#[cfg(feature = "tower")]
+pub mod tower;
 
+#[cfg(feature = "tower")]
+pub use crate::tower::{Ask, RateLimit, RateLimitLayer, Usage};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::OnUnavailable;
 pub use error::{Error, Feature, LimitStatus, RateLimitExceeded};
