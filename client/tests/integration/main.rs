@@ -4,8 +4,14 @@
 //! - `memory`: on the in-memory twin, with faults injected at the store seam.
 //! - `differential` and `generated`: the same steps through the Python
 //!   0.17.0 client and zae-client on moto, compared step by step.
+//! - `tower` (feature `tower`): the example gateway under a real HTTP client.
+//! - `load` (feature `load`): the built `zae-load` on moto.
 
 mod common;
 mod differential;
 mod generated;
+#[cfg(feature = "load")]
+mod load;
 mod memory;
+#[cfg(feature = "tower")]
+mod tower;

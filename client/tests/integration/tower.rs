@@ -6,7 +6,7 @@
 //! and the buckets read back by the real 0.17.0 client
 //! (`tests/harness/client_diff.py`).
 
-#[path = "../examples/gateway/app.rs"]
+#[path = "../../examples/gateway/app.rs"]
 mod app;
 
 use ::tower::{Layer, ServiceExt};
