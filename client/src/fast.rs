@@ -83,7 +83,11 @@ pub fn classify(view: &BucketView, consume: &Consume, now: i64) -> Refusal {
     });
     let expired_bypass = view.bypass_present && !view.bypassed(now);
     let ttl_passed = view.ttl.is_some_and(|t| t <= now.div_euclid(1000));
-    if expired_soft || expired_bypass || view.vu.is_some() || ttl_passed {
+    // `vu = 0` (a credit over the ceiling, an operator's change) is not a
+    // boundary: a refill check decides, and only a bucket that would
+    // admit goes to the slow path to be trimmed (vu other than 0 was
+    // refused above).
+    if expired_soft || expired_bypass || ttl_passed {
         return Refusal::Boundary;
     }
     let wcu_left = view.wcu.map(|w| w.tk).unwrap_or_default();

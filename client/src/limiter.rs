@@ -503,6 +503,10 @@ impl<S: Store + 'static> RateLimiter<S> {
         consume: &Consume,
         now: i64,
     ) -> Outcome {
+        // Failed on a trimming `vu = 0` only: this shard's slow path trims it.
+        if view.vu.is_some() && fast::fits_now(&view, consume, now, true) {
+            return self.slow(&key, consume, true).await;
+        }
         if view.shard_count > 1 && !view.cascade {
             let mut tried = vec![key.shard];
             for _ in 0..2 {
@@ -552,26 +556,56 @@ impl<S: Store + 'static> RateLimiter<S> {
     }
 
     /// The slow path on `key`'s shard, with the parent's bucket in the same
-    /// commit when `cascade` and the entity's META and config say so.
+    /// commit when `cascade` and the entity's META and config say so. A
+    /// create that lost to a changed META (or, in a cascade, any lost
+    /// create) is planned again once from fresh reads.
     async fn slow(&self, key: &BucketKey, consume: &Consume, cascade: bool) -> Outcome {
+        for pass in 0..SLOW_PASSES {
+            let now_plan = self.shared.now();
+            let targets = self.read_targets(key, cascade).await?;
+            let plans = self.plan(&targets, consume, now_plan).await?;
+            let last = pass + 1 == SLOW_PASSES;
+            if let Some(done) = self.commit(&plans, &targets, consume, now_plan, last).await {
+                return done;
+            }
+        }
+        Err(Error::Unavailable(StoreError::Retryable {
+            operation: "TransactWriteItems",
+            key: key.pk(),
+            message: "every planned create lost to another writer".into(),
+        }))
+    }
+
+    /// The entity's bucket and, when it cascades, its parent's: config,
+    /// META and the bucket of each.
+    async fn read_targets(
+        &self,
+        key: &BucketKey,
+        cascade: bool,
+    ) -> Result<Vec<(BucketKey, Target)>, Error> {
         let shared = &self.shared;
-        let now_plan = shared.now();
         let child = self.read_target(key).await?;
-        let mut targets = vec![(key.clone(), child)];
-        let target = &targets[0].1;
-        let parent = target.meta.as_ref().and_then(|m| m.parent_id.clone());
-        let parent = parent.filter(|_| slow::cascades(&target.resolved, target.meta.as_ref()));
+        let parent = child.meta.as_ref().and_then(|m| m.parent_id.clone());
+        let parent = parent.filter(|_| slow::cascades(&child.resolved, child.meta.as_ref()));
         shared.remember_parent(key, parent.clone());
+        let mut targets = vec![(key.clone(), child)];
         if let Some(parent) = parent.filter(|_| cascade) {
-            let count = shared.known_shards(&parent, &key.resource);
-            let pkey = BucketKey {
-                entity: parent,
-                shard: draw(count, &[]),
-                ..key.clone()
-            };
+            let pkey = self.parent_key(key, parent);
             let target = self.read_target(&pkey).await?;
             targets.push((pkey, target));
         }
+        Ok(targets)
+    }
+
+    /// Each bucket's write, judged on what was read; a rejection when any
+    /// hard limit is short (its stale stamps corrected first).
+    async fn plan(
+        &self,
+        targets: &[(BucketKey, Target)],
+        consume: &Consume,
+        now_plan: i64,
+    ) -> Result<Vec<Planned>, Error> {
+        let shared = &self.shared;
         let now_commit = shared.now();
         let deadline = |now: i64| shared.deadline(now);
         let stamps = Stamps {
@@ -602,19 +636,19 @@ impl<S: Store + 'static> RateLimiter<S> {
                 ),
             })
             .collect();
-        if plans.iter().any(|p| !p.admitted) {
-            self.fix_stamps(&targets, now_plan, stamps).await;
-            let statuses = plans
-                .iter()
-                .zip(&targets)
-                .flat_map(|(p, (k, t))| plan_statuses(k, p, &t.resolved, consume, now_plan))
-                .collect();
-            return Err(Error::RateLimitExceeded(RateLimitExceeded {
-                statuses,
-                contended: false,
-            }));
+        if plans.iter().all(|p| p.admitted) {
+            return Ok(plans);
         }
-        self.commit(&plans, &targets, consume, now_plan).await
+        self.fix_stamps(targets, now_plan, stamps).await;
+        let statuses = plans
+            .iter()
+            .zip(targets)
+            .flat_map(|(p, (k, t))| plan_statuses(k, p, &t.resolved, consume, now_plan))
+            .collect();
+        Err(Error::RateLimitExceeded(RateLimitExceeded {
+            statuses,
+            contended: false,
+        }))
     }
 
     /// A rejected pass writes nothing, so the stamps it would have renewed
@@ -693,13 +727,16 @@ impl<S: Store + 'static> RateLimiter<S> {
 
     /// Writes the plans: one bucket alone, several in one transaction;
     /// conflicts resent, a lost lock retried with the consumption alone.
+    /// `None`: plan again (a create lost its race, and this was not the
+    /// `last` pass).
     async fn commit(
         &self,
         plans: &[Planned],
         targets: &[(BucketKey, Target)],
         consume: &Consume,
         now: i64,
-    ) -> Outcome {
+        last: bool,
+    ) -> Option<Outcome> {
         let store = &self.shared.store;
         let mut writes = Vec::new();
         for (plan, (key, target)) in plans.iter().zip(targets) {
@@ -716,7 +753,7 @@ impl<S: Store + 'static> RateLimiter<S> {
             let result = match (&plans[0].write, plans.len()) {
                 (TxWrite::Update(update), 1) => match store.update_or_old(update).await {
                     Ok(Updated::Applied(Some(_))) => {
-                        return Ok(vec![entry_from_plan(&plans[0], consume, now)]);
+                        return Some(Ok(vec![entry_from_plan(&plans[0], consume, now)]));
                     }
                     Ok(_) => Err(StoreError::ConditionFailed {
                         operation: "UpdateItem",
@@ -728,19 +765,28 @@ impl<S: Store + 'static> RateLimiter<S> {
             };
             match result {
                 Ok(()) => {
-                    return Ok(plans
+                    return Some(Ok(plans
                         .iter()
                         .map(|p| entry_from_plan(p, consume, now))
-                        .collect());
+                        .collect()));
                 }
                 Err(e) if e.is_conflict() => conflict_wait(attempt).await,
-                Err(StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. }) => {
-                    return self.consumption_only(plans, consume, now).await;
+                Err(e @ (StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. })) => {
+                    // A lone create whose own condition failed lost to the
+                    // writer that created the bucket: its consumption goes
+                    // onto that bucket. Any other lost create plans again.
+                    let lone_put =
+                        plans.len() == 1 && matches!(e, StoreError::ConditionFailed { .. });
+                    let creates = plans.iter().any(|p| p.view.is_none());
+                    if creates && !lone_put && !last {
+                        return None;
+                    }
+                    return Some(self.consumption_only(plans, consume, now).await);
                 }
-                Err(e) => return Err(Error::store(e)),
+                Err(e) => return Some(Err(Error::store(e))),
             }
         }
-        Err(contended(plans, consume, now))
+        Some(Err(contended(plans, consume, now)))
     }
 
     /// After a lost lock: the consumption alone, no refill (§3.5); a
@@ -805,7 +851,15 @@ impl<S: Store + 'static> RateLimiter<S> {
                     consume,
                     now,
                 )),
-                Ok(None) => {}
+                // Deleted (TTL) between the race and this read: nothing to
+                // judge, and nothing written; worth another acquire.
+                Ok(None) => {
+                    return Error::Unavailable(StoreError::Retryable {
+                        operation: "GetItem",
+                        key: plan.key.pk(),
+                        message: "the bucket is gone after a lost race".into(),
+                    });
+                }
                 Err(e) => return Error::store(e),
             }
         }
@@ -830,6 +884,9 @@ enum Fast {
     /// Still in other transactions after three resends.
     Conflict,
 }
+
+/// A slow path plans at most twice (a create that lost its race, once).
+const SLOW_PASSES: usize = 2;
 
 /// Full-jitter waits before each resend of a conflicting write.
 const CONFLICT_WAITS_MS: [u64; 3] = [25, 50, 100];

@@ -33,3 +33,8 @@ async fn cascades_to_the_parent_match_the_python_client() {
 async fn limit_levels_and_changes_between_steps_match_the_python_client() {
     differential("levels").await;
 }
+
+#[tokio::test]
+async fn a_credit_over_the_ceiling_and_its_trim_match_the_python_client() {
+    differential("credit-overflow").await;
+}
