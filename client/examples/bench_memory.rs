@@ -15,9 +15,17 @@ use zae_test_support::memory::MemoryStore;
 
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime: fields 14 and 15 of the line, 12 and 13 after `)`.
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -34,7 +42,11 @@ async fn main() {
         limits: vec![big("rpm"), big("tpm")],
         ..LevelConfig::default()
     };
-    store.insert(build_item("default", &Level::Resource("api".into()), &config));
+    store.insert(build_item(
+        "default",
+        &Level::Resource("api".into()),
+        &config,
+    ));
     let limiter = RateLimiter::on_store(Arc::clone(&store), "default", Options::default())
         .await
         .expect("open");
@@ -43,7 +55,10 @@ async fn main() {
     let mut admitted = 0usize;
     for i in 0..requests {
         let entity = &names[i % entities];
-        if let Ok(lease) = limiter.acquire(entity, "api", &[("rpm", 1), ("tpm", 10)]).await {
+        if let Ok(lease) = limiter
+            .acquire(entity, "api", &[("rpm", 1), ("tpm", 10)])
+            .await
+        {
             lease.commit().await.expect("commit");
             admitted += 1;
         }

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use zae_table::Attr;
 use zae_table::bucket::{RSCHED, SCHED, SCHED_TZ, SHARD_COUNT, VALID_UNTIL, field, limit_attr};
+use zae_table::config::MAX_TOKENS;
 use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::milli::MILLI;
 use zae_table::store::{ITEM_EXISTS, Returns, Store, StoreError, Update, UpdateBuilder};
@@ -34,6 +35,9 @@ pub struct Entry {
     pub vu: Option<i64>,
     /// Admitted under a bypass stamp: later writes count, never debit.
     pub bypassed: bool,
+    /// The bucket carries a quota, schedule or window (another client's):
+    /// credits that fail their pins are dropped, never forced.
+    pub foreign: bool,
     /// Millitokens consumed since the initial commit (negative: released).
     pub pending: BTreeMap<String, i64>,
 }
@@ -110,12 +114,17 @@ impl<S: Store + 'static> Lease<S> {
 
     /// Adds (or with a negative amount, gives back) tokens, in memory; never
     /// refused. Each limit is refilled to now first, as the Python lease
-    /// does. Names the buckets do not have are ignored.
+    /// does. Names the acquire did not declare, and amounts beyond the
+    /// client's ceiling (10^15 tokens either way), are ignored with a warning.
     pub fn adjust(&mut self, amounts: &[(&str, i64)]) {
         let now = self.shared.as_ref().map(|s| s.now()).unwrap_or_default();
         for entry in &mut self.entries {
             for (name, amount) in amounts {
                 if *amount == 0 {
+                    continue;
+                }
+                if !(-MAX_TOKENS..=MAX_TOKENS).contains(amount) {
+                    tracing::warn!(limit = name, amount, "adjust: beyond 10^15 tokens; ignored");
                     continue;
                 }
                 let Some(limit) = entry.limits.get_mut(*name) else {
@@ -127,17 +136,28 @@ impl<S: Store + 'static> Lease<S> {
                 };
                 let rf = entry.refilled_at.get(*name).copied().unwrap_or(entry.rf);
                 let (tokens, reached) = limit.refill_to(rf, now, entry.shard_count);
-                let delta = amount.saturating_mul(MILLI);
+                let delta = amount * MILLI;
+                let pending = entry.pending.entry((*name).to_owned()).or_default();
+                let Some(total) = pending.checked_add(delta) else {
+                    tracing::warn!(
+                        limit = name,
+                        "adjust: the lease's total would overflow; ignored"
+                    );
+                    continue;
+                };
+                *pending = total;
                 limit.tk = tokens.saturating_sub(delta);
                 entry.refilled_at.insert((*name).to_owned(), reached);
-                *entry.pending.entry((*name).to_owned()).or_default() += delta;
             }
         }
     }
 
     /// Gives tokens back: `adjust` with the amounts negated.
     pub fn release(&mut self, amounts: &[(&str, i64)]) {
-        let negated: Vec<(&str, i64)> = amounts.iter().map(|(n, a)| (*n, -a)).collect();
+        let negated: Vec<(&str, i64)> = amounts
+            .iter()
+            .map(|(n, a)| (*n, a.saturating_neg()))
+            .collect();
         self.adjust(&negated);
     }
 
@@ -149,6 +169,13 @@ impl<S: Store + 'static> Lease<S> {
             return Ok(());
         };
         let now = shared.now();
+        if let Some((name, amount)) = amounts.iter().find(|(_, a)| *a > MAX_TOKENS) {
+            return Err(Error::Validation(format!(
+                "consume {name}={amount}: at most {MAX_TOKENS} tokens"
+            )));
+        }
+        // Amounts of 0 or less take nothing, as in the Python lease.
+        let amounts: Vec<(&str, i64)> = amounts.iter().copied().filter(|(_, a)| *a > 0).collect();
         let asked: Consume = amounts.iter().map(|(n, a)| ((*n).to_owned(), *a)).collect();
         let mut statuses = Vec::new();
         for entry in &self.entries {
@@ -184,7 +211,7 @@ impl<S: Store + 'static> Lease<S> {
                 contended: false,
             }));
         }
-        self.adjust(amounts);
+        self.adjust(&amounts);
         Ok(())
     }
 
@@ -205,13 +232,7 @@ impl<S: Store + 'static> Lease<S> {
         else {
             return;
         };
-        for entry in &entries {
-            let refund: BTreeMap<String, i64> =
-                entry.debited.iter().map(|(n, d)| (n.clone(), -d)).collect();
-            if let Err(e) = write_net(&shared.store, entry, &refund).await {
-                tracing::warn!(bucket = %entry.key.pk(), error = %e, "rollback: the refund failed");
-            }
-        }
+        rollback_entries(&shared, &entries).await;
     }
 }
 
@@ -221,13 +242,18 @@ impl<S: Store + 'static> Drop for Lease<S> {
             return;
         };
         let entries = std::mem::take(&mut self.entries);
-        if entries.iter().all(|e| e.pending.values().all(|d| *d == 0)) {
+        // Unwinding from a panic is the caller's work failing: roll back,
+        // as the Python lease does on an exception.
+        let failed = std::thread::panicking();
+        if !failed && entries.iter().all(|e| e.pending.values().all(|d| *d == 0)) {
             return;
         }
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    if let Err(e) = commit_entries(&shared, &entries).await {
+                    if failed {
+                        rollback_entries(&shared, &entries).await;
+                    } else if let Err(e) = commit_entries(&shared, &entries).await {
                         tracing::warn!(error = %e, "a dropped lease's adjustments were not written");
                     }
                 });
@@ -239,24 +265,63 @@ impl<S: Store + 'static> Drop for Lease<S> {
     }
 }
 
+async fn rollback_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) {
+    for entry in entries {
+        let refund: BTreeMap<String, i64> = entry
+            .debited
+            .iter()
+            .map(|(n, d)| (n.clone(), d.saturating_neg()))
+            .collect();
+        if let Err(e) = write_net(&shared.store, entry, &refund, Part::of(entry)).await {
+            tracing::warn!(bucket = %entry.key.pk(), error = %e, "rollback: the refund failed");
+        }
+    }
+}
+
 async fn commit_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) -> Result<(), Error> {
     let writes = entries
         .iter()
-        .map(|e| write_net(&shared.store, e, &e.pending));
+        .map(|e| write_net(&shared.store, e, &e.pending, Part::of(e)));
     for result in futures::future::join_all(writes).await {
         result.map_err(Error::store)?;
     }
     Ok(())
 }
 
+/// Which attributes a net change moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// Balance and count: an ordinary lease write.
+    Both,
+    /// The count only: a bucket admitted under a bypass stamp.
+    Count,
+    /// The balance only: the refund of a debit a bypass stamp waived.
+    Tokens,
+}
+
+impl Part {
+    /// What an entry's own writes move.
+    pub(crate) fn of(entry: &Entry) -> Part {
+        if entry.bypassed {
+            Part::Count
+        } else {
+            Part::Both
+        }
+    }
+}
+
 /// One bucket's net change (millitokens per limit; positive debits). A
-/// credit is bounded by the shard's ceiling and pinned on what that ceiling
-/// came from; if the pins fail, it lands anyway with `vu = 0`, which sends
-/// the next acquire through the slow path to trim the balance.
+/// credit of tokens is bounded by the shard's ceiling and pinned on what
+/// that ceiling came from; if the pins fail, it lands anyway with `vu = 0`,
+/// which sends the next acquire through the slow path to trim the balance.
+/// On a bucket carrying a feature this client does not build (a quota, a
+/// schedule, a window) a credit whose pins fail is dropped instead: its
+/// period cannot be told, and `vu` is that feature's.
 pub(crate) async fn write_net<S: Store>(
     store: &S,
     entry: &Entry,
     net: &BTreeMap<String, i64>,
+    part: Part,
 ) -> Result<(), StoreError> {
     let net: Vec<(&String, i64)> = net
         .iter()
@@ -266,37 +331,49 @@ pub(crate) async fn write_net<S: Store>(
     if net.is_empty() {
         return Ok(());
     }
-    let pinned = net_update(entry, &net, true);
+    let credits_tokens = part != Part::Count && net.iter().any(|(_, d)| *d < 0);
+    let pinned = net_update(entry, &net, part, true);
     match store.update(&pinned, Returns::Nothing).await {
-        Err(StoreError::ConditionFailed { .. }) if net.iter().any(|(_, d)| *d < 0) => {
-            let plain = net_update(entry, &net, false);
+        Err(StoreError::ConditionFailed { .. }) if credits_tokens && !entry.foreign => {
+            let plain = net_update(entry, &net, part, false);
             match store.update(&plain, Returns::Nothing).await {
                 // The bucket is gone: nothing to give back to.
                 Err(StoreError::ConditionFailed { .. }) => Ok(()),
                 other => other.map(|_| ()),
             }
         }
+        Err(StoreError::ConditionFailed { .. }) if credits_tokens => {
+            tracing::warn!(bucket = %entry.key.pk(), "a credit to a bucket with a quota, schedule or window was dropped");
+            Ok(())
+        }
         other => other.map(|_| ()),
     }
 }
 
-fn net_update(entry: &Entry, net: &[(&String, i64)], pinned: bool) -> Update {
+fn net_update(entry: &Entry, net: &[(&String, i64)], part: Part, pinned: bool) -> Update {
     let mut b = UpdateBuilder::new();
     let mut conditions = vec![ITEM_EXISTS.to_owned()];
-    let credit = net.iter().any(|(_, d)| *d < 0);
+    let tokens = part != Part::Count;
+    let credit = tokens && net.iter().any(|(_, d)| *d < 0);
     for (name, delta) in net {
-        if !entry.bypassed {
-            b.add(&limit_attr(name, field::TOKENS), Attr::n(-delta));
+        if tokens {
+            b.add(
+                &limit_attr(name, field::TOKENS),
+                Attr::n(delta.saturating_neg()),
+            );
         }
-        b.add(&limit_attr(name, field::CONSUMED), Attr::n(*delta));
+        if part != Part::Tokens {
+            b.add(&limit_attr(name, field::CONSUMED), Attr::n(*delta));
+        }
         let Some(limit) = entry.limits.get(*name) else {
             continue;
         };
-        if !(pinned && *delta < 0 && !entry.bypassed) {
+        if !(pinned && tokens && *delta < 0) {
             continue;
         }
         let tk = b.name(&limit_attr(name, field::TOKENS));
-        let most = b.value(Attr::n(limit.ceiling(entry.shard_count) + delta));
+        let most = limit.ceiling(entry.shard_count).saturating_add(*delta);
+        let most = b.value(Attr::n(most));
         let cp = b.name(&limit_attr(name, field::CAPACITY));
         let cp_read = b.value(Attr::n(limit.cp));
         conditions.push(format!("{tk} <= {most} AND {cp} = {cp_read}"));
@@ -305,7 +382,7 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], pinned: bool) -> Update {
             conditions.push(format!("attribute_not_exists({alias})"));
         }
     }
-    if pinned && credit && !entry.bypassed {
+    if pinned && credit {
         let sc = b.name(SHARD_COUNT);
         let count = b.value(Attr::n(entry.shard_count));
         conditions.push(format!("(attribute_not_exists({sc}) OR {sc} = {count})"));
@@ -321,7 +398,7 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], pinned: bool) -> Update {
             let alias = b.name(attr);
             conditions.push(format!("attribute_not_exists({alias})"));
         }
-    } else if credit && !entry.bypassed {
+    } else if credit {
         b.set(VALID_UNTIL, Attr::n(0));
     }
     b.build(&entry.key.pk(), SK_STATE, Some(conditions.join(" AND ")))

@@ -6,7 +6,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{self, OnUnavailable, Resolved, SystemCache};
 use crate::error::{Error, RateLimitExceeded};
 use crate::fast::{self, Refusal};
-use crate::lease::{self, Entry, Lease};
+use crate::lease::{self, Entry, Lease, Part};
 use crate::slow::{self, Planned, Stamps};
 use crate::status::{self, Consume};
 use std::collections::{BTreeMap, HashMap};
@@ -339,11 +339,15 @@ impl<S: Store + 'static> RateLimiter<S> {
         now: i64,
     ) -> Outcome {
         let child = self.fast_entry(&key, &view, consume, now).await;
-        let Some(parent) = view.parent_id.clone().filter(|_| view.cascade) else {
-            if let Some((pkey, Fast::Admitted(pview))) = &parent_sent {
-                self.refund(&entry_from_view(pkey, pview, consume, now))
-                    .await;
-            }
+        let parent = view.parent_id.clone().filter(|_| view.cascade);
+        // A debit sent to a parent the bucket no longer names goes back.
+        if let Some((pkey, Fast::Admitted(pview))) = &parent_sent
+            && parent.as_ref() != Some(&pkey.entity)
+        {
+            self.refund(&entry_from_view(pkey, pview, consume, now))
+                .await;
+        }
+        let Some(parent) = parent else {
             return Ok(vec![child]);
         };
         let (pkey, parent_fast) = match parent_sent {
@@ -405,10 +409,15 @@ impl<S: Store + 'static> RateLimiter<S> {
     ) -> Entry {
         let mut entry = entry_from_view(key, view, consume, now);
         if view.bypassed(now) {
-            self.refund(&entry).await;
+            let refund = negated(&entry.debited);
+            if let Err(e) =
+                lease::write_net(&self.shared.store, &entry, &refund, Part::Tokens).await
+            {
+                tracing::warn!(bucket = %key.pk(), error = %e, "the refund of a bypassed debit failed");
+            }
             for (name, d) in &entry.debited {
                 if let Some(l) = entry.limits.get_mut(name) {
-                    l.tk += d;
+                    l.tk = l.tk.saturating_add(*d);
                 }
             }
             entry.bypassed = true;
@@ -416,14 +425,12 @@ impl<S: Store + 'static> RateLimiter<S> {
         entry
     }
 
-    /// Gives back an entry's initial debit of tokens (not its count when
-    /// bypassed); failures are logged.
+    /// Takes back an entry's initial debit (its count alone when it was
+    /// admitted bypassed: its tokens went back at once); failures are logged.
     async fn refund(&self, entry: &Entry) {
-        let refund: BTreeMap<String, i64> =
-            entry.debited.iter().map(|(n, d)| (n.clone(), -d)).collect();
-        let mut tokens_only = entry.clone();
-        tokens_only.bypassed = false;
-        if let Err(e) = lease::write_net(&self.shared.store, &tokens_only, &refund).await {
+        let refund = negated(&entry.debited);
+        let part = Part::of(entry);
+        if let Err(e) = lease::write_net(&self.shared.store, entry, &refund, part).await {
             tracing::warn!(bucket = %entry.key.pk(), error = %e, "a compensating refund failed");
         }
     }
@@ -451,7 +458,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                     // The slow path refills the write budget and never spends it.
                     return self.slow(&key, consume, true).await;
                 }
-                self.double(&key, view.shard_count, consume).await
+                self.double(&key, &view, consume, now).await
             }
             Refusal::Exhausted => self.exhausted(key, view, consume, now).await,
         }
@@ -462,25 +469,39 @@ impl<S: Store + 'static> RateLimiter<S> {
     /// that race adopts the winner's count), raise the other shards' counts,
     /// and take a new shard in the slow path (§5.3). At 32 shards, the slow
     /// path on this shard.
-    async fn double(&self, key: &BucketKey, count: i64, consume: &Consume) -> Outcome {
-        let store = &self.shared.store;
+    async fn double(
+        &self,
+        key: &BucketKey,
+        view: &BucketView,
+        consume: &Consume,
+        now: i64,
+    ) -> Outcome {
+        let (store, count) = (&self.shared.store, view.shard_count);
         if count >= MAX_SHARD_COUNT {
             tracing::warn!(bucket = %key.pk(), "write budget spent at the most shards a bucket may have");
             return self.slow(key, consume, true).await;
         }
         let doubled = (count * 2).min(MAX_SHARD_COUNT);
         let first = key.shard(0).pk();
+        let busy = |e: StoreError| {
+            if e.is_conflict() {
+                self.contended_on(key, view, consume, now)
+            } else {
+                Error::store(e)
+            }
+        };
         let now_count = match store
             .update_or_old(&shard::double(&first, Some(count), doubled))
             .await
-            .map_err(Error::store)?
+            .map_err(busy)?
         {
             Updated::Applied(_) => {
+                // A shard not created yet fails its condition harmlessly.
                 for other in 1..count {
                     let raise = shard::raise_count(&key.shard(other as u32).pk(), doubled, &[]);
                     match store.update(&raise, Returns::Nothing).await {
                         Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
-                        Err(e) => return Err(Error::store(e)),
+                        Err(e) => return Err(busy(e)),
                     }
                 }
                 doubled
@@ -548,6 +569,24 @@ impl<S: Store + 'static> RateLimiter<S> {
         status::statuses(&key.entity, &key.resource, view, consume, &soft, now)
     }
 
+    /// Other writers held the bucket: nothing judged, every status passed.
+    fn contended_on(
+        &self,
+        key: &BucketKey,
+        view: &BucketView,
+        consume: &Consume,
+        now: i64,
+    ) -> Error {
+        let mut statuses = self.image_statuses(key, view, consume, now);
+        for status in &mut statuses {
+            (status.exceeded, status.retry_after_ms) = (false, 0);
+        }
+        Error::RateLimitExceeded(RateLimitExceeded {
+            statuses,
+            contended: true,
+        })
+    }
+
     fn rejection(&self, key: &BucketKey, view: &BucketView, consume: &Consume, now: i64) -> Error {
         Error::RateLimitExceeded(RateLimitExceeded {
             statuses: self.image_statuses(key, view, consume, now),
@@ -562,7 +601,8 @@ impl<S: Store + 'static> RateLimiter<S> {
     async fn slow(&self, key: &BucketKey, consume: &Consume, cascade: bool) -> Outcome {
         for pass in 0..SLOW_PASSES {
             let now_plan = self.shared.now();
-            let targets = self.read_targets(key, cascade).await?;
+            // A re-plan reads META and the buckets strongly consistent.
+            let targets = self.read_targets(key, cascade, pass > 0).await?;
             let plans = self.plan(&targets, consume, now_plan).await?;
             let last = pass + 1 == SLOW_PASSES;
             if let Some(done) = self.commit(&plans, &targets, consume, now_plan, last).await {
@@ -582,16 +622,17 @@ impl<S: Store + 'static> RateLimiter<S> {
         &self,
         key: &BucketKey,
         cascade: bool,
+        consistent: bool,
     ) -> Result<Vec<(BucketKey, Target)>, Error> {
         let shared = &self.shared;
-        let child = self.read_target(key).await?;
+        let child = self.read_target(key, consistent).await?;
         let parent = child.meta.as_ref().and_then(|m| m.parent_id.clone());
         let parent = parent.filter(|_| slow::cascades(&child.resolved, child.meta.as_ref()));
         shared.remember_parent(key, parent.clone());
         let mut targets = vec![(key.clone(), child)];
         if let Some(parent) = parent.filter(|_| cascade) {
             let pkey = self.parent_key(key, parent);
-            let target = self.read_target(&pkey).await?;
+            let target = self.read_target(&pkey, consistent).await?;
             targets.push((pkey, target));
         }
         Ok(targets)
@@ -670,7 +711,7 @@ impl<S: Store + 'static> RateLimiter<S> {
 
     /// One bucket's config, its owner's META and the bucket, as the slow
     /// path reads them.
-    async fn read_target(&self, key: &BucketKey) -> Result<Target, Error> {
+    async fn read_target(&self, key: &BucketKey, consistent: bool) -> Result<Target, Error> {
         let shared = &self.shared;
         let resolved = config::resolve(
             &shared.store,
@@ -698,7 +739,7 @@ impl<S: Store + 'static> RateLimiter<S> {
         ];
         let items = shared
             .store
-            .get_many(&keys, false)
+            .get_many(&keys, consistent)
             .await
             .map_err(Error::store)?;
         let meta = items
@@ -772,16 +813,21 @@ impl<S: Store + 'static> RateLimiter<S> {
                 }
                 Err(e) if e.is_conflict() => conflict_wait(attempt).await,
                 Err(e @ (StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. })) => {
-                    // A lone create whose own condition failed lost to the
-                    // writer that created the bucket: its consumption goes
-                    // onto that bucket. Any other lost create plans again.
-                    let lone_put =
-                        plans.len() == 1 && matches!(e, StoreError::ConditionFailed { .. });
+                    // One bucket that lost its lock, or lost its create to
+                    // another writer's: the consumption alone, onto the
+                    // bucket as it now is (§3.5). A create whose owner
+                    // changed, or a cascade that lost anything, plans again
+                    // (which bucket lost is not known); on the last pass,
+                    // buckets that all exist take the consumption alone.
+                    let alone = plans.len() == 1 && matches!(e, StoreError::ConditionFailed { .. });
                     let creates = plans.iter().any(|p| p.view.is_none());
-                    if creates && !lone_put && !last {
+                    if alone || (last && !creates) {
+                        return Some(self.consumption_only(plans, targets, consume, now).await);
+                    }
+                    if !last {
                         return None;
                     }
-                    return Some(self.consumption_only(plans, consume, now).await);
+                    break;
                 }
                 Err(e) => return Some(Err(Error::store(e))),
             }
@@ -791,11 +837,25 @@ impl<S: Store + 'static> RateLimiter<S> {
 
     /// After a lost lock: the consumption alone, no refill (§3.5); a
     /// failure is a rejection judged on the items as they now stand.
-    async fn consumption_only(&self, plans: &[Planned], consume: &Consume, now: i64) -> Outcome {
+    async fn consumption_only(
+        &self,
+        plans: &[Planned],
+        targets: &[(BucketKey, Target)],
+        consume: &Consume,
+        now: i64,
+    ) -> Outcome {
         let store = &self.shared.store;
         let updates: Vec<_> = plans
             .iter()
-            .map(|p| slow::consumption_only(&p.key, consume, now))
+            .zip(targets)
+            .map(|(p, (_, t))| {
+                let taken: Consume = consume
+                    .iter()
+                    .filter(|(n, a)| **a > 0 && p.after.contains_key(*n))
+                    .map(|(n, a)| (n.clone(), *a))
+                    .collect();
+                slow::consumption_only(&p.key, &taken, &|n| t.resolved.is_soft(n), now)
+            })
             .collect();
         if updates.iter().all(|u| u.expression.is_empty()) {
             return Ok(plans
@@ -853,13 +913,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 )),
                 // Deleted (TTL) between the race and this read: nothing to
                 // judge, and nothing written; worth another acquire.
-                Ok(None) => {
-                    return Error::Unavailable(StoreError::Retryable {
-                        operation: "GetItem",
-                        key: plan.key.pk(),
-                        message: "the bucket is gone after a lost race".into(),
-                    });
-                }
+                Ok(None) => return contended(plans, consume, now),
                 Err(e) => return Error::store(e),
             }
         }
@@ -1023,6 +1077,7 @@ fn entry_from_view(key: &BucketKey, view: &BucketView, consume: &Consume, now: i
         shard_count: view.shard_count,
         vu: view.vu,
         bypassed: false,
+        foreign: view.unsupported.is_some(),
         pending: BTreeMap::new(),
     }
 }
@@ -1045,8 +1100,16 @@ fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
         shard_count: plan.shard_count,
         vu: None,
         bypassed: false,
+        foreign: false,
         pending: BTreeMap::new(),
     }
+}
+
+fn negated(amounts: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+    amounts
+        .iter()
+        .map(|(n, d)| (n.clone(), d.saturating_neg()))
+        .collect()
 }
 
 /// Names as the table allows them, amounts within the client's ceiling.

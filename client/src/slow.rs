@@ -9,8 +9,8 @@ use crate::config::Resolved;
 use crate::status::Consume;
 use std::collections::BTreeMap;
 use zae_table::bucket::{
-    CASCADE, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT, SHARD_COUNT, TTL,
-    VALID_UNTIL, field, limit_attr,
+    BYPASS, CASCADE, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT, SHARD_COUNT,
+    TTL, VALID_UNTIL, field, limit_attr,
 };
 use zae_table::config::LimitConfig;
 use zae_table::entity::Meta;
@@ -84,7 +84,7 @@ fn milli(tokens: i64) -> i64 {
 fn fresh(limit: &LimitConfig, shards: i64, consumed: i64) -> LimitView {
     let cp = milli(limit.capacity);
     LimitView {
-        tk: cp.div_euclid(shards.max(1)) - consumed,
+        tk: cp.div_euclid(shards.max(1)).saturating_sub(consumed),
         cp,
         ra: milli(limit.refill_amount),
         rp: milli(limit.refill_period),
@@ -232,16 +232,19 @@ pub fn plan_update(
     for (name, limit) in &view.limits {
         let consumed = milli(consume.get(name).copied().unwrap_or_default());
         let projected = limit.project(view.rf, now_plan, shards);
-        let refill = projected - limit.tk;
+        let refill = projected.saturating_sub(limit.tk);
         let soft = resolved.is_soft(name);
         if !soft && !bypassed && projected < consumed {
             admitted = false;
         }
         let tk = b.name(&limit_attr(name, field::TOKENS));
-        b.add(&limit_attr(name, field::TOKENS), Attr::n(refill - consumed));
+        b.add(
+            &limit_attr(name, field::TOKENS),
+            Attr::n(refill.saturating_sub(consumed)),
+        );
         b.add(&limit_attr(name, field::CONSUMED), Attr::n(consumed));
         if consumed > refill && !soft {
-            let floor = b.value(Attr::n(consumed - refill));
+            let floor = b.value(Attr::n(consumed.saturating_sub(refill)));
             let stamp = b.name(&limit_attr(name, field::SOFT));
             conditions.push(format!("({stamp} > {now_value} OR {tk} >= {floor})"));
         }
@@ -251,12 +254,12 @@ pub fn plan_update(
         }
         let mut next = *limit;
         refilled_at.insert(name.clone(), limit.refill_to(view.rf, now_plan, shards).1);
-        next.tk = projected - consumed;
-        next.tc = limit.tc + consumed;
+        next.tk = projected.saturating_sub(consumed);
+        next.tc = limit.tc.saturating_add(consumed);
         after.insert(name.clone(), next);
     }
     if let Some(wcu) = &view.wcu {
-        let refill = wcu.project(view.rf, now_plan, 1) - wcu.tk;
+        let refill = wcu.project(view.rf, now_plan, 1).saturating_sub(wcu.tk);
         b.add(&limit_attr(WCU_LIMIT, field::TOKENS), Attr::n(refill));
         b.add(&limit_attr(WCU_LIMIT, field::CONSUMED), Attr::n(0));
     }
@@ -270,6 +273,7 @@ pub fn plan_update(
         true,
         &mut after,
     );
+    drop_bypass(&mut b, &mut conditions, view);
     for limit in &resolved.limits {
         if view.limits.contains_key(&limit.name) {
             continue;
@@ -404,7 +408,7 @@ pub fn stamp_fix(
     let mut b = UpdateBuilder::new();
     let mut conditions = vec![ITEM_EXISTS.to_owned()];
     let mut after = BTreeMap::new();
-    let changed = restamp_soft(
+    let soft = restamp_soft(
         &mut b,
         &mut conditions,
         view,
@@ -414,7 +418,24 @@ pub fn stamp_fix(
         false,
         &mut after,
     );
-    changed.then(|| b.build(&key.pk(), SK_STATE, Some(conditions.join(" AND "))))
+    let bypass = drop_bypass(&mut b, &mut conditions, view);
+    (soft || bypass).then(|| b.build(&key.pk(), SK_STATE, Some(conditions.join(" AND "))))
+}
+
+/// A `bypass` stamp goes with the pass that reads config without bypass
+/// (this client refuses config bypass before it plans), pinned on the
+/// stamp as read. Whether there was one.
+fn drop_bypass(b: &mut UpdateBuilder, conditions: &mut Vec<String>, view: &BucketView) -> bool {
+    if !view.bypass_present {
+        return false;
+    }
+    let alias = b.name(BYPASS);
+    b.remove(BYPASS);
+    if let Some(read) = view.bypass {
+        let read = b.value(Attr::n(read));
+        conditions.push(format!("{alias} = {read}"));
+    }
+    true
 }
 
 /// A configured limit missing from an existing item, written whole.
@@ -438,21 +459,32 @@ fn seed(b: &mut UpdateBuilder, conditions: &mut Vec<String>, name: &str, l: &Lim
 }
 
 /// The consumption alone, after a lost lock (§3.5): no refill, no stamps;
-/// each hard limit must still hold the amount, or a live soft stamp waive it.
-pub fn consumption_only(key: &BucketKey, consume: &Consume, now: i64) -> Update {
+/// each hard limit must still hold the amount, or a live soft stamp waive
+/// it. A limit the config just read says is soft needs only to be there.
+pub fn consumption_only(
+    key: &BucketKey,
+    taken: &Consume,
+    soft: &dyn Fn(&str) -> bool,
+    now: i64,
+) -> Update {
     let mut b = UpdateBuilder::new();
     let mut conditions = Vec::new();
     let now_value = b.value(Attr::n(now));
-    for (name, amount) in consume.iter().filter(|(_, a)| **a > 0) {
+    for (name, amount) in taken {
         let wanted = milli(*amount);
         let tk = b.name(&limit_attr(name, field::TOKENS));
         let cp = b.name(&limit_attr(name, field::CAPACITY));
-        let soft = b.name(&limit_attr(name, field::SOFT));
         b.add(&limit_attr(name, field::TOKENS), Attr::n(-wanted));
         b.add(&limit_attr(name, field::CONSUMED), Attr::n(wanted));
+        let present = format!("attribute_exists({cp}) AND attribute_exists({tk})");
+        if soft(name) {
+            conditions.push(present);
+            continue;
+        }
+        let stamp = b.name(&limit_attr(name, field::SOFT));
         let floor = b.value(Attr::n(wanted));
         conditions.push(format!(
-            "({tk} >= {floor} OR ({soft} > {now_value} AND attribute_exists({cp}) AND attribute_exists({tk})))"
+            "({tk} >= {floor} OR ({stamp} > {now_value} AND {present}))"
         ));
     }
     let condition = (!conditions.is_empty()).then(|| conditions.join(" AND "));

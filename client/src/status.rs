@@ -50,7 +50,7 @@ pub fn statuses(
                 requested,
                 exceeded,
                 retry_after_ms: if exceeded {
-                    retry_after_ms(wanted - projected, limit.ra, limit.rp, shards)
+                    retry_after_ms(wanted.saturating_sub(projected), limit.ra, limit.rp, shards)
                 } else {
                     0
                 },

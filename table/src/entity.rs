@@ -87,9 +87,19 @@ impl Meta {
                 Some(Attr::Bool(b)) => Some(*b),
                 _ => None,
             },
-            pgen: item.get(PARENT_GENERATION).and_then(Attr::as_int),
+            // An entity made before generations counted is generation 0,
+            // and one without `pinc` or `created_at` the legacy incarnation,
+            // as the 0.17.0 client stamps them.
+            pgen: Some(
+                item.get(PARENT_GENERATION)
+                    .and_then(Attr::as_int)
+                    .unwrap_or(0),
+            ),
             pinc_stored: pinc.is_some(),
-            pinc: pinc.or_else(|| text(CREATED_AT)),
+            pinc: Some(
+                pinc.or_else(|| text(CREATED_AT))
+                    .unwrap_or_else(|| LEGACY_INCARNATION.to_owned()),
+            ),
         }
     }
 }
@@ -98,36 +108,12 @@ impl Meta {
 /// client writes it: no META stays no META; a META keeps the generation
 /// and incarnation the bucket is stamped with.
 pub fn create_check(namespace: &str, entity: &str, meta: Option<&Meta>) -> TxWrite {
-    let mut c = Condition::default();
-    c.expression = match meta {
-        None => crate::store::ITEM_ABSENT.to_owned(),
-        Some(meta) => {
-            c.names.insert("#opg".into(), PARENT_GENERATION.into());
-            c.names.insert("#opi".into(), INCARNATION.into());
-            c.names.insert("#oca".into(), CREATED_AT.into());
-            let generation = match meta.pgen {
-                Some(pgen) => {
-                    c.values.insert(":opg".into(), Attr::n(pgen));
-                    "#opg = :opg"
-                }
-                None => "attribute_not_exists(#opg)",
-            };
-            let incarnation = match &meta.pinc {
-                Some(pinc) => {
-                    c.values.insert(":opi".into(), Attr::s(pinc));
-                    "(#opi = :opi OR (attribute_not_exists(#opi) AND #oca = :opi))"
-                }
-                None => {
-                    c.names.remove("#oca");
-                    "attribute_not_exists(#opi)"
-                }
-            };
-            format!("attribute_exists(PK) AND {generation} AND {incarnation}")
-        }
-    };
-    TxWrite::Check {
-        pk: pk_entity(namespace, entity),
-        sk: SK_META.to_owned(),
-        condition: c,
+    match meta {
+        Some(meta) => owner_check(namespace, entity, meta.pgen, meta.pinc.as_deref()),
+        None => TxWrite::Check {
+            pk: pk_entity(namespace, entity),
+            sk: SK_META.to_owned(),
+            condition: Condition::plain(crate::store::ITEM_ABSENT),
+        },
     }
 }

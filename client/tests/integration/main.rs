@@ -2,6 +2,8 @@
 //! the whole SDK; one link instead of several on every rebuild).
 //!
 //! - `memory`: on the in-memory twin, with faults injected at the store seam.
+//! - `others`: buckets other writers shaped (bypass, quotas, a moved
+//!   parent), careless lease amounts, a lost lock on soft debt.
 //! - `differential` and `generated`: the same steps through the Python
 //!   0.17.0 client and zae-client on moto, compared step by step.
 //! - `tower` (feature `tower`): the example gateway under a real HTTP client.
@@ -13,5 +15,6 @@ mod generated;
 #[cfg(feature = "load")]
 mod load;
 mod memory;
+mod others;
 #[cfg(feature = "tower")]
 mod tower;

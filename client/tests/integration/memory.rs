@@ -12,10 +12,10 @@ use zae_table::{Attr, Item};
 use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
 
-const NS: &str = "default";
-const T0: i64 = 1_796_186_400_000;
+pub(crate) const NS: &str = "default";
+pub(crate) const T0: i64 = 1_796_186_400_000;
 
-fn limit(name: &str, capacity: i64, soft: bool) -> LimitConfig {
+pub(crate) fn limit(name: &str, capacity: i64, soft: bool) -> LimitConfig {
     LimitConfig {
         soft,
         ..LimitConfig::drip(name, capacity, capacity, 60)
@@ -23,14 +23,14 @@ fn limit(name: &str, capacity: i64, soft: bool) -> LimitConfig {
 }
 
 /// A table with `default` registered and `limits` on resource `gpt`.
-fn table(limits: Vec<LimitConfig>) -> MemoryStore {
+pub(crate) fn table(limits: Vec<LimitConfig>) -> MemoryStore {
     let store = MemoryStore::new();
     store.register_namespace(NS);
     set(&store, &Level::Resource("gpt".into()), limits);
     store
 }
 
-fn set(store: &MemoryStore, level: &Level, limits: Vec<LimitConfig>) {
+pub(crate) fn set(store: &MemoryStore, level: &Level, limits: Vec<LimitConfig>) {
     let config = LevelConfig {
         limits,
         ..LevelConfig::default()
@@ -38,25 +38,25 @@ fn set(store: &MemoryStore, level: &Level, limits: Vec<LimitConfig>) {
     store.insert(build_item(NS, level, &config));
 }
 
-fn options(clock: &ManualClock) -> Options {
+pub(crate) fn options(clock: &ManualClock) -> Options {
     Options {
         clock: Arc::new(clock.clone()),
         ..Options::default()
     }
 }
 
-async fn open<S: Store + 'static>(store: S, clock: &ManualClock) -> RateLimiter<S> {
+pub(crate) async fn open<S: Store + 'static>(store: S, clock: &ManualClock) -> RateLimiter<S> {
     RateLimiter::on_store(store, NS, options(clock))
         .await
         .expect("open")
 }
 
-fn bucket(store: &MemoryStore, entity: &str) -> Item {
+pub(crate) fn bucket(store: &MemoryStore, entity: &str) -> Item {
     let pk = format!("{NS}/BUCKET#{entity}#gpt#0");
     store.item(&pk, "#STATE").expect("the bucket")
 }
 
-fn n(item: &Item, attr: &str) -> i64 {
+pub(crate) fn n(item: &Item, attr: &str) -> i64 {
     item.get(attr)
         .and_then(Attr::as_int)
         .unwrap_or_else(|| panic!("{attr} in {item:?}"))
@@ -273,7 +273,7 @@ async fn features_the_client_does_not_build_are_refused_with_their_name_and_leve
     );
 }
 
-fn bucket_with_vu(vu: i64) -> Item {
+pub(crate) fn bucket_with_vu(vu: i64) -> Item {
     let mut item: Item = [
         ("SK".to_owned(), Attr::s("#STATE")),
         ("rf".to_owned(), Attr::n(T0)),
@@ -381,7 +381,7 @@ async fn sustained_transaction_conflicts_are_a_contended_rejection_not_unavailab
 
 /// Shard 0 of `u1`'s bucket with its write budget spent far below what a
 /// second refills, and `rpm` at `tokens`.
-fn spent_shard(store: &MemoryStore, tokens: i64) {
+pub(crate) fn spent_shard(store: &MemoryStore, tokens: i64) {
     let mut item = bucket_with_vu(0);
     item.remove("vu");
     item.insert("PK".into(), Attr::s(format!("{NS}/BUCKET#u1#gpt#0")));
