@@ -653,6 +653,18 @@ impl<S: Store + 'static> RateLimiter<S> {
             deadline: &deadline,
             ttl_multiplier: shared.options.ttl_multiplier,
         };
+        if let Some((_, t)) = targets.first() {
+            let unknown: Vec<&String> = consume
+                .keys()
+                .filter(|n| t.resolved.limit(n).is_none())
+                .collect();
+            if !unknown.is_empty() {
+                // As the 0.17.0 client: ignored, with a warning (its v1.0
+                // will refuse them). The resource goes to the log, never the
+                // entity id, which is often an API key.
+                tracing::warn!(?unknown, resource = %targets[0].0.resource, "acquire names limits not configured for the resource; ignored");
+            }
+        }
         let plans: Vec<Planned> = targets
             .iter()
             .map(|(k, t)| match &t.view {
