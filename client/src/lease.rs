@@ -174,7 +174,13 @@ impl<S: Store + 'static> Lease<S> {
                 "consume {name}={amount}: at most {MAX_TOKENS} tokens"
             )));
         }
-        // Amounts of 0 or less take nothing, as in the Python lease.
+        // Amounts of 0 or less take nothing, as in the Python lease; their
+        // limits are neither judged nor listed.
+        let skipped: Vec<&str> = amounts
+            .iter()
+            .filter(|(_, a)| *a <= 0)
+            .map(|(n, _)| *n)
+            .collect();
         let amounts: Vec<(&str, i64)> = amounts.iter().copied().filter(|(_, a)| *a > 0).collect();
         let asked: Consume = amounts.iter().map(|(n, a)| ((*n).to_owned(), *a)).collect();
         let mut statuses = Vec::new();
@@ -202,9 +208,7 @@ impl<S: Store + 'static> Lease<S> {
                 now,
             ));
         }
-        // A limit named with nothing to take is neither judged nor listed,
-        // as the Python lease skips it.
-        statuses.retain(|s| asked.get(&s.limit).is_none_or(|a| *a > 0));
+        statuses.retain(|s| !skipped.contains(&s.limit.as_str()));
         if statuses.iter().any(|s| s.exceeded) {
             return Err(Error::RateLimitExceeded(RateLimitExceeded {
                 statuses,

@@ -196,13 +196,14 @@ fn want(c: &Claimant) -> Want {
     }
     let level = (c.used * (1.0 + HEADROOM)).clamp(c.base, c.ceiling());
     if c.current * (1.0 - BAND) >= level {
-        // A step too small to stamp goes the whole way.
+        // A step too small to stamp goes the whole way. "Too small" as the
+        // stamp judges it, on factors in parts per million: a step a hair
+        // over the band in floats can round under it there, and would then
+        // never be stamped, holding the entity above its level for good.
         let eased = c.current - DECAY * (c.current - level);
-        let eased = if eased > c.current * (1.0 - BAND) {
-            level
-        } else {
-            eased
-        };
+        let stampable =
+            Factor::from_f64(c.current / c.base).differs(Factor::from_f64(eased / c.base), BAND);
+        let eased = if stampable { eased } else { level };
         return Want {
             level: eased.max(level),
             why: Why::Easing,
