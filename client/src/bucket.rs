@@ -26,6 +26,17 @@ pub struct LimitView {
 }
 
 impl LimitView {
+    /// The five fields every limit on a bucket carries, as stored.
+    pub fn fields(&self) -> [(&'static str, i64); 5] {
+        [
+            (field::TOKENS, self.tk),
+            (field::CAPACITY, self.cp),
+            (field::REFILL_AMOUNT, self.ra),
+            (field::REFILL_PERIOD, self.rp),
+            (field::CONSUMED, self.tc),
+        ]
+    }
+
     /// The shard's ceiling, `cp // shards`.
     pub fn ceiling(&self, shards: i64) -> i64 {
         self.cp.div_euclid(shards.max(1))

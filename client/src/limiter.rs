@@ -1,7 +1,7 @@
 //! `RateLimiter`: one namespace of one table, and the acquire that ties
 //! the fast path, the slow path, cascades and shards together.
 
-use crate::bucket::BucketView;
+use crate::bucket::{BucketView, LimitView};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, OnUnavailable, Resolved, SystemCache};
 use crate::error::{Error, RateLimitExceeded};
@@ -1063,9 +1063,9 @@ fn debited(consume: &Consume, has: impl Fn(&str) -> bool) -> BTreeMap<String, i6
 
 /// The limits an acquire named, of those a bucket has.
 fn declared(
-    limits: &BTreeMap<String, crate::bucket::LimitView>,
+    limits: &BTreeMap<String, LimitView>,
     consume: &Consume,
-) -> BTreeMap<String, crate::bucket::LimitView> {
+) -> BTreeMap<String, LimitView> {
     limits
         .iter()
         .filter(|(n, _)| consume.contains_key(*n))
@@ -1073,24 +1073,40 @@ fn declared(
         .collect()
 }
 
-fn entry_from_view(key: &BucketKey, view: &BucketView, consume: &Consume, now: i64) -> Entry {
+/// A lease entry on `limits` as the acquire left them; the caller sets
+/// where their refill stands.
+fn entry(
+    key: &BucketKey,
+    limits: &BTreeMap<String, LimitView>,
+    consume: &Consume,
+    now: i64,
+) -> Entry {
     Entry {
         key: key.clone(),
-        debited: debited(consume, |n| view.limits.contains_key(n)),
-        limits: declared(&view.limits, consume),
-        soft: view
-            .limits
+        debited: debited(consume, |n| limits.contains_key(n)),
+        limits: declared(limits, consume),
+        soft: limits
             .iter()
             .filter(|(_, l)| l.soft_live(now))
             .map(|(n, _)| n.clone())
             .collect(),
-        rf: view.rf,
+        rf: now,
         refilled_at: BTreeMap::new(),
+        shard_count: 1,
+        vu: None,
+        bypassed: false,
+        foreign: false,
+        pending: BTreeMap::new(),
+    }
+}
+
+fn entry_from_view(key: &BucketKey, view: &BucketView, consume: &Consume, now: i64) -> Entry {
+    Entry {
+        rf: view.rf,
         shard_count: view.shard_count,
         vu: view.vu,
-        bypassed: false,
         foreign: view.unsupported.is_some(),
-        pending: BTreeMap::new(),
+        ..entry(key, &view.limits, consume, now)
     }
 }
 
@@ -1098,22 +1114,10 @@ fn entry_from_view(key: &BucketKey, view: &BucketView, consume: &Consume, now: i
 /// refilled where its refill reached (as the Python lease holds them).
 fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
     Entry {
-        key: plan.key.clone(),
-        debited: debited(consume, |n| plan.after.contains_key(n)),
-        limits: declared(&plan.after, consume),
-        soft: plan
-            .after
-            .iter()
-            .filter(|(_, l)| l.soft_live(now))
-            .map(|(n, _)| n.clone())
-            .collect(),
         rf: plan.rf,
         refilled_at: plan.refilled_at.clone(),
         shard_count: plan.shard_count,
-        vu: None,
-        bypassed: false,
-        foreign: false,
-        pending: BTreeMap::new(),
+        ..entry(&plan.key, &plan.after, consume, now)
     }
 }
 

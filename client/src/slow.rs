@@ -95,13 +95,7 @@ fn fresh(limit: &LimitConfig, shards: i64, consumed: i64) -> LimitView {
 }
 
 fn limit_attrs(item: &mut Item, name: &str, l: &LimitView) {
-    for (f, v) in [
-        (field::TOKENS, l.tk),
-        (field::CAPACITY, l.cp),
-        (field::REFILL_AMOUNT, l.ra),
-        (field::REFILL_PERIOD, l.rp),
-        (field::CONSUMED, l.tc),
-    ] {
+    for (f, v) in l.fields() {
         item.insert(limit_attr(name, f), Attr::n(v));
     }
 }
@@ -440,13 +434,7 @@ fn drop_bypass(b: &mut UpdateBuilder, conditions: &mut Vec<String>, view: &Bucke
 
 /// A configured limit missing from an existing item, written whole.
 fn seed(b: &mut UpdateBuilder, conditions: &mut Vec<String>, name: &str, l: &LimitView) {
-    for (f, v) in [
-        (field::TOKENS, l.tk),
-        (field::CAPACITY, l.cp),
-        (field::REFILL_AMOUNT, l.ra),
-        (field::REFILL_PERIOD, l.rp),
-        (field::CONSUMED, l.tc),
-    ] {
+    for (f, v) in l.fields() {
         b.set(&limit_attr(name, f), Attr::n(v));
     }
     b.set(&limit_attr(name, field::SCHED), Attr::s("-"));

@@ -165,6 +165,23 @@ pub async fn run_rust(table: &str, spec_path: &str, spec: &Value) -> Vec<Value> 
     out
 }
 
+/// A fresh table (namespace "default") with the spec's `setup` ops applied
+/// by the real 0.17.0 client at `setup_at_ms`; its name.
+pub fn prepared(name: &str, setup: Value, setup_at_ms: i64) -> String {
+    let table = zae_test_support::harness::unique_table(name);
+    let dir = zae_test_support::harness::TempDir::new(&table);
+    let spec =
+        json!({"stamp_ttl_ms": 60_000, "setup_at_ms": setup_at_ms, "setup": setup, "steps": []});
+    let path = dir.file("spec.json");
+    std::fs::write(&path, spec.to_string()).expect("write the spec");
+    let path = path.to_string_lossy();
+    run_json(
+        "client_diff.py",
+        &["prepare", "--table", &table, "--spec", &path],
+    );
+    table
+}
+
 /// The Python client's run of the same spec on its own table.
 pub fn run_python(table: &str, spec_path: &str) -> Vec<Value> {
     run_json(

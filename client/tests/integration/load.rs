@@ -5,12 +5,10 @@
 
 use serde_json::{Value, json};
 use std::process::{Command, Output};
-use zae_test_support::harness::{TempDir, aws_env, moto, run_json, unique_table};
+use zae_test_support::harness::{aws_env, moto};
 
 /// Namespace "default" with `rpm` (hard) of `capacity` a day on resource "api".
 fn prepare(capacity: i64) -> String {
-    let table = unique_table("load");
-    let dir = TempDir::new(&table);
     let limits = [
         json!({"name": "rpm", "capacity": capacity, "refill_amount": capacity,
                           "refill_period_s": 86_400, "soft": false}),
@@ -18,20 +16,7 @@ fn prepare(capacity: i64) -> String {
                           "refill_period_s": 86_400, "soft": true}),
     ];
     let setup = json!([{"op": "limits", "level": "resource", "resource": "api", "limits": limits}]);
-    let spec = json!({"stamp_ttl_ms": 60_000, "setup_at_ms": 1_796_186_400_000_i64, "setup": setup, "steps": []});
-    let path = dir.file("spec.json");
-    std::fs::write(&path, spec.to_string()).expect("write the spec");
-    run_json(
-        "client_diff.py",
-        &[
-            "prepare",
-            "--table",
-            &table,
-            "--spec",
-            &path.to_string_lossy(),
-        ],
-    );
-    table
+    crate::common::prepared("load", setup, 1_796_186_400_000)
 }
 
 fn zae_load(args: &[&str]) -> Output {

@@ -173,20 +173,8 @@ async fn a_warm_fast_path_costs_one_update_and_no_read() {
 async fn a_cascade_parents_soft_limit_never_rejects_and_its_hard_limit_refunds_the_child() {
     let clock = ManualClock::new(T0);
     let store = Arc::new(table(vec![limit("rpm", 100, false)]));
-    let entity = |id: &str, parent: Option<&str>| {
-        let mut item: Item = [
-            ("PK".to_owned(), Attr::s(format!("{NS}/ENTITY#{id}"))),
-            ("SK".to_owned(), Attr::s("#META")),
-            ("cascade".to_owned(), Attr::Bool(parent.is_some())),
-        ]
-        .into();
-        if let Some(p) = parent {
-            item.insert("parent_id".into(), Attr::s(p));
-        }
-        item
-    };
-    store.insert(entity("org", None));
-    store.insert(entity("kid", Some("org")));
+    store.insert(crate::others::meta("org", None));
+    store.insert(crate::others::meta("kid", Some("org")));
     set(
         &store,
         &Level::Entity {

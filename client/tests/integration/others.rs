@@ -98,7 +98,8 @@ async fn a_credit_to_another_clients_quota_bucket_is_dropped_not_forced() {
     );
 }
 
-fn meta(id: &str, parent: Option<&str>) -> Item {
+/// An entity's META as `create_entity` leaves it, cascading when it has a parent.
+pub(crate) fn meta(id: &str, parent: Option<&str>) -> Item {
     let mut item: Item = [
         ("PK".to_owned(), Attr::s(format!("{NS}/ENTITY#{id}"))),
         ("SK".to_owned(), Attr::s("#META")),

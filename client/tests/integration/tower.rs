@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use zae_client::{Ask, OnUnavailable, Options, RateLimitLayer, RateLimiter, Usage};
 use zae_table::bucket::{field, limit_attr};
 use zae_table::keys::BucketKey;
-use zae_test_support::harness::{TempDir, moto, run_json, unique_table};
+use zae_test_support::harness::{moto, run_json};
 
 /// Whole tokens a day: refill that a test's few seconds never see.
 const DAY_S: i64 = 86_400;
@@ -26,23 +26,7 @@ fn limit(name: &str, capacity: i64, soft: bool) -> Value {
 
 /// A table with namespace "default" and `setup` applied by the real client.
 fn prepare(setup: Value) -> String {
-    let table = unique_table("tower");
-    let dir = TempDir::new(&table);
-    let spec =
-        json!({"stamp_ttl_ms": 60_000, "setup_at_ms": now_ms(), "setup": setup, "steps": []});
-    let path = dir.file("spec.json");
-    std::fs::write(&path, spec.to_string()).expect("write the spec");
-    run_json(
-        "client_diff.py",
-        &[
-            "prepare",
-            "--table",
-            &table,
-            "--spec",
-            &path.to_string_lossy(),
-        ],
-    );
-    table
+    crate::common::prepared("tower", setup, now_ms())
 }
 
 fn llm_limits(rpm: i64, tpm: i64) -> Value {

@@ -117,6 +117,21 @@ impl DynamoStore {
         })
     }
 
+    /// An UpdateItem of `update`, its return values still to choose.
+    fn update_request(
+        &self,
+        update: &Update,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(&update.pk, &update.sk)))
+            .update_expression(&update.expression)
+            .set_condition_expression(update.condition.clone())
+            .set_expression_attribute_names(names(&update.names))
+            .set_expression_attribute_values(values(&update.values))
+    }
+
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         DynamoStore {
             client,
@@ -276,14 +291,7 @@ impl Store for DynamoStore {
             Returns::AllNew => ReturnValue::AllNew,
         };
         let out = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(&update.pk, &update.sk)))
-            .update_expression(&update.expression)
-            .set_condition_expression(update.condition.clone())
-            .set_expression_attribute_names(names(&update.names))
-            .set_expression_attribute_values(values(&update.values))
+            .update_request(update)
             .return_values(returns)
             .send()
             .await
@@ -293,14 +301,7 @@ impl Store for DynamoStore {
 
     async fn update_or_old(&self, update: &Update) -> Result<Updated, StoreError> {
         let out = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(&update.pk, &update.sk)))
-            .update_expression(&update.expression)
-            .set_condition_expression(update.condition.clone())
-            .set_expression_attribute_names(names(&update.names))
-            .set_expression_attribute_values(values(&update.values))
+            .update_request(update)
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -452,10 +453,11 @@ impl Store for DynamoStore {
             // Another transaction on the same items (concurrent registry
             // updates): worth another try, unlike a condition that failed.
             if any("TransactionConflict") {
+                // Named whatever DynamoDB's message says: `is_conflict` reads it.
                 return Err(StoreError::Retryable {
                     operation,
                     key: first,
-                    message,
+                    message: format!("TransactionConflict: {message}"),
                 });
             }
         }
