@@ -163,7 +163,7 @@ pub enum Error {
     },
     /// The table refused the caller's credentials.
     #[error(
-        "permission denied: {0} -- acquire needs dynamodb:GetItem, BatchGetItem, UpdateItem, PutItem, TransactWriteItems and ConditionCheckItem on the table"
+        "permission denied: {0} -- acquire needs dynamodb:GetItem, BatchGetItem, UpdateItem, PutItem and ConditionCheckItem on the table (docs/client.md, Permissions)"
     )]
     PermissionDenied(StoreError),
     /// The table could not be reached or answered an error (after the SDK's
