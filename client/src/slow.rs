@@ -129,18 +129,10 @@ pub fn plan_create(
     now: i64,
     stamps: Stamps<'_>,
 ) -> Planned {
-    let mut item: Item = BTreeMap::from([
-        ("PK".to_owned(), Attr::s(key.pk())),
-        ("SK".to_owned(), Attr::s(SK_STATE)),
-        ("entity_id".to_owned(), Attr::s(&key.entity)),
-        ("resource".to_owned(), Attr::s(&key.resource)),
-        (REFILLED_AT.to_owned(), Attr::n(now)),
-        (SHARD_COUNT.to_owned(), Attr::n(shards)),
-        (CASCADE.to_owned(), Attr::Bool(cascades(resolved, meta))),
-    ]);
-    for (name, value) in key.index_keys() {
-        item.insert(name.to_owned(), Attr::s(value));
-    }
+    let mut item = key.new_item();
+    item.insert(REFILLED_AT.to_owned(), Attr::n(now));
+    item.insert(SHARD_COUNT.to_owned(), Attr::n(shards));
+    item.insert(CASCADE.to_owned(), Attr::Bool(cascades(resolved, meta)));
     if let Some(ttl) = ttl_at(resolved, now, stamps.ttl_multiplier) {
         item.insert(TTL.to_owned(), Attr::n(ttl));
     }

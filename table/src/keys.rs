@@ -166,6 +166,25 @@ impl BucketKey {
         }
     }
 
+    /// What a new bucket item starts with, as the client creates it: its
+    /// table keys, its owner and resource, and every index key.
+    pub fn new_item(&self) -> crate::value::Item {
+        use crate::value::Attr;
+        let mut item = crate::value::Item::from([
+            (Index::TABLE.pk.to_owned(), Attr::s(self.pk())),
+            (Index::TABLE.sk.to_owned(), Attr::s(SK_STATE)),
+            (crate::snapshot::ENTITY_ID.to_owned(), Attr::s(&self.entity)),
+            (
+                crate::snapshot::RESOURCE.to_owned(),
+                Attr::s(&self.resource),
+            ),
+        ]);
+        for (name, value) in self.index_keys() {
+            item.insert(name.to_owned(), Attr::s(value));
+        }
+        item
+    }
+
     /// Every index key a bucket item carries, partition and sort (GSI2:
     /// the resource's buckets, GSI3: the entity's, GSI4: the namespace's),
     /// as the client writes them when it creates the item.
