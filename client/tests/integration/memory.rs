@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use zae_client::{Error, Feature, ManualClock, OnUnavailable, Options, RateLimiter};
 use zae_table::config::{LevelConfig, LimitConfig, build_item};
+use zae_table::keys;
 use zae_table::level::Level;
 use zae_table::store::{Counted, Store, StoreError};
 use zae_table::{Attr, Item};
@@ -51,9 +52,21 @@ pub(crate) async fn open<S: Store + 'static>(store: S, clock: &ManualClock) -> R
         .expect("open")
 }
 
+/// The partition key of shard `shard` of `entity`'s `gpt` bucket.
+pub(crate) fn bucket_pk(entity: &str, shard: u32) -> String {
+    keys::BucketKey {
+        namespace: NS.into(),
+        entity: entity.into(),
+        resource: "gpt".into(),
+        shard,
+    }
+    .pk()
+}
+
 pub(crate) fn bucket(store: &MemoryStore, entity: &str) -> Item {
-    let pk = format!("{NS}/BUCKET#{entity}#gpt#0");
-    store.item(&pk, "#STATE").expect("the bucket")
+    store
+        .item(&bucket_pk(entity, 0), keys::SK_STATE)
+        .expect("the bucket")
 }
 
 pub(crate) fn n(item: &Item, attr: &str) -> i64 {
@@ -230,15 +243,15 @@ async fn features_the_client_does_not_build_are_refused_with_their_name_and_leve
     );
     assert!(err.to_string().contains("resource gpt"), "{err}");
     assert!(
-        store
-            .items()
-            .iter()
-            .all(|i| !i["PK"].as_s().unwrap_or_default().contains("BUCKET#")),
+        store.items().iter().all(|i| !i["PK"]
+            .as_s()
+            .unwrap_or_default()
+            .contains(keys::BUCKET_PREFIX)),
         "nothing written"
     );
     // A bucket another client stamped with a schedule boundary.
     let mut item = bucket_with_vu(T0 + 1000);
-    item.insert("PK".into(), Attr::s(format!("{NS}/BUCKET#u2#gpt#0")));
+    item.insert("PK".into(), Attr::s(bucket_pk("u2", 0)));
     store.insert(item);
     set(
         &store,
@@ -263,7 +276,7 @@ async fn features_the_client_does_not_build_are_refused_with_their_name_and_leve
 
 pub(crate) fn bucket_with_vu(vu: i64) -> Item {
     let mut item: Item = [
-        ("SK".to_owned(), Attr::s("#STATE")),
+        ("SK".to_owned(), Attr::s(keys::SK_STATE)),
         ("rf".to_owned(), Attr::n(T0)),
         ("vu".to_owned(), Attr::n(vu)),
     ]
@@ -372,7 +385,7 @@ async fn sustained_transaction_conflicts_are_a_contended_rejection_not_unavailab
 pub(crate) fn spent_shard(store: &MemoryStore, tokens: i64) {
     let mut item = bucket_with_vu(0);
     item.remove("vu");
-    item.insert("PK".into(), Attr::s(format!("{NS}/BUCKET#u1#gpt#0")));
+    item.insert("PK".into(), Attr::s(bucket_pk("u1", 0)));
     item.insert("b_rpm_tk".into(), Attr::n(tokens));
     item.insert("shard_count".into(), Attr::n(1));
     for (f, v) in [
@@ -405,7 +418,7 @@ async fn a_spent_write_budget_doubles_the_shards_and_admits_on_a_new_shard() {
         "shard 0 doubled"
     );
     let second = store
-        .item(&format!("{NS}/BUCKET#u1#gpt#1"), "#STATE")
+        .item(&bucket_pk("u1", 1), keys::SK_STATE)
         .expect("shard 1");
     assert_eq!(n(&second, "shard_count"), 2);
     // Half the capacity per shard, less the one consumed.

@@ -2,10 +2,11 @@
 //! bypass stamp, another client's quota, a child moved to a new parent,
 //! amounts from a careless caller, and a lost lock on a soft limit in debt.
 
-use crate::memory::{NS, T0, bucket, limit, n, open, options, table};
+use crate::memory::{NS, T0, bucket, bucket_pk, limit, n, open, options, table};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use zae_client::{Error, ManualClock, RateLimiter};
+use zae_table::keys;
 use zae_table::store::StoreError;
 use zae_table::{Attr, Item};
 use zae_test_support::faults::{Call, Faults, Injected};
@@ -101,8 +102,8 @@ async fn a_credit_to_another_clients_quota_bucket_is_dropped_not_forced() {
 /// An entity's META as `create_entity` leaves it, cascading when it has a parent.
 pub(crate) fn meta(id: &str, parent: Option<&str>) -> Item {
     let mut item: Item = [
-        ("PK".to_owned(), Attr::s(format!("{NS}/ENTITY#{id}"))),
-        ("SK".to_owned(), Attr::s("#META")),
+        ("PK".to_owned(), Attr::s(keys::pk_entity(NS, id))),
+        ("SK".to_owned(), Attr::s(keys::SK_META)),
         ("cascade".to_owned(), Attr::Bool(parent.is_some())),
     ]
     .into();
@@ -208,7 +209,7 @@ async fn after_a_lost_lock_a_soft_limit_in_debt_with_an_expired_stamp_still_admi
     assert!(lease.is_ok(), "a soft limit never rejects: {lease:?}");
     let item = store
         .inner
-        .item(&format!("{NS}/BUCKET#u1#gpt#0"), "#STATE")
+        .item(&bucket_pk("u1", 0), keys::SK_STATE)
         .expect("bucket");
     assert_eq!(n(&item, "b_tpm_tc"), 100_000);
 }
