@@ -52,9 +52,11 @@ impl<S: Store> Provisioner<'_, S> {
     ) -> Result<State, ApplyError> {
         let intent = State {
             managed: before.managed.union(&manifest.managed_set()),
-            // A Delete releases the namespace only once its levels are gone.
-            owner: match caller.ownership {
-                Ownership::Release(_) => before.owner.clone(),
+            // A Delete holds the namespace while it deletes (a namespace
+            // nobody owned included: no stack can claim it meanwhile) and
+            // releases it only once its levels are gone.
+            owner: match &caller.ownership {
+                Ownership::Release(me) => Some(me.clone()),
                 _ => owner_after(caller, before),
             },
             cascade_pending: before.cascade_pending.clone(),

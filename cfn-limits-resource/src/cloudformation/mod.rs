@@ -448,7 +448,17 @@ pub async fn handle(
     if !delete {
         rollback.set(ids.failed(envelope));
     }
-    let report = provisioner.apply_plan(&manifest, plan, &caller).await?;
+    let report = match provisioner.apply_plan(&manifest, plan, &caller).await {
+        // Claimed by another resource after the read: its claim stands.
+        Err(ApplyError::Owned { namespace }) if delete => {
+            let why = format!(
+                "namespace {namespace} was claimed by another custom resource while this \
+                 Delete ran; nothing deleted"
+            );
+            return Ok(skipped(envelope, &why));
+        }
+        report => report?,
+    };
     succeeded(envelope, &ids, table, report)
 }
 

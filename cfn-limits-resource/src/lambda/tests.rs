@@ -205,6 +205,71 @@ async fn a_deleted_stack_releases_its_namespace_to_the_next() {
     assert_eq!(resource_config(&store).unwrap()["l_rpm_cp"], Attr::n(20));
 }
 
+/// Another stack's Create, landing in the table the instant before the
+/// Delete's first write: its claim on the `#PROVISIONER` record and its
+/// `gpt-4` config (capacity 99). Moto cannot interleave two requests at
+/// that point, so the store seam does.
+#[derive(Clone)]
+struct ClaimedMeanwhile {
+    store: Memory,
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Faults for ClaimedMeanwhile {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let write = !matches!(call, Call::Get { .. } | Call::Query(_));
+        if write && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let other = "arn:aws:cloudformation:us-east-1:123456789012:stack/other/2|TenantLimits";
+            let mut record = self
+                .store
+                .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+                .expect("the record");
+            record.insert("cfn_owner".into(), Attr::s(other));
+            self.store.insert(record);
+            let mut config = resource_config(&self.store).expect("gpt-4's config");
+            config.insert("l_rpm_cp".into(), Attr::n(99));
+            self.store.insert(config);
+        }
+        None
+    }
+}
+
+/// A Delete of a namespace nobody owns (a CLI-managed one, or a stack's
+/// from before owners were recorded) claims it in a conditional write before
+/// it deletes anything: another stack that claimed it after the Delete read
+/// the record keeps its levels, and the Delete answers SUCCESS and deletes
+/// nothing. Before, it checked the owner only when it read the record and
+/// deleted the other stack's `gpt-4`.
+#[tokio::test]
+async fn a_delete_never_deletes_what_another_stack_claimed_while_it_ran() {
+    let store = seeded();
+    let provisioner = crate::apply::Provisioner {
+        store: &*store,
+        namespace: NS,
+    };
+    let cli = "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 10}}}}\n";
+    let cli = crate::manifest::Manifest::from_yaml(cli).unwrap();
+    provisioner
+        .apply(&cli, false, &Caller::local("cli"))
+        .await
+        .unwrap();
+    assert_eq!(owner_of(&store, NS), None, "nobody owns it");
+    let deps = deps(Injected {
+        inner: store.clone(),
+        faults: ClaimedMeanwhile {
+            store: store.clone(),
+            done: Arc::default(),
+        },
+    });
+    let delete = request("Delete", "r1", Some(PHYSICAL), STACK, "10");
+    let answer = send(&deps, delete, MINUTE).await;
+    answered(&answer, "SUCCESS", "nothing deleted");
+    let other = "arn:aws:cloudformation:us-east-1:123456789012:stack/other/2|TenantLimits";
+    assert_eq!(owner_of(&store, NS), Some(Attr::s(other)));
+    let config = resource_config(&store).map(|c| c["l_rpm_cp"].clone());
+    assert_eq!(config, Some(Attr::n(99)), "the other stack's level stays");
+}
+
 #[tokio::test]
 async fn a_bad_manifest_fails_at_its_path_and_its_rollback_is_a_no_op() {
     let store = seeded();
