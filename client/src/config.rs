@@ -155,9 +155,10 @@ pub async fn resolve<S: Store>(
         .into_iter()
         .find(|(_, c)| c.as_ref().is_some_and(|c| !c.limits.is_empty()))
     else {
-        return Err(Error::Validation(format!(
-            "no limits configured for entity '{entity}' and resource '{resource}' at any level"
-        )));
+        return Err(Error::NoLimits {
+            entity: entity.to_owned(),
+            resource: resource.to_owned(),
+        });
     };
     let limits = config.map(|c| c.limits).unwrap_or_default();
     refuse_unsupported(&limits, entity, resource, &level)?;

@@ -150,9 +150,14 @@ pub enum Error {
         resource: String,
         level: String,
     },
-    /// No limit configured at any level, a bad name or amount.
+    /// A bad name or amount in the request.
     #[error("{0}")]
     Validation(String),
+    /// No limit configured for the pair at any level: the operator's
+    /// configuration, not the request (the Python client's
+    /// `ValidationError`).
+    #[error("no limits configured for entity '{entity}' and resource '{resource}' at any level")]
+    NoLimits { entity: String, resource: String },
     #[error("{feature} on {entity}/{resource} ({at}) is not supported by zae-client yet; use the Python client for it", feature = .feature.name())]
     Unsupported {
         feature: Feature,

@@ -40,6 +40,9 @@ pub struct Entry {
     pub foreign: bool,
     /// Millitokens consumed since the initial commit (negative: released).
     pub pending: BTreeMap<String, i64>,
+    /// The configured limits a slow pass judged by, as statuses quote them
+    /// (empty on the fast path: the bucket's are quoted).
+    pub(crate) quoted: crate::status::Quotes,
 }
 
 /// The buckets an acquire debited. Commit it to write the adjustments; an
@@ -199,12 +202,12 @@ impl<S: Store + 'static> Lease<S> {
                 ..Default::default()
             };
             let soft = |n: &str| entry.soft.iter().any(|s| s == n);
+            let who = (entry.key.entity.as_str(), entry.key.resource.as_str());
             statuses.extend(status::statuses(
-                &entry.key.entity,
-                &entry.key.resource,
+                who,
                 &view,
                 &asked,
-                &soft,
+                (&soft, &entry.quoted),
                 now,
             ));
         }
@@ -265,6 +268,35 @@ impl<S: Store + 'static> Drop for Lease<S> {
             Err(_) => {
                 tracing::warn!("a lease dropped outside a Tokio runtime: its adjustments are lost")
             }
+        }
+    }
+}
+
+/// A lease on its way from the acquire's task to its caller: rolled back
+/// when it is dropped unclaimed (the caller stopped waiting).
+pub(crate) struct Unclaimed<S: Store + 'static>(Option<Lease<S>>);
+
+impl<S: Store + 'static> Unclaimed<S> {
+    pub(crate) fn new(lease: Lease<S>) -> Self {
+        Unclaimed(Some(lease))
+    }
+
+    pub(crate) fn claim(mut self) -> Lease<S> {
+        // Only here and in `drop` is it taken: `Some` until then.
+        self.0.take().expect("a lease is claimed once")
+    }
+}
+
+impl<S: Store + 'static> Drop for Unclaimed<S> {
+    fn drop(&mut self) {
+        let Some(lease) = self.0.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(lease.rollback());
+            }
+            Err(_) => tracing::warn!(
+                "an acquire nobody waited for ended outside a Tokio runtime: its debit stays"
+            ),
         }
     }
 }

@@ -19,9 +19,14 @@ pub mod tower;
 
 #[cfg(feature = "tower")]
 pub use crate::tower::{Ask, RateLimit, RateLimitLayer, Usage};
+/// The SDK configuration crate [`RateLimiter::open_with`] takes, at the
+/// version this crate builds with.
+pub use aws_config;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::OnUnavailable;
 pub use error::{Error, Feature, LimitStatus, RateLimitExceeded};
 pub use lease::Lease;
-pub use limiter::{Options, RateLimiter};
+pub use limiter::{
+    ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, sdk_config,
+};
 pub use zae_table::sdk::DynamoStore;

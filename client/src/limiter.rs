@@ -6,7 +6,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{self, OnUnavailable, Resolved, SystemCache};
 use crate::error::{Error, RateLimitExceeded};
 use crate::fast::{self, Refusal};
-use crate::lease::{self, Entry, Lease, Part};
+use crate::lease::{self, Entry, Lease, Part, Unclaimed};
 use crate::slow::{self, Planned, Stamps};
 use crate::status::{self, Consume};
 use std::collections::{BTreeMap, HashMap};
@@ -129,12 +129,33 @@ impl<S: Store + 'static> Clone for RateLimiter<S> {
     }
 }
 
+/// How long one request of [`sdk_config`] may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// All of a request's attempts: past this an acquire is `Unavailable`.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The SDK configuration [`RateLimiter::open`] uses: region, credentials
+/// and endpoint from the environment, and every request bounded in time,
+/// so that a table that accepts and never answers is `Unavailable` (which
+/// `on_unavailable` then decides), never a caller held for good. The SDK
+/// alone bounds only the connect.
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    let timeouts = aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+        .operation_timeout(OPERATION_TIMEOUT)
+        .build();
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .timeout_config(timeouts)
+        .load()
+        .await
+}
+
 impl RateLimiter<DynamoStore> {
-    /// Opens `namespace` of `table` with the SDK's standard configuration
-    /// (region, credentials and endpoint from the environment).
+    /// Opens `namespace` of `table` with [`sdk_config`].
     pub async fn open(namespace: &str, table: &str) -> Result<Self, Error> {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Self::open_with(&sdk, namespace, table, Options::default()).await
+        Self::open_with(&sdk_config().await, namespace, table, Options::default()).await
     }
 
     pub async fn open_with(
@@ -189,6 +210,10 @@ impl<S: Store + 'static> RateLimiter<S> {
     /// Admits `consume` (whole tokens per limit) for `entity` on `resource`,
     /// or says why not. The lease it answers holds the debit; commit it
     /// (or roll it back) when the work is done.
+    ///
+    /// Cancel-safe: inside a Tokio runtime the acquire runs to its end on a
+    /// task of its own, and a lease its caller stopped waiting for (a
+    /// dropped future) is rolled back, so no debit is left behind.
     pub async fn acquire(
         &self,
         entity: &str,
@@ -196,12 +221,44 @@ impl<S: Store + 'static> RateLimiter<S> {
         consume: &[(&str, i64)],
     ) -> Result<Lease<S>, Error> {
         let consume = validate(entity, resource, consume)?;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return self.admit(entity, resource, &consume).await;
+        };
+        let (sender, receiver) = futures::channel::oneshot::channel();
+        let this = self.clone();
+        let (entity, resource) = (entity.to_owned(), resource.to_owned());
+        let task = runtime.spawn(async move {
+            let admitted = this.admit(&entity, &resource, &consume).await;
+            // Unsent or unread, the lease rolls itself back.
+            let _ = sender.send(admitted.map(Unclaimed::new));
+        });
+        match receiver.await {
+            Ok(admitted) => admitted.map(Unclaimed::claim),
+            Err(_) => match task.await {
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                _ => Err(Error::Unavailable(StoreError::Fatal {
+                    operation: "acquire",
+                    key: String::new(),
+                    message: "the acquire's task was cancelled (the runtime is shutting down)"
+                        .into(),
+                })),
+            },
+        }
+    }
+
+    /// The acquire itself, on the caller's task.
+    async fn admit(
+        &self,
+        entity: &str,
+        resource: &str,
+        consume: &Consume,
+    ) -> Result<Lease<S>, Error> {
         let shared = &self.shared;
         let mode = match shared.options.on_unavailable {
             Some(mode) => mode,
             None => shared.system.mode(&shared.store, &shared.namespace).await,
         };
-        match self.attempt(entity, resource, &consume).await {
+        match self.attempt(entity, resource, consume).await {
             Ok(entries) => Ok(Lease::new(Arc::clone(shared), entries)),
             Err(Error::Unavailable(e)) if mode == OnUnavailable::Allow => {
                 tracing::warn!(error = %e, "table unavailable: admitted without counting (on_unavailable = allow)");
@@ -364,12 +421,13 @@ impl<S: Store + 'static> RateLimiter<S> {
             }
             Ok(Fast::Refused(pview)) => match fast::classify(&pview, consume, now) {
                 Refusal::Exhausted if !fast::refill_would_help(&pview, consume, now) => {
+                    let soft = |n: &str| view.limits.get(n).is_some_and(|l| l.soft_live(now));
+                    let by_bucket = BTreeMap::new();
                     let mut statuses = status::statuses(
-                        &key.entity,
-                        &key.resource,
+                        (&key.entity, &key.resource),
                         &view,
                         consume,
-                        &|n| view.limits.get(n).is_some_and(|l| l.soft_live(now)),
+                        (&soft, &by_bucket),
                         now,
                     );
                     statuses.extend(self.image_statuses(&pkey, &pview, consume, now));
@@ -566,7 +624,9 @@ impl<S: Store + 'static> RateLimiter<S> {
         now: i64,
     ) -> Vec<crate::error::LimitStatus> {
         let soft = |n: &str| view.limits.get(n).is_some_and(|l| l.soft_present);
-        status::statuses(&key.entity, &key.resource, view, consume, &soft, now)
+        let by_bucket = BTreeMap::new();
+        let who = (key.entity.as_str(), key.resource.as_str());
+        status::statuses(who, view, consume, (&soft, &by_bucket), now)
     }
 
     /// Other writers held the bucket: nothing judged, every status passed.
@@ -1025,6 +1085,7 @@ fn plan_statuses(
     now: i64,
 ) -> Vec<crate::error::LimitStatus> {
     let soft = |n: &str| resolved.is_soft(n);
+    let who = (key.entity.as_str(), key.resource.as_str());
     match &plan.view {
         Some(view) => {
             let mut view = view.clone();
@@ -1035,7 +1096,7 @@ fn plan_statuses(
                     seeded
                 });
             }
-            status::statuses(&key.entity, &key.resource, &view, consume, &soft, now)
+            status::statuses(who, &view, consume, (&soft, &plan.quoted), now)
         }
         None => {
             let mut view = BucketView {
@@ -1048,7 +1109,7 @@ fn plan_statuses(
                 fresh.tk += consume.get(name).copied().unwrap_or_default() * MILLI;
                 view.limits.insert(name.clone(), fresh);
             }
-            status::statuses(&key.entity, &key.resource, &view, consume, &soft, now)
+            status::statuses(who, &view, consume, (&soft, &plan.quoted), now)
         }
     }
 }
@@ -1097,6 +1158,7 @@ fn entry(
         bypassed: false,
         foreign: false,
         pending: BTreeMap::new(),
+        quoted: BTreeMap::new(),
     }
 }
 
@@ -1114,6 +1176,7 @@ fn entry_from_view(key: &BucketKey, view: &BucketView, consume: &Consume, now: i
 /// refilled where its refill reached (as the Python lease holds them).
 fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
     Entry {
+        quoted: plan.quoted.clone(),
         rf: plan.rf,
         refilled_at: plan.refilled_at.clone(),
         shard_count: plan.shard_count,

@@ -6,7 +6,7 @@
 
 use crate::bucket::{BucketView, LimitView};
 use crate::config::Resolved;
-use crate::status::Consume;
+use crate::status::{Consume, Quotes, quoted_config};
 use std::collections::BTreeMap;
 use zae_table::bucket::{
     BYPASS, CASCADE, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT, SHARD_COUNT,
@@ -51,6 +51,8 @@ pub struct Planned {
     pub admitted: bool,
     /// The bucket as read (`None`: created by this write).
     pub view: Option<BucketView>,
+    /// The configured limits this pass judged by, as statuses quote them.
+    pub quoted: Quotes,
 }
 
 /// Seconds a limit takes to refill from empty, as the Python client
@@ -177,6 +179,7 @@ pub fn plan_create(
         refilled_at: BTreeMap::new(),
         admitted,
         view: None,
+        quoted: quoted_config(&resolved.limits),
     }
 }
 
@@ -295,6 +298,7 @@ pub fn plan_update(
         refilled_at,
         admitted,
         view: Some(view.clone()),
+        quoted: quoted_config(&resolved.limits),
     }
 }
 

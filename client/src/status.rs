@@ -1,13 +1,68 @@
 //! Statuses of a judged bucket: what each limit has, what was asked, and
 //! how long until it would admit (§7 of the protocol).
 
-use crate::bucket::BucketView;
+use crate::bucket::{BucketView, LimitView};
 use crate::error::LimitStatus;
 use std::collections::BTreeMap;
+use zae_table::config::LimitConfig;
 use zae_table::milli::MILLI;
 
 /// The amounts one acquire asks of each limit, whole tokens.
 pub type Consume = BTreeMap<String, i64>;
+
+/// A limit as a status quotes it, whole tokens: the undivided limit the
+/// judge went by (the config on a slow pass, the bucket otherwise), then
+/// one shard's share of it, each figure at least 1, as the Python client's
+/// `Limit.per_shard` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quoted {
+    pub capacity: i64,
+    pub refill_amount: i64,
+    pub refill_period_s: i64,
+}
+
+impl Quoted {
+    pub fn of_config(limit: &LimitConfig) -> Quoted {
+        Quoted {
+            capacity: limit.capacity,
+            refill_amount: limit.refill_amount,
+            refill_period_s: limit.refill_period,
+        }
+    }
+
+    /// The undivided limit a bucket stores, floored to whole tokens.
+    fn of_bucket(limit: &LimitView) -> Quoted {
+        Quoted {
+            capacity: (limit.cp / MILLI).max(1),
+            refill_amount: (limit.ra / MILLI).max(1),
+            refill_period_s: (limit.rp / MILLI).max(1),
+        }
+    }
+
+    /// One shard's share; unsharded, the limit itself.
+    fn per_shard(self, shards: i64) -> Quoted {
+        if shards <= 1 {
+            return self;
+        }
+        let share = |whole: i64| (whole.saturating_mul(MILLI) / shards / MILLI).max(1);
+        Quoted {
+            capacity: share(self.capacity),
+            refill_amount: share(self.refill_amount),
+            refill_period_s: self.refill_period_s.max(1),
+        }
+    }
+}
+
+/// Limits by name, as statuses quote them.
+pub type Quotes = BTreeMap<String, Quoted>;
+
+/// The configured limits of a slow pass, by name, as statuses quote them.
+pub fn quoted_config(limits: &[LimitConfig]) -> Quotes {
+    limits
+        .iter()
+        .map(|l| (l.name.clone(), Quoted::of_config(l)))
+        .collect()
+}
 
 /// Milliseconds until `deficit` millitokens are back at the shard's rate,
 /// plus one (`(deficit · rp // ra_s) + 1`; the undivided rate when the
@@ -24,12 +79,13 @@ pub fn retry_after_ms(deficit: i64, ra: i64, rp: i64, shards: i64) -> i64 {
 
 /// One status per limit on the bucket (`wcu` never), judged at `now`.
 /// `soft` names the limits that are soft; `bypassed` waives every test.
+/// `quoted` has the configured limits a slow pass judged by; the others
+/// are quoted from the bucket.
 pub fn statuses(
-    entity: &str,
-    resource: &str,
+    (entity, resource): (&str, &str),
     view: &BucketView,
     consume: &Consume,
-    soft: &dyn Fn(&str) -> bool,
+    (soft, quoted): (&dyn Fn(&str) -> bool, &Quotes),
     now: i64,
 ) -> Vec<LimitStatus> {
     let bypassed = view.bypassed(now);
@@ -42,6 +98,11 @@ pub fn statuses(
             let wanted = requested.saturating_mul(MILLI);
             let is_soft = soft(name);
             let exceeded = !is_soft && !bypassed && projected < wanted;
+            let quote = quoted
+                .get(name)
+                .copied()
+                .unwrap_or_else(|| Quoted::of_bucket(limit))
+                .per_shard(shards);
             LimitStatus {
                 entity: entity.to_owned(),
                 resource: resource.to_owned(),
@@ -55,9 +116,9 @@ pub fn statuses(
                     0
                 },
                 soft: is_soft,
-                capacity: limit.ceiling(shards).div_euclid(MILLI),
-                refill_amount: limit.share(shards).div_euclid(MILLI),
-                refill_period_s: limit.rp.div_euclid(MILLI),
+                capacity: quote.capacity,
+                refill_amount: quote.refill_amount,
+                refill_period_s: quote.refill_period_s,
             }
         })
         .collect()

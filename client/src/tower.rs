@@ -249,6 +249,7 @@ fn classify(error: &Error) -> (StatusCode, &'static str) {
         Error::RateLimitExceeded(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_exceeded"),
         Error::ResourceDisabled { .. } => (StatusCode::FORBIDDEN, "resource_disabled"),
         Error::Validation(_) => (StatusCode::BAD_REQUEST, "validation"),
+        Error::NoLimits { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "no_limits"),
         Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         Error::Unsupported { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "unsupported"),
         Error::PermissionDenied(_) => (StatusCode::INTERNAL_SERVER_ERROR, "permission_denied"),
@@ -316,6 +317,14 @@ mod tests {
             ),
             (Error::Validation("bad".into()), 400, "validation"),
             (
+                Error::NoLimits {
+                    entity: "k".into(),
+                    resource: "llm".into(),
+                },
+                500,
+                "no_limits",
+            ),
+            (
                 Error::Unsupported {
                     feature: Feature::Quota,
                     entity: "k".into(),
@@ -324,6 +333,15 @@ mod tests {
                 },
                 500,
                 "unsupported",
+            ),
+            (
+                Error::PermissionDenied(zae_table::store::StoreError::Fatal {
+                    operation: "UpdateItem",
+                    key: "ns/BUCKET#k#llm#0".into(),
+                    message: "AccessDeniedException".into(),
+                }),
+                500,
+                "permission_denied",
             ),
             (
                 Error::UnknownNamespace("x".into()),

@@ -290,6 +290,9 @@ def status_out(s) -> dict:
         "exceeded": s.exceeded,
         "retry_after_ms": int(s.retry_after_seconds * 1000),
         "soft": s.soft,
+        "capacity": s.limit.capacity,
+        "refill_amount": s.limit.refill_amount,
+        "refill_period_s": s.limit.refill_period_seconds,
     }
 
 
@@ -298,7 +301,7 @@ def rejected(e: RateLimitExceeded) -> dict:
         "outcome": "rejected",
         "contended": e.contended,
         "retry_after_ms": e.as_dict()["retry_after_ms"],
-        "statuses": sorted((status_out(s) for s in e.statuses), key=lambda s: (s["entity"], s["limit"])),
+        "statuses": [status_out(s) for s in e.statuses],
     }
 
 

@@ -44,16 +44,18 @@ pub fn python_ms(ms: i64) -> i64 {
 }
 
 pub fn rejected(e: &RateLimitExceeded) -> Value {
-    let mut statuses: Vec<Value> = e
+    // In the order the client lists them, every field.
+    let statuses: Vec<Value> = e
         .statuses
         .iter()
         .map(|s| {
             json!({"entity": s.entity, "resource": s.resource, "limit": s.limit,
                    "available": s.available, "requested": s.requested, "exceeded": s.exceeded,
-                   "retry_after_ms": python_ms(s.retry_after_ms), "soft": s.soft})
+                   "retry_after_ms": python_ms(s.retry_after_ms), "soft": s.soft,
+                   "capacity": s.capacity, "refill_amount": s.refill_amount,
+                   "refill_period_s": s.refill_period_s})
         })
         .collect();
-    statuses.sort_by_key(|s| (s["entity"].to_string(), s["limit"].to_string()));
     json!({"outcome": "rejected", "contended": e.contended,
            "retry_after_ms": python_ms(e.retry_after_ms()), "statuses": statuses})
 }
@@ -68,6 +70,9 @@ fn error_answer(e: &Error) -> Value {
         }
         Error::Validation(m) => {
             json!({"outcome": "error", "kind": "ValidationError", "message": m})
+        }
+        Error::NoLimits { .. } => {
+            json!({"outcome": "error", "kind": "ValidationError", "message": e.to_string()})
         }
         Error::Unavailable(m) => {
             json!({"outcome": "error", "kind": "Unavailable", "message": m.to_string()})

@@ -2,6 +2,8 @@
 //! the whole SDK; one link instead of several on every rebuild).
 //!
 //! - `memory`: on the in-memory twin, with faults injected at the store seam.
+//! - `lifecycle`: how acquires and leases end (a dropped acquire, a dropped
+//!   lease, a panic, `acquire_with`).
 //! - `others`: buckets other writers shaped (bypass, quotas, a moved
 //!   parent), careless lease amounts, a lost lock on soft debt.
 //! - `differential` and `generated`: the same steps through the Python
@@ -12,6 +14,7 @@
 mod common;
 mod differential;
 mod generated;
+mod lifecycle;
 #[cfg(feature = "load")]
 mod load;
 mod memory;

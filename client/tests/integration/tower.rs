@@ -235,7 +235,7 @@ async fn a_lost_table_answers_503_under_block_and_admits_under_allow() {
 }
 
 /// The layer around a plain service: its error refunds the lease, its
-/// answer commits it (with the usage it reports).
+/// answer commits it (with the usage it reports), a 5xx answer included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_services_error_rolls_the_lease_back_and_its_answer_commits_it() {
     let table = prepare(llm_limits(10, 1000));
@@ -252,6 +252,10 @@ async fn the_services_error_rolls_the_lease_back_and_its_answer_commits_it() {
             return Err("the upstream failed");
         }
         let mut response = http::Response::new(String::new());
+        if r.uri().path() == "/broken" {
+            *response.status_mut() = http::StatusCode::BAD_GATEWAY;
+            return Ok(response);
+        }
         response
             .extensions_mut()
             .insert(Usage(vec![("tpm".into(), 30)]));
@@ -259,10 +263,17 @@ async fn the_services_error_rolls_the_lease_back_and_its_answer_commits_it() {
     }));
     let failed = service.clone().oneshot(request("/failing")).await;
     assert_eq!(failed.err(), Some("the upstream failed"));
+    let broken = service.clone().oneshot(request("/broken")).await;
+    assert_eq!(broken.map(|r| r.status().as_u16()).ok(), Some(502));
     let served = service.oneshot(request("/serving")).await;
     assert_eq!(served.map(|r| r.status()).ok(), Some(http::StatusCode::OK));
     let read = |entity, limit| bucket_field(&table, entity, "llm", limit, field::CONSUMED);
     assert_eq!((read("failing", "rpm"), read("failing", "tpm")), (0, 0));
+    assert_eq!(
+        (read("broken", "rpm"), read("broken", "tpm")),
+        (1000, 100_000),
+        "a 5xx answer is an answer: committed as asked"
+    );
     assert_eq!(
         (read("serving", "rpm"), read("serving", "tpm")),
         (1000, 30_000)
