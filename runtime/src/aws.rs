@@ -67,15 +67,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_server_that_accepts_and_never_answers_times_the_request_out() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        // Accepts every connection and holds it open, silent.
-        let held = tokio::spawn(async move {
-            let mut open = Vec::new();
-            while let Ok((socket, _)) = listener.accept().await {
-                open.push(socket);
-            }
-        });
+        let (endpoint, held) = zae_test_support::harness::silent_endpoint().await;
         let timeouts = Timeouts {
             connect: Duration::from_millis(200),
             attempt: Duration::from_millis(300),

@@ -302,3 +302,19 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// An endpoint on loopback that accepts every connection and holds it
+/// open, silent: a table that never answers. Abort the task to close it.
+pub async fn silent_endpoint() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let endpoint = format!("http://{}", listener.local_addr().expect("its address"));
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    (endpoint, held)
+}

@@ -197,14 +197,7 @@ async fn open_bounds_every_request_in_time() {
 #[tokio::test]
 async fn a_table_that_never_answers_is_unavailable_not_a_hang() {
     use zae_client::aws_config::timeout::TimeoutConfig;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            open.push(socket);
-        }
-    });
+    let (endpoint, held) = zae_test_support::harness::silent_endpoint().await;
     let short = TimeoutConfig::builder()
         .connect_timeout(Duration::from_millis(200))
         .operation_attempt_timeout(Duration::from_millis(300))
