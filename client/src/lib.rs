@@ -26,7 +26,5 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::OnUnavailable;
 pub use error::{Error, Feature, LimitStatus, RateLimitExceeded};
 pub use lease::Lease;
-pub use limiter::{
-    ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, sdk_config,
-};
+pub use limiter::{CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, sdk_config};
 pub use zae_table::sdk::DynamoStore;

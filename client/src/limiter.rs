@@ -129,10 +129,11 @@ impl<S: Store + 'static> Clone for RateLimiter<S> {
     }
 }
 
-/// How long one request of [`sdk_config`] may take.
+/// How long one request of [`sdk_config`] may take to connect.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// All of a request's attempts: past this an acquire is `Unavailable`.
+/// No per-attempt bound: an attempt cut short may have landed, and the
+/// SDK would send the same `ADD` again (a double debit or refund).
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The SDK configuration [`RateLimiter::open`] uses: region, credentials
@@ -143,7 +144,6 @@ pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn sdk_config() -> aws_config::SdkConfig {
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
         .connect_timeout(CONNECT_TIMEOUT)
-        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
         .operation_timeout(OPERATION_TIMEOUT)
         .build();
     aws_config::defaults(aws_config::BehaviorVersion::latest())
@@ -1050,6 +1050,17 @@ fn unsupported(key: &BucketKey, feature: crate::error::Feature) -> Error {
     }
 }
 
+/// A status's quoted limit: the configured one this pass judged by.
+fn quote(p: &Planned, name: &str, l: &LimitView) -> crate::error::LimitStatus {
+    let q = status::Quoted::of(p.quoted.get(name), l).per_shard(p.shard_count);
+    crate::error::LimitStatus {
+        capacity: q.capacity,
+        refill_amount: q.refill_amount,
+        refill_period_s: q.refill_period_s,
+        ..Default::default()
+    }
+}
+
 fn contended(plans: &[Planned], consume: &Consume, _now: i64) -> Error {
     let statuses = plans
         .iter()
@@ -1064,9 +1075,7 @@ fn contended(plans: &[Planned], consume: &Consume, _now: i64) -> Error {
                 exceeded: false,
                 retry_after_ms: 0,
                 soft: l.soft_present,
-                capacity: l.ceiling(p.shard_count).div_euclid(MILLI),
-                refill_amount: l.share(p.shard_count).div_euclid(MILLI),
-                refill_period_s: l.rp.div_euclid(MILLI),
+                ..quote(p, name, l)
             })
         })
         .collect();

@@ -30,6 +30,11 @@ impl Quoted {
         }
     }
 
+    /// `config` when a slow pass judged by it, else the bucket's.
+    pub fn of(config: Option<&Quoted>, bucket: &LimitView) -> Quoted {
+        config.copied().unwrap_or_else(|| Quoted::of_bucket(bucket))
+    }
+
     /// The undivided limit a bucket stores, floored to whole tokens.
     fn of_bucket(limit: &LimitView) -> Quoted {
         Quoted {
@@ -40,7 +45,7 @@ impl Quoted {
     }
 
     /// One shard's share; unsharded, the limit itself.
-    fn per_shard(self, shards: i64) -> Quoted {
+    pub fn per_shard(self, shards: i64) -> Quoted {
         if shards <= 1 {
             return self;
         }
@@ -98,11 +103,7 @@ pub fn statuses(
             let wanted = requested.saturating_mul(MILLI);
             let is_soft = soft(name);
             let exceeded = !is_soft && !bypassed && projected < wanted;
-            let quote = quoted
-                .get(name)
-                .copied()
-                .unwrap_or_else(|| Quoted::of_bucket(limit))
-                .per_shard(shards);
+            let quote = Quoted::of(quoted.get(name), limit).per_shard(shards);
             LimitStatus {
                 entity: entity.to_owned(),
                 resource: resource.to_owned(),

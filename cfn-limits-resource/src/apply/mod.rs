@@ -66,6 +66,11 @@ pub enum ApplyError {
          while this request ran); nothing was written"
     )]
     Owned { namespace: String },
+    #[error(
+        "namespace {namespace} was claimed by another custom resource after this request's \
+         writes; they landed, and the #PROVISIONER record was left as that resource wrote it"
+    )]
+    OwnedAfter { namespace: String },
 }
 
 fn store_err(context: impl Into<String>) -> impl FnOnce(StoreError) -> ApplyError {

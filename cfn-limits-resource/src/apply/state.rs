@@ -80,7 +80,11 @@ impl<S: Store> Provisioner<'_, S> {
             cascade_pending: Vec::new(),
             applied_hash: Some(manifest.applied_hash()),
         };
-        self.write_record(&state, before, caller).await
+        // Past the writes: a lost condition here is no longer "nothing written".
+        match self.write_record(&state, before, caller).await {
+            Err(ApplyError::Owned { namespace }) => Err(ApplyError::OwnedAfter { namespace }),
+            other => other,
+        }
     }
 
     /// Writes the record when what it says changes, so a no-change apply
@@ -95,7 +99,10 @@ impl<S: Store> Provisioner<'_, S> {
         before: &State,
         caller: &Caller,
     ) -> Result<(), ApplyError> {
-        if state == before {
+        // A Delete's claim is always written: it is the check, before any
+        // delete, that no other resource claimed the namespace since the read.
+        let delete = matches!(caller.ownership, Ownership::Release(_));
+        if state == before && !delete {
             return Ok(());
         }
         let record = state.encode(

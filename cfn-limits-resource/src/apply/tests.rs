@@ -473,6 +473,8 @@ async fn a_release_never_drops_a_claim_another_resource_made_since_it_read() {
         .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
         .unwrap();
     assert_eq!(state["cfn_owner"], Attr::s("stack/b|TenantLimits"));
+    let b_level = store.item(&keys::pk_resource(NS, "gpt-4"), keys::SK_CONFIG);
+    assert!(b_level.is_some(), "stack b's levels stay: nothing deleted");
 }
 
 #[tokio::test]

@@ -130,7 +130,9 @@ impl From<ApplyError> for CliError {
         match err {
             ApplyError::Gate(GateError::Behind { .. }) => CliError::new(Kind::Refused, message)
                 .with_hint("deploy this project's stack (its TableInit stamps the version record), or run `zae-limits init`"),
-            ApplyError::Owned { .. } => CliError::new(Kind::Refused, message),
+            ApplyError::Owned { .. } | ApplyError::OwnedAfter { .. } => {
+                CliError::new(Kind::Refused, message)
+            }
             ApplyError::Gate(_) | ApplyError::Store { .. } => CliError::new(Kind::Aws, message),
             ApplyError::OutOfTime { .. } => CliError::new(Kind::ApplyErrors, message),
         }
