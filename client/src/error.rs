@@ -7,7 +7,7 @@ use zae_table::store::StoreError;
 
 /// One limit of one bucket, as a rejection reports it. Figures are whole
 /// tokens and per shard, as the 0.17.0 client reports them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitStatus {
     pub entity: String,
     pub resource: String,

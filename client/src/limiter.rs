@@ -1050,32 +1050,27 @@ fn unsupported(key: &BucketKey, feature: crate::error::Feature) -> Error {
     }
 }
 
-/// A status's quoted limit: the configured one this pass judged by.
-fn quote(p: &Planned, name: &str, l: &LimitView) -> crate::error::LimitStatus {
-    let q = status::Quoted::of(p.quoted.get(name), l).per_shard(p.shard_count);
-    crate::error::LimitStatus {
-        capacity: q.capacity,
-        refill_amount: q.refill_amount,
-        refill_period_s: q.refill_period_s,
-        ..Default::default()
-    }
-}
-
 fn contended(plans: &[Planned], consume: &Consume, _now: i64) -> Error {
     let statuses = plans
         .iter()
         .flat_map(|p| {
-            p.after.iter().map(|(name, l)| crate::error::LimitStatus {
-                entity: p.key.entity.clone(),
-                resource: p.key.resource.clone(),
-                limit: name.clone(),
-                available: (l.tk + consume.get(name).copied().unwrap_or_default() * MILLI)
-                    .div_euclid(MILLI),
-                requested: consume.get(name).copied().unwrap_or_default(),
-                exceeded: false,
-                retry_after_ms: 0,
-                soft: l.soft_present,
-                ..quote(p, name, l)
+            p.after.iter().map(|(name, l)| {
+                // The configured limit this pass judged by, as elsewhere.
+                let q = status::Quoted::of(p.quoted.get(name), l).per_shard(p.shard_count);
+                crate::error::LimitStatus {
+                    entity: p.key.entity.clone(),
+                    resource: p.key.resource.clone(),
+                    limit: name.clone(),
+                    available: (l.tk + consume.get(name).copied().unwrap_or_default() * MILLI)
+                        .div_euclid(MILLI),
+                    requested: consume.get(name).copied().unwrap_or_default(),
+                    exceeded: false,
+                    retry_after_ms: 0,
+                    soft: l.soft_present,
+                    capacity: q.capacity,
+                    refill_amount: q.refill_amount,
+                    refill_period_s: q.refill_period_s,
+                }
             })
         })
         .collect();
