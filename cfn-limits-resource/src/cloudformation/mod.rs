@@ -455,14 +455,7 @@ pub async fn handle(
         }
         (Manifest::empty(&namespace), false)
     } else {
-        if let Some(owner) = state.owner.clone().filter(|owner| *owner != me) {
-            let owned = CfnError::Owned {
-                namespace: namespace.clone(),
-                owner,
-            };
-            return Err(refused(owned, envelope, &namespace));
-        }
-        declared(envelope, &namespace).map_err(CfnError::all)?
+        claimed_manifest(envelope, &namespace, state.owner.as_deref())?
     };
     let caller = Caller {
         // Only the owner (or nobody) gets this far with a Delete.
@@ -688,6 +681,25 @@ fn declared(envelope: &Envelope, namespace: &str) -> Result<(Manifest, bool), Ve
     match (declared_manifest(envelope, namespace), full_apply(envelope)) {
         (Ok(manifest), Ok(full)) => Ok((manifest, full)),
         (manifest, full) => Err(manifest.err().into_iter().chain(full.err()).collect()),
+    }
+}
+
+/// What a Create or Update applies; refused, with every problem found,
+/// when another resource owns the namespace or the declaration is bad.
+fn claimed_manifest(
+    envelope: &Envelope,
+    namespace: &str,
+    owner: Option<&str>,
+) -> Result<(Manifest, bool), CfnError> {
+    match owner.filter(|owner| *owner != envelope.owner()) {
+        Some(owner) => {
+            let owned = CfnError::Owned {
+                namespace: namespace.to_owned(),
+                owner: owner.to_owned(),
+            };
+            Err(refused(owned, envelope, namespace))
+        }
+        None => declared(envelope, namespace).map_err(CfnError::all),
     }
 }
 
