@@ -1916,3 +1916,135 @@ fn provisioner_owner(table: &str, namespace: &str) -> Option<String> {
         .get(&key)
         .and_then(|item| item["cfn_owner"]["S"].as_str().map(str::to_owned))
 }
+
+/// `tests/harness/fault_proxy.py` in front of moto, passing the first
+/// `writes` writes and refusing every later one as a role would
+/// (AccessDeniedException): its endpoint, and the process (killed when
+/// dropped; it also exits with this test).
+fn denying_proxy(writes: u32) -> (String, ChildGuard) {
+    use std::io::BufRead;
+    let mut child = Command::new(python())
+        .arg(harness("fault_proxy.py"))
+        .args(["--target", moto(), "--deny-after", &writes.to_string()])
+        .args(["--parent-pid", &std::process::id().to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the fault proxy");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().expect("piped"))
+        .read_line(&mut line)
+        .expect("the proxy's port");
+    let port: u16 = line.trim().parse().expect("the proxy prints its port");
+    wait_for_port(port, "fault proxy", &mut child);
+    (format!("http://127.0.0.1:{port}"), ChildGuard(child))
+}
+
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The `#PROVISIONER` record's managed set and owner, on moto.
+fn managed_record(table: &str) -> (Value, Value, Value, Value) {
+    let record = items(table)
+        .into_iter()
+        .find(|(key, _)| key.ends_with("/SYSTEM# #PROVISIONER"))
+        .map(|(_, item)| item)
+        .expect("the state record");
+    (
+        record["managed_system"].clone(),
+        record["managed_resources"].clone(),
+        record["managed_entities"].clone(),
+        record["cfn_owner"].clone(),
+    )
+}
+
+/// Issue 40, item 9, as a user met it: the built Lambda under the local
+/// Runtime API on moto, its DynamoDB behind a proxy that lets the claim
+/// through and refuses the next write. The CLI applied `gpt-5` at 50 and
+/// `claude` at 70; a stack's Create of `gpt-5` at 100 fails after its
+/// claim; its rollback Delete used to answer SUCCESS ("1 deleted") and
+/// leave no `gpt-5` at all, and the managed set empty (a CLI apply that
+/// dropped `claude` left it at 70). Now the real client reads the CLI's
+/// levels back, and the CLI still manages them.
+#[test]
+fn the_rollback_of_a_failed_create_leaves_the_clis_overlapping_levels() {
+    let table = setup("limits-overlap");
+    let cli = "namespace: default\nsystem: {limits: {tpm: {capacity: 1000}}}\nresources:\n  \
+               gpt-5: {limits: {rpm: {capacity: 50}}}\n  claude: {limits: {rpm: {capacity: 70}}}\n";
+    let manifest = write_manifest("overlap-cli.yaml", cli);
+    ok(&zae_limits(&[
+        "apply",
+        "-f",
+        manifest.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
+    let before = managed_record(&table);
+    let function = format!("{table}-limits-provisioner");
+    let (url, rx) = response_receiver();
+    let mut properties = tenant_properties(&table, "false");
+    properties["Resources"] = json!({"gpt-5": {"Limits": {"rpm": {"Capacity": "100"}}}});
+    {
+        let (proxy, _proxy) = denying_proxy(1);
+        let log = scratch(&format!("{function}-denied.log"));
+        let env = [("AWS_ENDPOINT_URL_DYNAMODB", proxy.as_str())];
+        let denied = Lambda::start(&function, LAMBDA, &env, &log);
+        let create = cfn_event("Create", &url, "c1", None, properties.clone());
+        denied.invoke(&function, &create);
+    }
+    let failed = answered(&rx);
+    assert_eq!(failed["Status"], "FAILED", "{failed}");
+    assert!(
+        failed["Reason"].as_str().unwrap().contains("AccessDenied"),
+        "{failed}"
+    );
+    let failed_id = failed["PhysicalResourceId"].as_str().unwrap().to_owned();
+    assert!(failed_id.ends_with("/failed"), "{failed_id}");
+    let stack = "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/guid|TenantLimits";
+    assert_eq!(managed_record(&table).3["S"], stack, "the claim landed");
+
+    let (_, lambda) = provisioner(&table);
+    let rollback = cfn_event("Delete", &url, "d1", Some(&failed_id), properties);
+    lambda.invoke(&function, &rollback);
+    let rolled = answered(&rx);
+    assert_eq!(rolled["Status"], "SUCCESS", "{rolled}");
+    let levels = ["system", "resource:gpt-5", "resource:claude"];
+    let read = read_levels(&table, "default", &levels);
+    assert_eq!(
+        read["levels"]["resource:gpt-5"]["limits"],
+        json!([limit("rpm", 50, 50, 60, false)]),
+        "{rolled}"
+    );
+    assert_eq!(
+        read["levels"]["resource:claude"]["limits"],
+        json!([limit("rpm", 70, 70, 60, false)])
+    );
+    assert_eq!(
+        read["levels"]["system"]["limits"],
+        json!([limit("tpm", 1000, 1000, 60, false)])
+    );
+    assert_eq!(
+        managed_record(&table),
+        before,
+        "the managed set and no owner"
+    );
+
+    // The CLI still manages `claude`: dropping it deletes it.
+    let dropped = cli.replace("  claude: {limits: {rpm: {capacity: 70}}}\n", "");
+    let manifest = write_manifest("overlap-cli-dropped.yaml", &dropped);
+    ok(&zae_limits(&[
+        "apply",
+        "-f",
+        manifest.to_str().unwrap(),
+        "-t",
+        &table,
+    ]));
+    let read = read_levels(&table, "default", &["resource:claude"]);
+    assert_eq!(read["levels"]["resource:claude"]["limits"], json!([]));
+}

@@ -71,6 +71,117 @@ impl ManagedSet {
 
 /// The record attribute naming the owning custom resource.
 pub const CFN_OWNER: &str = "cfn_owner";
+/// The record attribute holding the owner's [`Rollback`]. This project's
+/// own: the 0.17.0 provisioner neither reads nor keeps it.
+pub const CFN_ROLLBACK: &str = "cfn_rollback";
+
+/// What a custom resource's claim found, so that the rollback of the
+/// request that made it undoes that request's writes and nothing more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rollback {
+    /// The managed set before the claim: what the rollback puts back.
+    pub managed: ManagedSet,
+    /// The record's hash before the claim.
+    pub applied_hash: Option<String>,
+    /// Levels no config item held before the owner wrote them: the only
+    /// ones the rollback deletes.
+    pub created: ManagedSet,
+    /// No adaptive declaration existed before the owner wrote one.
+    pub adaptive_created: bool,
+}
+
+impl ManagedSet {
+    /// A set of levels, in the record's sorted layout.
+    pub fn of(levels: impl IntoIterator<Item = Level>) -> ManagedSet {
+        let mut set = ManagedSet::default();
+        let mut entities: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut resources = BTreeSet::new();
+        for level in levels {
+            match level {
+                Level::System => set.system = true,
+                Level::Resource(resource) => {
+                    resources.insert(resource);
+                }
+                Level::Entity { entity, resource } => {
+                    entities.entry(entity).or_default().insert(resource);
+                }
+            }
+        }
+        set.resources = resources.into_iter().collect();
+        set.entities = entities
+            .into_iter()
+            .map(|(entity, resources)| (entity, resources.into_iter().collect()))
+            .collect();
+        set
+    }
+
+    fn encode(&self) -> Attr {
+        let list = |names: &[String]| Attr::L(names.iter().map(Attr::s).collect());
+        let entities = self
+            .entities
+            .iter()
+            .map(|(entity, resources)| (entity.clone(), list(resources)))
+            .collect();
+        Attr::M(BTreeMap::from([
+            ("system".to_owned(), Attr::Bool(self.system)),
+            ("resources".to_owned(), list(&self.resources)),
+            ("entities".to_owned(), Attr::M(entities)),
+        ]))
+    }
+
+    fn decode(attr: Option<&Attr>) -> Option<ManagedSet> {
+        let Some(Attr::M(map)) = attr else {
+            return None;
+        };
+        let Some(Attr::M(entities)) = map.get("entities") else {
+            return None;
+        };
+        let mut entities: Vec<(String, Vec<String>)> = entities
+            .iter()
+            .map(|(entity, resources)| (entity.clone(), strings(Some(resources))))
+            .collect();
+        entities.sort();
+        Some(ManagedSet {
+            system: matches!(map.get("system"), Some(Attr::Bool(true))),
+            resources: strings(map.get("resources")),
+            entities,
+        })
+    }
+}
+
+impl Rollback {
+    fn encode(&self) -> Attr {
+        let mut map = BTreeMap::from([
+            ("managed".to_owned(), self.managed.encode()),
+            ("created".to_owned(), self.created.encode()),
+            (
+                "adaptive_created".to_owned(),
+                Attr::Bool(self.adaptive_created),
+            ),
+        ]);
+        if let Some(hash) = &self.applied_hash {
+            map.insert("applied_hash".to_owned(), Attr::s(hash));
+        }
+        Attr::M(map)
+    }
+
+    /// `None` for anything but what this build wrote: a rollback that
+    /// cannot tell what it may undo undoes nothing.
+    fn decode(attr: Option<&Attr>) -> Option<Rollback> {
+        let Some(Attr::M(map)) = attr else {
+            return None;
+        };
+        Some(Rollback {
+            managed: ManagedSet::decode(map.get("managed"))?,
+            applied_hash: map
+                .get("applied_hash")
+                .and_then(Attr::as_s)
+                .map(str::to_owned),
+            created: ManagedSet::decode(map.get("created"))?,
+            adaptive_created: matches!(map.get("adaptive_created"), Some(Attr::Bool(true))),
+        })
+    }
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct State {
@@ -82,6 +193,9 @@ pub struct State {
     pub cascade_pending: Vec<Level>,
     /// The hash of the manifest last applied.
     pub applied_hash: Option<String>,
+    /// What the owner's rollback may undo; kept while the owner holds the
+    /// namespace.
+    pub rollback: Option<Rollback>,
 }
 
 fn strings(attr: Option<&Attr>) -> Vec<String> {
@@ -134,6 +248,7 @@ impl State {
                 .get("applied_hash")
                 .and_then(Attr::as_s)
                 .map(str::to_owned),
+            rollback: Rollback::decode(item.get(CFN_ROLLBACK)),
         }
     }
 
@@ -166,6 +281,9 @@ impl State {
         ]);
         if let Some(owner) = &self.owner {
             item.insert(CFN_OWNER.into(), Attr::s(owner));
+        }
+        if let Some(rollback) = &self.rollback {
+            item.insert(CFN_ROLLBACK.into(), rollback.encode());
         }
         item
     }
@@ -380,6 +498,7 @@ mod tests {
             owner: Some("arn:stack|TenantLimits".into()),
             cascade_pending: Vec::new(),
             applied_hash: Some("sha256:x".into()),
+            rollback: None,
         };
         let item = state.encode("a7x3kq", "2026-11-29T18:00:00.000000+00:00", "sha256:x");
         assert_eq!(item["PK"], Attr::s("a7x3kq/SYSTEM#"));
@@ -387,6 +506,38 @@ mod tests {
         assert_eq!(item["managed_resources"], Attr::L(vec![Attr::s("gpt-4")]));
         assert_eq!(State::decode(Some(&item)), state);
         assert_eq!(State::decode(None), State::default());
+    }
+
+    #[test]
+    fn a_claims_rollback_round_trips_and_a_foreign_one_is_none() {
+        let user = |resource: &str| Level::Entity {
+            entity: "user-1".into(),
+            resource: resource.into(),
+        };
+        let rollback = Rollback {
+            managed: ManagedSet::of([Level::System, Level::Resource("gpt-4".into())]),
+            applied_hash: Some("sha256:cli".into()),
+            created: ManagedSet::of([
+                user("gpt-4"),
+                user("_default_"),
+                Level::Resource("b".into()),
+            ]),
+            adaptive_created: true,
+        };
+        assert_eq!(
+            rollback.created.entities,
+            vec![("user-1".into(), vec!["_default_".into(), "gpt-4".into()])]
+        );
+        let state = State {
+            owner: Some("arn:stack|TenantLimits".into()),
+            applied_hash: Some("sha256:x".into()),
+            rollback: Some(rollback),
+            ..State::default()
+        };
+        let mut item = state.encode("a7x3kq", "2026-11-29T18:00:00.000000+00:00", "sha256:x");
+        assert_eq!(State::decode(Some(&item)), state);
+        item.insert(CFN_ROLLBACK.into(), Attr::s("junk"));
+        assert_eq!(State::decode(Some(&item)).rollback, None);
     }
 
     #[test]

@@ -61,6 +61,15 @@ pub fn namespace_id(entry: &Item) -> Option<&str> {
     entry.get(NAMESPACE_ID).and_then(Attr::as_s)
 }
 
+/// The registry entry's status attribute: `active`, `deleted` (the
+/// client's soft delete, its data kept), or `purging` (its data going).
+const STATUS: &str = "status";
+
+/// An id entry (`#NSID#<id>`) whose namespace the client is purging.
+pub fn purging(entry: &Item) -> bool {
+    entry.get(STATUS).and_then(Attr::as_s) == Some("purging")
+}
+
 fn registry_keys(namespace: &str, values: &mut BTreeMap<String, Attr>) -> &'static str {
     values.insert(":gsi4pk".into(), Attr::s(namespace));
     values.insert(":gsi4sk".into(), Attr::s(keys::pk_system(namespace)));
@@ -243,7 +252,7 @@ pub fn register_namespace(name: &str, id: &str, now_ms: i64) -> Vec<TxWrite> {
             (keys::Index::TABLE.sk.to_owned(), Attr::s(sk)),
             (NAMESPACE_ID.to_owned(), Attr::s(id)),
             (NAMESPACE_NAME.to_owned(), Attr::s(name)),
-            ("status".to_owned(), Attr::s("active")),
+            (STATUS.to_owned(), Attr::s("active")),
             (
                 "created_at".to_owned(),
                 Attr::s(crate::audit::timestamp(now_ms)),

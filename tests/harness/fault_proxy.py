@@ -8,7 +8,12 @@ Everything else passes through. Prints the port it listens on, then serves.
 
 With --budget K it stops injecting after K failures: an outage that ends.
 
-Usage: fault_proxy.py --target http://127.0.0.1:PORT --every N [--budget K] [--parent-pid PID]
+With --deny-after K it passes the first K writes of any kind and refuses
+every later one with a 400 AccessDeniedException (nothing applied), as a
+role that allows only the first writes would; --every is then unused.
+
+Usage: fault_proxy.py --target http://127.0.0.1:PORT (--every N [--budget K] | --deny-after K)
+           [--parent-pid PID]
 """
 import argparse
 import http.client
@@ -20,11 +25,16 @@ from urllib.parse import urlparse
 from parent import exit_with_parent
 
 WRITES = ("DynamoDB_20120810.UpdateItem", "DynamoDB_20120810.PutItem")
-state = {"writes": 0, "throttled": 0, "failed_after": 0}
+ALL_WRITES = WRITES + (
+    "DynamoDB_20120810.DeleteItem",
+    "DynamoDB_20120810.TransactWriteItems",
+    "DynamoDB_20120810.BatchWriteItem",
+)
+state = {"writes": 0, "throttled": 0, "failed_after": 0, "denied": 0}
 lock = threading.Lock()
 
 
-def make_handler(target: str, every: int, budget: int):
+def make_handler(target: str, every: int, budget: int, deny_after):
     host = urlparse(target)
 
     class Handler(BaseHTTPRequestHandler):
@@ -56,7 +66,15 @@ def make_handler(target: str, every: int, budget: int):
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             mode = None
-            if self.headers.get("X-Amz-Target") in WRITES:
+            if deny_after is not None:
+                if self.headers.get("X-Amz-Target") in ALL_WRITES:
+                    with lock:
+                        state["writes"] += 1
+                        denied = state["writes"] > deny_after
+                        state["denied"] += int(denied)
+                    if denied:
+                        return self._error(400, "AccessDeniedException", "injected: the role refuses this write")
+            elif self.headers.get("X-Amz-Target") in WRITES:
                 with lock:
                     state["writes"] += 1
                     n = state["writes"]
@@ -91,9 +109,10 @@ def main() -> None:
     parser.add_argument("--target", required=True)
     parser.add_argument("--every", type=int, default=3)
     parser.add_argument("--budget", type=int, default=1 << 62)
+    parser.add_argument("--deny-after", type=int)
     parser.add_argument("--parent-pid", type=int)
     args = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(args.target, args.every, args.budget))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(args.target, args.every, args.budget, args.deny_after))
     if args.parent_pid:
         exit_with_parent(args.parent_pid)
     print(server.server_address[1], flush=True)

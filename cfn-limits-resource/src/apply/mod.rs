@@ -71,6 +71,17 @@ pub enum ApplyError {
          writes; they landed, and the #PROVISIONER record was left as that resource wrote it"
     )]
     OwnedAfter { namespace: String },
+    #[error(
+        "the owner of namespace {namespace} changed while this apply ran (a stack claimed or \
+         released it); nothing was written. Run the apply again"
+    )]
+    OwnerMoved { namespace: String },
+    #[error(
+        "the owner of namespace {namespace} changed after this apply's writes (a stack claimed \
+         or released it); they landed, and the #PROVISIONER record was left as the stack wrote \
+         it. Run the apply again to record them"
+    )]
+    OwnerMovedAfter { namespace: String },
 }
 
 fn store_err(context: impl Into<String>) -> impl FnOnce(StoreError) -> ApplyError {
@@ -207,7 +218,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
         let declared = manifest.declared();
         let decls: Vec<&LevelDecl> = declared.iter().map(|(_, d)| *d).collect();
         gate::check(self.store, &decls).await?;
-        let intent = self.record_intent(manifest, &plan.state, caller).await?;
+        let intent = self.record_intent(manifest, &plan, caller).await?;
         let mut run = self.claim(&plan, caller).await?;
         tracing::info!(target: PROGRESS, phase = "config", "writing {} level(s)", plan.changes.len());
         let mut written = self
@@ -230,7 +241,8 @@ impl<'a, S: Store> Provisioner<'a, S> {
             self.restamp_adaptive(caller, &mut errors).await;
         }
         let pending = self.release(&run, &plan, finished).await;
-        self.record_state(manifest, &intent, caller).await?;
+        self.record_state(manifest, plan.restore.as_ref(), &intent, caller)
+            .await?;
         Ok(Report {
             status: "applied",
             changes: plan.lines(),

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use zae_table::Item;
 use zae_table::config::{build_item, item_to_write};
 use zae_table::keys::config_key;
-use zae_table::provisioner::{Pending, State};
+use zae_table::provisioner::{Pending, Rollback, State};
 use zae_table::store::Store;
 use zae_table::value::same_item;
 
@@ -41,6 +41,8 @@ pub struct Plan {
     pub resumed: bool,
     pub pending: Vec<Pending>,
     pub state: State,
+    /// Set on the rollback of a failed claim: the record it puts back.
+    pub restore: Option<Rollback>,
 }
 
 /// The response both protocols return, in the 0.17.0 field names.
@@ -221,6 +223,7 @@ impl<S: Store> Provisioner<'_, S> {
             resumed,
             pending,
             state,
+            restore: None,
         })
     }
 

@@ -2,12 +2,12 @@
 //! of a namespace name, from the client's registry, and the `#PROVISIONER`
 //! state record (its layout is `zae_table::provisioner::State`).
 
-use super::{ApplyError, Caller, Ownership, Provisioner, store_err};
+use super::{Action, ApplyError, Caller, Ownership, Plan, Provisioner, store_err};
 use crate::manifest::Manifest;
 use std::collections::BTreeMap;
 use zae_table::Attr;
 use zae_table::keys;
-use zae_table::provisioner::{CFN_OWNER, State};
+use zae_table::provisioner::{CFN_OWNER, ManagedSet, Rollback, State};
 use zae_table::registry;
 use zae_table::store::{Condition, Store, StoreError};
 
@@ -39,6 +39,62 @@ fn owner_after(caller: &Caller, before: &State) -> Option<String> {
     }
 }
 
+/// What the owner's rollback may undo once this apply has written. A new
+/// claim records the namespace as it found it; the owner's later applies
+/// add the levels they create; a release or a CLI apply leaves it as read.
+fn rollback_after(plan: &Plan, caller: &Caller) -> Option<Rollback> {
+    let before = &plan.state;
+    let Ownership::Claim(me) = &caller.ownership else {
+        return before.rollback.clone();
+    };
+    // A level no item held at the plan's read is this owner's to delete.
+    let created = ManagedSet::of(
+        plan.changes
+            .iter()
+            .filter(|change| change.live.is_none() && change.item.is_some())
+            .map(|change| change.level.clone()),
+    );
+    let adaptive_created = plan
+        .adaptive
+        .as_ref()
+        .is_some_and(|change| change.action == Action::Create);
+    if before.owner.as_deref() == Some(me.as_str()) {
+        return before.rollback.clone().map(|mut found| {
+            found.created = found.created.union(&created);
+            found.adaptive_created |= adaptive_created;
+            found
+        });
+    }
+    Some(Rollback {
+        managed: before.managed.clone(),
+        applied_hash: before.applied_hash.clone(),
+        created,
+        adaptive_created,
+    })
+}
+
+/// The condition every write of the record carries: a custom resource's
+/// claim or release holds where it or nobody owns the namespace; a CLI or
+/// direct-invoke apply writes only over the owner it read, so a stack's
+/// claim or release made meanwhile is neither dropped nor undone.
+fn owner_condition(caller: &Caller, before: &State) -> Condition {
+    let names = BTreeMap::from([("#o".to_owned(), CFN_OWNER.to_owned())]);
+    let (expression, owner) = match (&caller.ownership, &before.owner) {
+        (Ownership::Claim(me) | Ownership::Release(me), _) => {
+            ("attribute_not_exists(#o) OR #o = :me", Some(me))
+        }
+        (Ownership::Keep, Some(read)) => ("#o = :me", Some(read)),
+        (Ownership::Keep, None) => ("attribute_not_exists(#o)", None),
+    };
+    Condition {
+        expression: expression.into(),
+        names,
+        values: owner
+            .map(|owner| BTreeMap::from([(":me".to_owned(), Attr::s(owner))]))
+            .unwrap_or_default(),
+    }
+}
+
 impl<S: Store> Provisioner<'_, S> {
     /// Before the first config write: the record names every level this
     /// apply may leave written (the old managed set and the new one) and the
@@ -47,9 +103,10 @@ impl<S: Store> Provisioner<'_, S> {
     pub(super) async fn record_intent(
         &self,
         manifest: &Manifest,
-        before: &State,
+        plan: &Plan,
         caller: &Caller,
     ) -> Result<State, ApplyError> {
+        let before = &plan.state;
         let intent = State {
             managed: before.managed.union(&manifest.managed_set()),
             // A Delete holds the namespace while it deletes (a namespace
@@ -61,38 +118,52 @@ impl<S: Store> Provisioner<'_, S> {
             },
             cascade_pending: before.cascade_pending.clone(),
             applied_hash: before.applied_hash.clone(),
+            rollback: rollback_after(plan, caller),
         };
         self.write_record(&intent, before, caller).await?;
         Ok(intent)
     }
 
-    /// The last phase: the record names the manifest's managed set and the
+    /// The last phase: the record names the manifest's managed set (or, on
+    /// the rollback of a failed claim, the one the claim found) and the
     /// owning custom resource.
     pub(super) async fn record_state(
         &self,
         manifest: &Manifest,
+        restore: Option<&Rollback>,
         before: &State,
         caller: &Caller,
     ) -> Result<(), ApplyError> {
+        let (managed, applied_hash) = match restore {
+            Some(found) => (found.managed.clone(), found.applied_hash.clone()),
+            None => (manifest.managed_set(), Some(manifest.applied_hash())),
+        };
         let state = State {
-            managed: manifest.managed_set(),
+            managed,
             owner: owner_after(caller, before),
             cascade_pending: Vec::new(),
-            applied_hash: Some(manifest.applied_hash()),
+            applied_hash,
+            rollback: match caller.ownership {
+                Ownership::Release(_) => None,
+                _ => before.rollback.clone(),
+            },
         };
         // Past the writes: a lost condition here is no longer "nothing written".
         match self.write_record(&state, before, caller).await {
             Err(ApplyError::Owned { namespace }) => Err(ApplyError::OwnedAfter { namespace }),
+            Err(ApplyError::OwnerMoved { namespace }) => {
+                Err(ApplyError::OwnerMovedAfter { namespace })
+            }
             other => other,
         }
     }
 
     /// Writes the record when what it says changes, so a no-change apply
     /// costs reads only (`last_applied` is the last apply that changed it).
-    /// A custom resource claims the namespace in the same conditional write:
-    /// of two stacks applying at once, one wins and the other writes nothing.
-    /// Its Delete releases it under the same condition, so a release never
-    /// drops a claim another resource made since the record was read.
+    /// Every write is conditional on the owner (`owner_condition`): of two
+    /// stacks applying at once, one wins and the other writes nothing; a
+    /// Delete's release never drops a claim another resource made since
+    /// the record was read; a CLI apply never drops or undoes one.
     async fn write_record(
         &self,
         state: &State,
@@ -110,19 +181,16 @@ impl<S: Store> Provisioner<'_, S> {
             &iso_now(),
             state.applied_hash.as_deref().unwrap_or_default(),
         );
-        let claim = match &caller.ownership {
-            Ownership::Claim(me) | Ownership::Release(me) => Some(Condition {
-                expression: "attribute_not_exists(#o) OR #o = :me".into(),
-                names: BTreeMap::from([("#o".to_owned(), CFN_OWNER.to_owned())]),
-                values: BTreeMap::from([(":me".to_owned(), Attr::s(me))]),
-            }),
-            _ => None,
-        };
-        match self.store.put(&record, claim.as_ref()).await {
+        let condition = owner_condition(caller, before);
+        match self.store.put(&record, Some(&condition)).await {
             Ok(_) => Ok(()),
-            Err(StoreError::ConditionFailed { .. }) => Err(ApplyError::Owned {
-                namespace: self.namespace.to_owned(),
-            }),
+            Err(StoreError::ConditionFailed { .. }) => {
+                let namespace = self.namespace.to_owned();
+                Err(match caller.ownership {
+                    Ownership::Keep => ApplyError::OwnerMoved { namespace },
+                    _ => ApplyError::Owned { namespace },
+                })
+            }
             Err(err) => Err(store_err("writing the #PROVISIONER record")(err)),
         }
     }

@@ -130,9 +130,10 @@ impl From<ApplyError> for CliError {
         match err {
             ApplyError::Gate(GateError::Behind { .. }) => CliError::new(Kind::Refused, message)
                 .with_hint("deploy this project's stack (its TableInit stamps the version record), or run `zae-limits init`"),
-            ApplyError::Owned { .. } | ApplyError::OwnedAfter { .. } => {
-                CliError::new(Kind::Refused, message)
-            }
+            ApplyError::Owned { .. }
+            | ApplyError::OwnedAfter { .. }
+            | ApplyError::OwnerMoved { .. } => CliError::new(Kind::Refused, message),
+            ApplyError::OwnerMovedAfter { .. } => CliError::new(Kind::ApplyErrors, message),
             ApplyError::Gate(_) | ApplyError::Store { .. } => CliError::new(Kind::Aws, message),
             ApplyError::OutOfTime { .. } => CliError::new(Kind::ApplyErrors, message),
         }

@@ -10,7 +10,7 @@ use super::{Ended, open, resolve_namespace};
 use std::io::{BufRead, IsTerminal, Write};
 use zae_table::Attr;
 use zae_table::keys;
-use zae_table::provisioner::{CFN_OWNER, State};
+use zae_table::provisioner::{CFN_OWNER, CFN_ROLLBACK, State};
 use zae_table::store::{Returns, Store, StoreError, UpdateBuilder};
 
 pub async fn release_owner(at: &Namespace, yes: bool) -> Result<Ended, CliError> {
@@ -51,6 +51,8 @@ pub async fn release<S: Store>(
     }
     let mut update = UpdateBuilder::new();
     update.remove(CFN_OWNER);
+    // What the owner's rollback could undo goes with the owner.
+    update.remove(CFN_ROLLBACK);
     let (o, was) = (update.name(CFN_OWNER), update.value(Attr::s(&owner)));
     let condition = format!("{o} = {was}");
     match store

@@ -123,9 +123,17 @@ async fn release_owner_removes_only_the_owner_it_showed_once_confirmed() {
     );
 
     owned_by(&memory, dead);
+    // What the dead owner's rollback could have undone goes with it.
+    let mut record = memory
+        .item(&keys::pk_system(ns), keys::SK_PROVISIONER)
+        .unwrap();
+    record.insert("cfn_rollback".into(), Attr::M(Default::default()));
+    memory.insert(record);
     let released = release::release(&*memory, ns, |_| Ok(true)).await;
     assert_eq!(released.unwrap(), Ended::Clean);
     assert_eq!(owner_of(&memory), None);
+    let record = memory.item(&keys::pk_system(ns), keys::SK_PROVISIONER);
+    assert!(!record.unwrap().contains_key("cfn_rollback"));
     let again = release::release(&*memory, ns, |_| panic!("nothing to confirm")).await;
     assert_eq!(again.unwrap(), Ended::Clean);
 }

@@ -26,6 +26,7 @@ use std::sync::{Arc, OnceLock};
 use yaml_serde::Value as Tree;
 use zae_table::keys;
 use zae_table::names::MAX_NAMESPACE_BYTES;
+use zae_table::provisioner::Rollback;
 use zae_table::store::{Store, StoreError};
 
 /// Marks a reason cut to fit the body.
@@ -82,6 +83,8 @@ pub enum CfnError {
     Owned { namespace: String, owner: String },
     #[error("no TableName property and no TABLE_NAME in the environment")]
     NoTable,
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Refused(Vec<CfnError>),
     #[error("{failed} of the request's config writes failed: {}", errors.join("; "))]
     ConfigWrites { failed: usize, errors: Vec<String> },
 }
@@ -327,17 +330,18 @@ fn shrink_list(data: &mut Value, field: &str) -> bool {
 }
 
 /// Resolves the namespace id: `NamespaceId`, else the registry entry of
-/// `Namespace` (default `default`). A Create or Update takes `NamespaceId`
-/// only when the registry holds it (`#NSID#<id>`): a typo would otherwise
-/// write config, and claim it, where no client ever reads. A Delete takes it
-/// as given, to remove what an earlier version wrote under it.
+/// `Namespace` (default `default`). `NamespaceId` is taken only when the
+/// registry holds it (`#NSID#<id>`): a typo would otherwise write config,
+/// and claim it, where no client ever reads. A Delete of an id the registry
+/// no longer holds (or is purging) finds nothing to remove, and writes
+/// nothing into the dead partition.
 pub async fn namespace_id(
     store: &impl Store,
     envelope: &Envelope,
 ) -> Result<Option<String>, CfnError> {
     if let Some(id) = envelope.text("NamespaceId") {
         if envelope.kind == "Delete" {
-            return Ok(Some(id));
+            return live_namespace_id(store, id).await;
         }
         return registered_namespace_id(store, id).await;
     }
@@ -355,17 +359,33 @@ async fn registered_namespace_id(
     id: String,
 ) -> Result<Option<String>, CfnError> {
     check_namespace_id(&id)?;
-    let entry = store
-        .get(&keys::pk_registry(), &keys::sk_namespace_id(&id), true)
-        .await
-        .map_err(|source| CfnError::Lookup {
-            name: id.clone(),
-            source,
-        })?;
-    match entry {
+    match id_entry(store, &id).await? {
         Some(_) => Ok(Some(id)),
         None => Err(CfnError::UnknownNamespaceId { id }),
     }
+}
+
+/// A Delete's `NamespaceId`, while the registry holds it and the client is
+/// not purging it; `None` otherwise (no id of another shape was ever ours).
+async fn live_namespace_id(store: &impl Store, id: String) -> Result<Option<String>, CfnError> {
+    if check_namespace_id(&id).is_err() {
+        return Ok(None);
+    }
+    let entry = id_entry(store, &id).await?;
+    Ok(entry
+        .filter(|entry| !zae_table::registry::purging(entry))
+        .map(|_| id))
+}
+
+/// The registry's entry for a namespace id (`#NSID#<id>`).
+async fn id_entry(store: &impl Store, id: &str) -> Result<Option<zae_table::Item>, CfnError> {
+    store
+        .get(&keys::pk_registry(), &keys::sk_namespace_id(id), true)
+        .await
+        .map_err(|source| CfnError::Lookup {
+            name: id.to_owned(),
+            source,
+        })
 }
 
 /// An id not of the client's shape would build keys (and a physical id) of
@@ -374,12 +394,17 @@ fn check_namespace_id(id: &str) -> Result<(), CfnError> {
     if zae_table::names::is_namespace_id(id) {
         return Ok(());
     }
-    let shown: String = id.chars().take(40).collect();
-    let cut = if shown.len() < id.len() { "…" } else { "" };
     Err(CfnError::BadNamespaceId {
-        id: format!("{shown}{cut}"),
+        id: shown(id),
         bytes: id.len(),
     })
+}
+
+/// An id as a message shows it: its first 40 characters.
+fn shown(id: &str) -> String {
+    let shown: String = id.chars().take(40).collect();
+    let cut = if shown.len() < id.len() { "…" } else { "" };
+    format!("{shown}{cut}")
 }
 
 pub fn physical_id(table: &str, namespace: &str) -> String {
@@ -407,9 +432,14 @@ pub async fn handle(
         let now_ms = chrono::Utc::now().timestamp_millis();
         return table::handle(store, envelope, table, now_ms).await;
     }
-    let namespace = match target(store, envelope, table).await? {
-        Target::Namespace(namespace) => namespace,
-        Target::Done(outcome) => return Ok(outcome),
+    let delete = envelope.kind == "Delete";
+    let namespace = match target(store, envelope, table).await {
+        Ok(Target::Namespace(namespace)) => namespace,
+        Ok(Target::Done(outcome)) => return Ok(outcome),
+        Err(err) if delete => return Err(err),
+        // No namespace to check against: the declaration is checked under
+        // a stand-in name, for its own problems.
+        Err(err) => return Err(refused(err, envelope, "default")),
     };
     let ids = Ids::new(table, &namespace);
     let provisioner = Provisioner {
@@ -419,19 +449,14 @@ pub async fn handle(
     // Read once: the ownership check and the plan share it.
     let state = provisioner.read_state().await?;
     let me = envelope.owner();
-    let delete = envelope.kind == "Delete";
-    let manifest = if delete {
+    let (manifest, full) = if delete {
         if let Some(why) = refuse_delete(envelope, &ids, &namespace, state.owner.as_deref()) {
             return Ok(skipped(envelope, &why));
         }
-        Manifest::empty(&namespace)
+        (Manifest::empty(&namespace), false)
     } else {
-        if let Some(owner) = state.owner.clone().filter(|owner| *owner != me) {
-            return Err(CfnError::Owned { namespace, owner });
-        }
-        declared_manifest(envelope, &namespace)?
+        claimed_manifest(envelope, &namespace, state.owner.as_deref())?
     };
-    let full = full_apply(envelope)?;
     let caller = Caller {
         // Only the owner (or nobody) gets this far with a Delete.
         ownership: if delete {
@@ -443,7 +468,7 @@ pub async fn handle(
     };
     let mut plan = provisioner.plan_from(state, &manifest, full).await?;
     if delete && envelope.physical_resource_id.as_deref() == Some(ids.failed.as_str()) {
-        only_what_it_declared(&mut plan, envelope, &namespace);
+        only_what_it_created(&mut plan);
     }
     if !delete {
         rollback.set(ids.failed(envelope));
@@ -463,21 +488,26 @@ pub async fn handle(
 }
 
 /// The rollback of a request that failed after its claim undoes what that
-/// request could have written, and nothing else: the levels its manifest
-/// (the Delete's properties) declares, and its adaptive declaration if it
-/// declared one. Levels the namespace managed before the claim (the Python
-/// CLI's, an earlier owner's) stay. A manifest that no longer parses
-/// declares nothing: the claim is released and no level deleted.
-fn only_what_it_declared(plan: &mut crate::apply::Plan, envelope: &Envelope, namespace: &str) {
-    let declared = declared_manifest(envelope, namespace).ok();
-    let levels: std::collections::BTreeSet<zae_table::Level> = declared
-        .iter()
-        .flat_map(|m| m.declared().into_iter().map(|(level, _)| level))
-        .collect();
-    plan.changes.retain(|change| levels.contains(&change.level));
-    if declared.is_none_or(|m| m.declaration().is_empty()) {
+/// request wrote and nothing more: it deletes the levels (and the adaptive
+/// declaration) no item held before the claim, and puts back the managed
+/// set and hash the claim found. Levels it overwrote keep the values it
+/// wrote, managed again by whoever managed them before (docs/provisioner.md
+/// says why). A claim recorded without what it found (an earlier build's)
+/// deletes nothing.
+fn only_what_it_created(plan: &mut crate::apply::Plan) {
+    let found = plan.state.rollback.clone().unwrap_or_else(|| Rollback {
+        managed: plan.state.managed.clone(),
+        applied_hash: plan.state.applied_hash.clone(),
+        ..Rollback::default()
+    });
+    let created: std::collections::BTreeSet<zae_table::Level> =
+        found.created.levels().into_iter().collect();
+    plan.changes
+        .retain(|change| created.contains(&change.level));
+    if !found.adaptive_created {
         plan.adaptive = None;
     }
+    plan.restore = Some(found);
 }
 
 /// Where a request goes: its namespace, or the answer when there is none
@@ -516,7 +546,13 @@ async fn target(store: &impl Store, envelope: &Envelope, table: &str) -> Result<
         }
         Err(err) => Err(err),
         Ok(None) if delete => {
-            let why = format!("namespace '{}' no longer exists", name());
+            let why = match envelope.text("NamespaceId") {
+                Some(id) => format!(
+                    "namespace id '{}' is no longer in the table's registry; nothing written",
+                    shown(&id)
+                ),
+                None => format!("namespace '{}' no longer exists", name()),
+            };
             Ok(Target::Done(skipped(envelope, &why)))
         }
         Ok(None) => Err(CfnError::UnknownNamespace {
@@ -637,6 +673,58 @@ fn declared_manifest(envelope: &Envelope, namespace: &str) -> Result<Manifest, C
         }));
     }
     Ok(parse_properties(&envelope.properties, namespace)?)
+}
+
+/// The manifest and `FullApply` a Create or Update declares, or every
+/// problem found in them.
+fn declared(envelope: &Envelope, namespace: &str) -> Result<(Manifest, bool), Vec<CfnError>> {
+    match (declared_manifest(envelope, namespace), full_apply(envelope)) {
+        (Ok(manifest), Ok(full)) => Ok((manifest, full)),
+        (manifest, full) => Err(manifest.err().into_iter().chain(full.err()).collect()),
+    }
+}
+
+/// What a Create or Update applies; refused, with every problem found,
+/// when another resource owns the namespace or the declaration is bad.
+fn claimed_manifest(
+    envelope: &Envelope,
+    namespace: &str,
+    owner: Option<&str>,
+) -> Result<(Manifest, bool), CfnError> {
+    match owner.filter(|owner| *owner != envelope.owner()) {
+        Some(owner) => {
+            let owned = CfnError::Owned {
+                namespace: namespace.to_owned(),
+                owner: owner.to_owned(),
+            };
+            Err(refused(owned, envelope, namespace))
+        }
+        None => declared(envelope, namespace).map_err(CfnError::all),
+    }
+}
+
+/// A Create's or Update's refusal before its first write, with every
+/// problem of its declaration beside it: an operator fixing one should not
+/// meet the next on the next deploy.
+fn refused(first: CfnError, envelope: &Envelope, namespace: &str) -> CfnError {
+    let mut all = vec![first];
+    if let Err(problems) = declared(envelope, namespace) {
+        all.extend(problems);
+    }
+    CfnError::all(all)
+}
+
+impl CfnError {
+    /// One refusal as itself, several as one.
+    fn all(mut refusals: Vec<CfnError>) -> CfnError {
+        match (refusals.len(), refusals.pop()) {
+            (1, Some(only)) => only,
+            (_, last) => {
+                refusals.extend(last);
+                CfnError::Refused(refusals)
+            }
+        }
+    }
 }
 
 /// `FullApply`, for a Create or an Update.

@@ -993,3 +993,331 @@ async fn a_namespace_id_outside_the_registry_is_refused_before_any_write() {
     let physical = format!("rate-limits/{b}/limits-provisioner");
     assert_eq!(taken["PhysicalResourceId"], physical.as_str());
 }
+
+// ---- Issue 40, items 9 to 12 ----
+
+/// The CLI's namespace of issue 40, item 9: `System`, `gpt-5` at 50,
+/// `claude` at 70, and an adaptive declaration.
+const CLI_LEVELS: &str = "namespace: default
+system: {limits: {tpm: {capacity: 10000, refill_amount: 1000, adaptive: utilization}}}
+resources:
+  gpt-5: {estimated_capacity: {tpm: 100000}, limits: {rpm: {capacity: 50}}}
+  claude: {limits: {rpm: {capacity: 70}}}
+";
+
+async fn cli_apply(store: &MemoryStore, yaml: &str) {
+    let provisioner = crate::apply::Provisioner {
+        store,
+        namespace: NS,
+    };
+    let manifest = crate::manifest::Manifest::from_yaml(yaml).unwrap();
+    provisioner
+        .apply(&manifest, false, &Caller::local("cli"))
+        .await
+        .expect("the CLI's apply");
+}
+
+/// A stack's Create of `gpt-5` at 100 (and `gpt-6`, which nobody had),
+/// with an adaptive declaration of its own.
+fn overlapping_create(id: &str) -> Value {
+    let mut create = request("Create", id, None, STACK, "100");
+    create["ResourceProperties"]["Resources"] = json!({
+        "gpt-5": {"EstimatedCapacity": {"tpm": "200000"}, "Limits": {"rpm": {"Capacity": "100"}}},
+        "gpt-6": {"Limits": {"rpm": {"Capacity": "5"}}}
+    });
+    create["ResourceProperties"]["System"] = json!({"Limits": {"tpm": {
+        "Capacity": "10000", "RefillAmount": "1000", "Adaptive": "utilization"}}});
+    create
+}
+
+fn rpm_of(store: &MemoryStore, resource: &str) -> Option<Attr> {
+    store
+        .item(&keys::pk_resource(NS, resource), keys::SK_CONFIG)
+        .map(|config| config["l_rpm_cp"].clone())
+}
+
+fn managed_of(store: &MemoryStore) -> zae_table::provisioner::ManagedSet {
+    let record = store.item(&keys::pk_system(NS), keys::SK_PROVISIONER);
+    zae_table::provisioner::State::decode(record.as_ref()).managed
+}
+
+fn declaration_of(store: &MemoryStore) -> Option<Item> {
+    store.item(&keys::pk_adaptive(NS), keys::SK_ADAPTIVE_DECLARATION)
+}
+
+/// Issue 40, item 9: a stack's Create that overlaps the CLI's levels and
+/// dies after its claim (the next write refused at the store seam) is
+/// rolled back to the namespace as the CLI left it: `gpt-5` at 50 (it was
+/// deleted), `claude` and `System` still managed (the managed set was
+/// emptied, so a CLI apply that dropped `claude` left it at 70), and the
+/// CLI's adaptive declaration (it was deleted).
+#[tokio::test(start_paused = true)]
+async fn the_rollback_of_an_overlapping_create_leaves_the_clis_levels_and_managed_set() {
+    let store = seeded();
+    cli_apply(&store, CLI_LEVELS).await;
+    let managed = managed_of(&store);
+    let declaration = declaration_of(&store).expect("the CLI declared");
+    let denied = deps(Injected {
+        inner: store.clone(),
+        faults: DeniedAfterTheClaim::default(),
+    });
+    let failed = send(&denied, overlapping_create("r1"), in_a_minute()).await;
+    assert_eq!(failed["PhysicalResourceId"], FAILED_ID, "{failed}");
+    let mut rollback = overlapping_create("r2");
+    rollback["RequestType"] = json!("Delete");
+    rollback["PhysicalResourceId"] = json!(FAILED_ID);
+    let rolled = send(&deps(store.clone()), rollback, in_a_minute()).await;
+    assert_eq!(rolled["Status"], "SUCCESS", "{rolled}");
+    assert_eq!(owner_of(&store, NS), None, "the claim is released");
+    assert_eq!(rpm_of(&store, "gpt-5"), Some(Attr::n(50)), "{rolled}");
+    assert_eq!(rpm_of(&store, "claude"), Some(Attr::n(70)));
+    assert_eq!(managed_of(&store), managed, "the CLI's managed set");
+    assert_eq!(declaration_of(&store), Some(declaration));
+
+    // The CLI still manages what it managed: dropping `claude` deletes it.
+    cli_apply(
+        &store,
+        &CLI_LEVELS.replace("  claude: {limits: {rpm: {capacity: 70}}}\n", ""),
+    )
+    .await;
+    assert_eq!(rpm_of(&store, "claude"), None, "claude left managed");
+}
+
+/// The `#PROVISIONER` record's first `puts` writes pass, later ones are
+/// refused: a Create that dies once its config is written, on the
+/// record's last write.
+#[derive(Clone)]
+struct DeniedAfterRecordPuts {
+    puts: usize,
+    seen: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Faults for DeniedAfterRecordPuts {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let record = matches!(call, Call::Put(item)
+            if item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER)));
+        let n = self
+            .seen
+            .fetch_add(usize::from(record), std::sync::atomic::Ordering::SeqCst);
+        (record && n >= self.puts).then(|| StoreError::Fatal {
+            operation: "PutItem",
+            key: "k".into(),
+            message: "AccessDeniedException: injected".into(),
+        })
+    }
+}
+
+/// Issue 40, item 9, the overwrite: a Create that wrote its levels and
+/// died on the record's last write is rolled back by deleting only the
+/// levels no item held before it (`gpt-6`); the CLI's `gpt-5`, which it
+/// overwrote, keeps the Create's value, and `claude`, which it deleted (its
+/// manifest is the namespace's whole truth), stays deleted; both stay in
+/// the CLI's managed set, so the CLI's next apply puts its own values back
+/// (docs/provisioner.md).
+#[tokio::test(start_paused = true)]
+async fn the_rollback_of_a_create_that_wrote_deletes_only_the_levels_it_created() {
+    let store = seeded();
+    cli_apply(&store, CLI_LEVELS).await;
+    let managed = managed_of(&store);
+    let denied = deps(Injected {
+        inner: store.clone(),
+        faults: DeniedAfterRecordPuts {
+            puts: 1,
+            seen: Arc::default(),
+        },
+    });
+    let failed = send(&denied, overlapping_create("r1"), in_a_minute()).await;
+    assert_eq!(failed["PhysicalResourceId"], FAILED_ID, "{failed}");
+    assert_eq!(
+        rpm_of(&store, "gpt-6"),
+        Some(Attr::n(5)),
+        "the Create wrote"
+    );
+    let mut rollback = overlapping_create("r2");
+    rollback["RequestType"] = json!("Delete");
+    rollback["PhysicalResourceId"] = json!(FAILED_ID);
+    let rolled = send(&deps(store.clone()), rollback, in_a_minute()).await;
+    assert_eq!(rolled["Status"], "SUCCESS", "{rolled}");
+    assert_eq!(rpm_of(&store, "gpt-6"), None, "what it created is gone");
+    assert_eq!(
+        rpm_of(&store, "gpt-5"),
+        Some(Attr::n(100)),
+        "overwritten, left"
+    );
+    assert_eq!(
+        rpm_of(&store, "claude"),
+        None,
+        "deleted by the Create, left"
+    );
+    assert_eq!(managed_of(&store), managed, "the CLI's managed set");
+    assert!(
+        declaration_of(&store).is_some(),
+        "the CLI's declaration stays"
+    );
+    cli_apply(&store, CLI_LEVELS).await;
+    assert_eq!(
+        rpm_of(&store, "gpt-5"),
+        Some(Attr::n(50)),
+        "the CLI's again"
+    );
+    assert_eq!(
+        rpm_of(&store, "claude"),
+        Some(Attr::n(70)),
+        "the CLI's again"
+    );
+}
+
+/// Changes the `#PROVISIONER` record's owner the instant before the
+/// apply's first write to it (after the apply read it): moto cannot
+/// interleave there, so the store seam does.
+#[derive(Clone)]
+struct OwnerMovedMeanwhile {
+    store: Memory,
+    owner: Option<&'static str>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Faults for OwnerMovedMeanwhile {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let record = matches!(call, Call::Put(item)
+            if item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER)));
+        if record && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let mut state = self
+                .store
+                .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+                .expect("the record");
+            match self.owner {
+                Some(owner) => state.insert("cfn_owner".into(), Attr::s(owner)),
+                None => state.remove("cfn_owner"),
+            };
+            self.store.insert(state);
+        }
+        None
+    }
+}
+
+/// Issue 40, item 10: a CLI apply writes the owner record only where the
+/// owner is still the one it read. A stack's release during the apply
+/// stays released (it was put back: the namespace locked to a deleted
+/// stack), and a stack's claim during it stays claimed (it was dropped).
+/// An apply that adds a level meets the change at its first record write,
+/// before any config; one that only changes values, at its last.
+#[tokio::test]
+async fn a_cli_apply_never_undoes_a_release_or_drops_a_claim_made_while_it_ran() {
+    let other = "arn:aws:cloudformation:us-east-1:123456789012:stack/other/2|TenantLimits";
+    let mine = format!("{STACK}|TenantLimits");
+    let adds = format!("{CLI_LEVELS}  gpt-7: {{limits: {{rpm: {{capacity: 1}}}}}}\n");
+    let values = CLI_LEVELS.replace("capacity: 70", "capacity: 71");
+    for (read, meanwhile) in [(Some(mine.as_str()), None), (None, Some(other))] {
+        for (yaml, says, claude) in [
+            (&adds, "nothing was written", 70),
+            (&values, "they landed", 71),
+        ] {
+            let store = seeded();
+            cli_apply(&store, CLI_LEVELS).await;
+            if let Some(owner) = read {
+                let mut state = store
+                    .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+                    .unwrap();
+                state.insert("cfn_owner".into(), Attr::s(owner));
+                store.insert(state);
+            }
+            let moved = Injected {
+                inner: store.clone(),
+                faults: OwnerMovedMeanwhile {
+                    store: store.clone(),
+                    owner: meanwhile,
+                    done: Arc::default(),
+                },
+            };
+            let provisioner = crate::apply::Provisioner {
+                store: &moved,
+                namespace: NS,
+            };
+            let manifest = crate::manifest::Manifest::from_yaml(yaml).unwrap();
+            let result = provisioner
+                .apply(&manifest, false, &Caller::local("cli"))
+                .await;
+            let err = result.expect_err("the owner moved under the apply");
+            let err = err.to_string();
+            assert!(
+                err.contains("owner of namespace") && err.contains(says),
+                "{err}"
+            );
+            assert_eq!(owner_of(&store, NS), meanwhile.map(Attr::s), "{read:?}");
+            assert_eq!(rpm_of(&store, "claude"), Some(Attr::n(claude)), "{says}");
+            assert_eq!(rpm_of(&store, "gpt-7"), None, "{says}");
+        }
+    }
+}
+
+/// Issue 40, item 11: a stack's Delete naming the `NamespaceId` of a
+/// namespace purged since (its registry entries gone) writes nothing under
+/// that id: before, it wrote a claim and a record into the dead partition.
+#[tokio::test]
+async fn a_delete_of_a_purged_namespace_writes_nothing_there() {
+    let store = seeded();
+    let b = crate::registry::register(&*store, "tenant-b", 1_000)
+        .await
+        .unwrap()
+        .id;
+    let deps = deps(store.clone());
+    let mut create = request("Create", "r1", None, STACK, "10");
+    create["ResourceProperties"]["NamespaceId"] = json!(b);
+    let created = send(&deps, create.clone(), MINUTE).await;
+    assert_eq!(created["Status"], "SUCCESS", "{created}");
+    // The purge: every item of the namespace, and its registry entries.
+    let prefix = format!("{b}/");
+    for item in store.items() {
+        let pk = item["PK"].as_s().unwrap_or_default().to_owned();
+        let sk = item["SK"].as_s().unwrap_or_default().to_owned();
+        let entry = sk == keys::sk_namespace("tenant-b") || sk == keys::sk_namespace_id(&b);
+        if pk.starts_with(&prefix) || entry {
+            store.remove(&pk, &sk);
+        }
+    }
+    let before = store.items();
+    let mut delete = create;
+    delete["RequestType"] = json!("Delete");
+    delete["RequestId"] = json!("r2");
+    delete["PhysicalResourceId"] = json!(format!("rate-limits/{b}/limits-provisioner"));
+    let answer = send(&deps, delete, MINUTE).await;
+    answered(&answer, "SUCCESS", "no longer");
+    assert_eq!(store.items(), before, "something was written under {b}");
+}
+
+/// Issue 40, item 12: a Create refused for its `NamespaceId` also names its
+/// manifest's problems, so the operator meets them in one deploy.
+#[tokio::test]
+async fn a_refusal_names_the_namespace_and_the_manifests_problems_at_once() {
+    let store = seeded();
+    let deps = deps(store.clone());
+    let before = store.items();
+    let mut create = request("Create", "r1", None, STACK, "10");
+    create["ResourceProperties"]["NamespaceId"] = json!("ns1-typo");
+    create["ResourceProperties"]["System"] = json!({"Disabled": "true"});
+    let refused = send(&deps, create, MINUTE).await;
+    answered(&refused, "FAILED", "not in the table's registry");
+    answered(
+        &refused,
+        "FAILED",
+        "'disabled' is not supported at the system level",
+    );
+    assert_eq!(refused["PhysicalResourceId"], "failed-create/r1");
+    assert_eq!(store.items(), before);
+
+    // Another stack's namespace and a bad manifest: both named too.
+    let other = "arn:aws:cloudformation:us-east-1:123456789012:stack/other/2";
+    let taken = send(&deps, request("Create", "r2", None, other, "10"), MINUTE).await;
+    assert_eq!(taken["Status"], "SUCCESS", "{taken}");
+    let mut create = request("Create", "r3", None, STACK, "lots");
+    create["ResourceProperties"]["System"] = json!({"Disabled": "true"});
+    let refused = send(&deps, create, MINUTE).await;
+    answered(&refused, "FAILED", "is managed by another custom resource");
+    answered(
+        &refused,
+        "FAILED",
+        "'disabled' is not supported at the system level",
+    );
+    answered(&refused, "FAILED", "Resources.gpt-4.Limits.rpm.Capacity");
+}
