@@ -309,7 +309,12 @@ mod tests {
         .unwrap();
         let mut payload: serde_json::Value = serde_json::from_str(&text).unwrap();
         // DynamoDB Local's numbering: 21 digits, zero-padded.
-        for (n, record) in payload["Records"].as_array_mut().unwrap().iter_mut().enumerate() {
+        for (n, record) in payload["Records"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
             record["dynamodb"]["SequenceNumber"] = format!("{:021}", 76 + n).into();
         }
         let records = payload["Records"].as_array().unwrap().len();
@@ -324,9 +329,13 @@ mod tests {
             ..RetryPolicy::default()
         };
         let aggregator = Aggregator::new(store, settings);
-        let answer = handle(&aggregator, &NoMetrics, LambdaEvent::new(payload, context()))
-            .await
-            .unwrap();
+        let answer = handle(
+            &aggregator,
+            &NoMetrics,
+            LambdaEvent::new(payload, context()),
+        )
+        .await
+        .unwrap();
         let failures = serde_json::to_value(&answer).unwrap()["batchItemFailures"].clone();
         let given: Vec<String> = (0..records).map(|n| format!("{:021}", 76 + n)).collect();
         let identifier = failures[0]["itemIdentifier"].as_str().unwrap_or_default();

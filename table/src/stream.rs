@@ -461,7 +461,10 @@ mod tests {
         let seen = std::collections::HashSet::from([local.clone()]);
         assert!(seen.contains(&short), "hashed as one position");
         assert!(short < SequenceNumber::parse("000000000000000000077").unwrap());
-        assert!(SequenceNumber::parse("000000000000000000999").unwrap() < SequenceNumber::parse("1000").unwrap());
+        assert!(
+            SequenceNumber::parse("000000000000000000999").unwrap()
+                < SequenceNumber::parse("1000").unwrap()
+        );
         assert_eq!(local.padded(), short.padded());
     }
 
@@ -471,7 +474,10 @@ mod tests {
         let stored = "0000000000000000004421584500000000017450";
         let mark = SequenceNumber::from_padded(stored).unwrap();
         assert_eq!(mark.padded(), stored);
-        assert_eq!(mark, SequenceNumber::parse("4421584500000000017450").unwrap());
+        assert_eq!(
+            mark,
+            SequenceNumber::parse("4421584500000000017450").unwrap()
+        );
         assert!(mark < SequenceNumber::parse("4421584500000000017451").unwrap());
         assert!(SequenceNumber::from_padded("76").is_none());
     }

@@ -434,7 +434,11 @@ fn genuine_records(steps: &[Step], records: &[String]) -> Vec<String> {
         .count();
     let genuine: Vec<String> = records
         .iter()
-        .filter(|r| GENUINE.iter().any(|e| r.contains(&format!("\"{NS}/BUCKET#{e}#r#0\""))))
+        .filter(|r| {
+            GENUINE
+                .iter()
+                .any(|e| r.contains(&format!("\"{NS}/BUCKET#{e}#r#0\"")))
+        })
         .cloned()
         .collect();
     assert_eq!(genuine.len(), takes, "one record per genuine step");
