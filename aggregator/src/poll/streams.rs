@@ -236,11 +236,6 @@ mod tests {
         assert_eq!(page.records.len(), 30);
         assert!(page.next.is_some(), "an open shard goes on");
         let texts: Vec<String> = page.records.iter().map(|r| r.to_string()).collect();
-        assert!(
-            texts
-                .iter()
-                .all(|t| !t.contains(":{}}") || t.contains("{\"M\":{}}"))
-        );
         let parsed: Vec<StreamRecord> = texts
             .iter()
             .map(|t| StreamRecord::parse(t).expect("every record reads"))
