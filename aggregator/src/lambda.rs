@@ -281,6 +281,70 @@ mod tests {
         );
     }
 
+    /// Every UpdateItem fails as a throttle would, injected at the store seam
+    /// (moto cannot throttle on demand): the batch reports its first record.
+    struct Throttled;
+
+    impl zae_test_support::faults::Faults for Throttled {
+        fn before(
+            &self,
+            call: &zae_test_support::faults::Call<'_>,
+        ) -> Option<zae_table::store::StoreError> {
+            matches!(call, zae_test_support::faults::Call::Update(_)).then(|| {
+                zae_table::store::StoreError::Retryable {
+                    operation: "UpdateItem",
+                    key: "injected".into(),
+                    message: "ProvisionedThroughputExceededException".into(),
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_item_identifier_is_the_sequence_number_as_the_stream_gave_it() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/lambda_event_sample.json"
+        ))
+        .unwrap();
+        let mut payload: serde_json::Value = serde_json::from_str(&text).unwrap();
+        // DynamoDB Local's numbering: 21 digits, zero-padded.
+        for (n, record) in payload["Records"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
+            record["dynamodb"]["SequenceNumber"] = format!("{:021}", 76 + n).into();
+        }
+        let records = payload["Records"].as_array().unwrap().len();
+        let payload: StreamEvent = serde_json::from_value(payload).unwrap();
+        let store = zae_test_support::faults::Injected {
+            inner: MemoryStore::new(),
+            faults: Throttled,
+        };
+        let mut settings = settings();
+        settings.retry = RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        };
+        let aggregator = Aggregator::new(store, settings);
+        let answer = handle(
+            &aggregator,
+            &NoMetrics,
+            LambdaEvent::new(payload, context()),
+        )
+        .await
+        .unwrap();
+        let failures = serde_json::to_value(&answer).unwrap()["batchItemFailures"].clone();
+        let given: Vec<String> = (0..records).map(|n| format!("{:021}", 76 + n)).collect();
+        let identifier = failures[0]["itemIdentifier"].as_str().unwrap_or_default();
+        assert!(
+            given.iter().any(|g| g == identifier),
+            "{failures}: not a number the stream gave"
+        );
+    }
+
     #[test]
     fn a_record_of_another_tables_stream_is_foreign_and_one_without_a_source_is_not() {
         let of = |arn: &str| format!(r#"{{"eventSourceARN":"{arn}","eventName":"MODIFY"}}"#);

@@ -50,7 +50,6 @@ pub trait Continuer: Send + Sync + 'static {
 
 impl Continuer for aws_sdk_lambda::Client {
     async fn invoke_async(&self, function: &str, payload: Value) -> Result<(), String> {
-        use aws_sdk_lambda::error::DisplayErrorContext;
         use aws_sdk_lambda::primitives::Blob;
         use aws_sdk_lambda::types::InvocationType;
         self.invoke()
@@ -60,7 +59,7 @@ impl Continuer for aws_sdk_lambda::Client {
             .send()
             .await
             .map(|_| ())
-            .map_err(|e| format!("Invoke {function}: {}", DisplayErrorContext(&e)))
+            .map_err(|e| format!("Invoke {function}: {}", zae_table::sdk::error_text(&e)))
     }
 }
 

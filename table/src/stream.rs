@@ -166,10 +166,18 @@ impl<'a> Image<'a> {
     }
 }
 
-/// A stream sequence number, kept zero-padded to a fixed width so that string
-/// order is numeric order, in memory and in DynamoDB condition expressions.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SequenceNumber(String);
+/// A stream sequence number: opaque text to the stream, a number to us.
+///
+/// The text is kept exactly as the stream gave it, because the stream refuses
+/// any other spelling of the same position (DynamoDB Local numbers records
+/// `000000000000000000076` and refuses `76`: at least 21 digits). Positions
+/// are compared by a copy zero-padded to a fixed width, so that string order
+/// is numeric order, in memory and in DynamoDB condition expressions.
+#[derive(Debug, Clone)]
+pub struct SequenceNumber {
+    padded: String,
+    text: String,
+}
 
 impl SequenceNumber {
     /// DynamoDB documents sequence numbers as 21 to 40 decimal digits.
@@ -182,27 +190,62 @@ impl SequenceNumber {
                 text.chars().take(64).collect(),
             ));
         }
-        Ok(SequenceNumber(format!(
-            "{text:0>width$}",
-            width = Self::WIDTH
-        )))
+        Ok(SequenceNumber {
+            padded: format!("{text:0>width$}", width = Self::WIDTH),
+            text: text.into(),
+        })
     }
 
-    /// The padded form, as stored in snapshot watermarks.
+    /// The padded form, as stored in snapshot watermarks and hashed into
+    /// event ids (both already written by earlier versions in this form).
     pub fn padded(&self) -> &str {
-        &self.0
+        &self.padded
     }
 
-    /// The form the stream uses, as Lambda expects it in `itemIdentifier`.
+    /// The text the stream gave: what GetShardIterator, a checkpoint, `--from`
+    /// and Lambda's `itemIdentifier` need.
     pub fn as_stream(&self) -> &str {
-        let trimmed = self.0.trim_start_matches('0');
-        if trimmed.is_empty() { "0" } else { trimmed }
+        &self.text
     }
 
-    /// Reads back a padded watermark; `None` if it is not one.
+    /// Reads back a padded watermark; `None` if it is not one. Its stream text
+    /// is lost, so it keeps the padded text (a watermark is only compared,
+    /// never sent to the stream).
     pub fn from_padded(text: &str) -> Option<SequenceNumber> {
-        (text.len() == Self::WIDTH && text.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| SequenceNumber(text.into()))
+        (text.len() == Self::WIDTH && text.bytes().all(|b| b.is_ascii_digit())).then(|| {
+            SequenceNumber {
+                padded: text.into(),
+                text: text.into(),
+            }
+        })
+    }
+}
+
+// One position however it is spelled: equality, order and hash follow the
+// padded form, never the text.
+impl PartialEq for SequenceNumber {
+    fn eq(&self, other: &Self) -> bool {
+        self.padded == other.padded
+    }
+}
+
+impl Eq for SequenceNumber {}
+
+impl std::hash::Hash for SequenceNumber {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.padded.hash(state);
+    }
+}
+
+impl PartialOrd for SequenceNumber {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SequenceNumber {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.padded.cmp(&other.padded)
     }
 }
 
@@ -393,6 +436,50 @@ mod tests {
         assert!(a < b);
         assert!(a.padded() < b.padded());
         assert_eq!(SequenceNumber::from_padded(b.padded()), Some(b));
+    }
+
+    #[test]
+    fn a_sequence_number_keeps_the_text_the_stream_gave() {
+        // DynamoDB Local 2.6 and 3.3 number records like this, and refuse `76`.
+        let local = SequenceNumber::parse("000000000000000000076").unwrap();
+        assert_eq!(local.as_stream(), "000000000000000000076");
+        assert_eq!(local.to_string(), "000000000000000000076");
+        let service = SequenceNumber::parse("4421584500000000017450439091").unwrap();
+        assert_eq!(service.as_stream(), "4421584500000000017450439091");
+        assert_eq!(
+            SequenceNumber::parse("0").unwrap().as_stream(),
+            "0",
+            "no digit is invented either"
+        );
+    }
+
+    #[test]
+    fn positions_compare_as_numbers_whatever_their_spelling() {
+        let local = SequenceNumber::parse("000000000000000000076").unwrap();
+        let short = SequenceNumber::parse("76").unwrap();
+        assert_eq!(local, short, "one position");
+        let seen = std::collections::HashSet::from([local.clone()]);
+        assert!(seen.contains(&short), "hashed as one position");
+        assert!(short < SequenceNumber::parse("000000000000000000077").unwrap());
+        assert!(
+            SequenceNumber::parse("000000000000000000999").unwrap()
+                < SequenceNumber::parse("1000").unwrap()
+        );
+        assert_eq!(local.padded(), short.padded());
+    }
+
+    #[test]
+    fn a_padded_watermark_written_before_reads_back_and_compares() {
+        // Watermarks already in tables are 40 digits, zero-padded.
+        let stored = "0000000000000000004421584500000000017450";
+        let mark = SequenceNumber::from_padded(stored).unwrap();
+        assert_eq!(mark.padded(), stored);
+        assert_eq!(
+            mark,
+            SequenceNumber::parse("4421584500000000017450").unwrap()
+        );
+        assert!(mark < SequenceNumber::parse("4421584500000000017451").unwrap());
+        assert!(SequenceNumber::from_padded("76").is_none());
     }
 
     #[test]

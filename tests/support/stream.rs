@@ -1,8 +1,16 @@
 //! A stream for the in-memory table: [`Recording`] wraps a store and keeps,
-//! for every write that applied, the stream record DynamoDB would emit
-//! (`INSERT` or `MODIFY` with both images, in the Lambda event's shape),
-//! each on the shard its partition key hashes to. Tests deliver the shards
-//! they choose to the aggregator, holding others back as a lagging shard.
+//! for every write that changed an item, the stream record DynamoDB would
+//! emit (in the Lambda event's shape), each on the shard its partition key
+//! hashes to. Tests deliver the shards they choose to the aggregator,
+//! holding others back as a lagging shard.
+//!
+//! As DynamoDB (and DynamoDB Local 2.6 and 3.3, checked by hand): `INSERT`
+//! with the new image, `MODIFY` with both, `REMOVE` with the old one only;
+//! a transaction's puts, updates and deletes each make their record, its
+//! condition checks none; a write that leaves the item as it was (an update
+//! to the same values, the same put again, a delete of nothing) makes none.
+//! Sequence numbers are the service's shape: 28 digits, no leading zeros
+//! (DynamoDB Local pads 21 digits with zeros instead).
 
 use serde_json::{Value, json};
 use std::sync::Mutex;
@@ -28,24 +36,42 @@ pub fn image(item: &Item) -> Value {
     Value::Object(item.iter().map(|(k, v)| (k.clone(), attr(v))).collect())
 }
 
-/// One stream record, as the Lambda event carries it.
+/// The `n`th sequence number, shaped as the service's (e.g.
+/// `4421584500000000017450439091`): no leading zeros, increasing with `n`.
+pub fn sequence_number(n: u64) -> String {
+    (4_421_584_500_000_000_000_000_000_000_u128 + u128::from(n)).to_string()
+}
+
+/// One INSERT or MODIFY record, as the Lambda event carries it.
 pub fn record(sequence: u64, at_s: i64, new: &Item, old: Option<&Item>) -> String {
-    let keys = json!({"PK": attr(&new["PK"]), "SK": attr(&new["SK"])});
+    change(sequence, at_s, Some(new), old).expect("a record with a new image")
+}
+
+/// The record DynamoDB emits for a change from `old` to `new`; `None` when
+/// nothing changed (no item before or after, or the same item).
+pub fn change(sequence: u64, at_s: i64, new: Option<&Item>, old: Option<&Item>) -> Option<String> {
+    let (event, keys_of) = match (old, new) {
+        (None, Some(new)) => ("INSERT", new),
+        (Some(old), Some(new)) if old != new => ("MODIFY", new),
+        (Some(old), None) => ("REMOVE", old),
+        _ => return None,
+    };
     let mut dynamodb = json!({
         "ApproximateCreationDateTime": at_s,
-        "Keys": keys,
-        "SequenceNumber": format!("{sequence:021}"),
-        "NewImage": image(new),
+        "Keys": {"PK": attr(&keys_of["PK"]), "SK": attr(&keys_of["SK"])},
+        "SequenceNumber": sequence_number(sequence),
         "StreamViewType": "NEW_AND_OLD_IMAGES",
     });
-    let event = match old {
-        Some(old) => {
-            dynamodb["OldImage"] = image(old);
-            "MODIFY"
-        }
-        None => "INSERT",
-    };
-    json!({"eventName": event, "eventSource": "aws:dynamodb", "dynamodb": dynamodb}).to_string()
+    if let Some(new) = new {
+        dynamodb["NewImage"] = image(new);
+    }
+    if let Some(old) = old {
+        dynamodb["OldImage"] = image(old);
+    }
+    Some(
+        json!({"eventName": event, "eventSource": "aws:dynamodb", "dynamodb": dynamodb})
+            .to_string(),
+    )
 }
 
 /// The shard a partition key lands on, out of `shards`.
@@ -98,11 +124,13 @@ impl<S: Store> Recording<S> {
         self.log.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Records the change from `old` to the item as it is now, if any.
     async fn note(&self, pk: &str, sk: &str, old: Option<Item>) -> Result<(), StoreError> {
-        if let Some(new) = self.inner.get(pk, sk, true).await? {
-            let mut log = self.lock();
+        let new = self.inner.get(pk, sk, true).await?;
+        let mut log = self.lock();
+        let at_s = self.at_s.load(Ordering::SeqCst);
+        if let Some(text) = change(log.0 + 1, at_s, new.as_ref(), old.as_ref()) {
             log.0 += 1;
-            let text = record(log.0, self.at_s.load(Ordering::SeqCst), &new, old.as_ref());
             log.1[shard_of(pk, self.shards)].push(text);
         }
         Ok(())
@@ -145,7 +173,9 @@ impl<S: Store> Store for Recording<S> {
         sk: &str,
         condition: Option<&Condition>,
     ) -> Result<Option<Item>, StoreError> {
-        self.inner.delete(pk, sk, condition).await
+        let old = self.inner.delete(pk, sk, condition).await?;
+        self.note(pk, sk, old.clone()).await?;
+        Ok(old)
     }
     async fn query(&self, query: &Query) -> Result<Vec<Item>, StoreError> {
         self.inner.query(query).await
@@ -160,13 +190,14 @@ impl<S: Store> Store for Recording<S> {
     async fn transact(&self, writes: &[TxWrite]) -> Result<(), StoreError> {
         let mut olds = Vec::new();
         for w in writes {
-            if let TxWrite::Update(u) = w {
-                olds.push((
-                    u.pk.clone(),
-                    u.sk.clone(),
-                    self.inner.get(&u.pk, &u.sk, true).await?,
-                ));
-            }
+            let (pk, sk) = match w {
+                TxWrite::Put { item, .. } => key(item),
+                TxWrite::Update(u) => (u.pk.clone(), u.sk.clone()),
+                TxWrite::Delete { pk, sk, .. } => (pk.clone(), sk.clone()),
+                TxWrite::Check { .. } => continue,
+            };
+            let old = self.inner.get(&pk, &sk, true).await?;
+            olds.push((pk, sk, old));
         }
         self.inner.transact(writes).await?;
         for (pk, sk, old) in olds {
@@ -176,5 +207,135 @@ impl<S: Store> Store for Recording<S> {
     }
     async fn backoff(&self, attempt: u32) {
         self.inner.backoff(attempt).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each behaviour as DynamoDB Local 2.6.1 and 3.3.1 showed it by hand
+    //! (PutItem, UpdateItem, DeleteItem, TransactWriteItems on a table with
+    //! NEW_AND_OLD_IMAGES, then GetRecords from TRIM_HORIZON).
+    use super::*;
+    use crate::memory::MemoryStore;
+    use zae_table::store::UpdateBuilder;
+
+    fn block<F: std::future::Future>(future: F) -> F::Output {
+        let waker = std::task::Waker::noop();
+        let mut context = std::task::Context::from_waker(waker);
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+                return output;
+            }
+        }
+    }
+
+    fn item(pk: &str, v: i64) -> Item {
+        Item::from([
+            ("PK".into(), Attr::s(pk)),
+            ("SK".into(), Attr::s("1")),
+            ("v".into(), Attr::n(v)),
+        ])
+    }
+
+    fn set_v(pk: &str, v: i64) -> Update {
+        let mut update = UpdateBuilder::new();
+        update.set("v", Attr::n(v));
+        update.build(pk, "1", None)
+    }
+
+    fn events(store: &Recording<MemoryStore>) -> Vec<(String, Value)> {
+        store
+            .drain(0)
+            .iter()
+            .map(|text| {
+                let record: Value = serde_json::from_str(text).unwrap();
+                (record["eventName"].as_str().unwrap().to_owned(), record)
+            })
+            .collect()
+    }
+
+    fn names(events: &[(String, Value)]) -> Vec<&str> {
+        events.iter().map(|(name, _)| name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_delete_is_recorded_as_a_remove_with_the_old_image_only() {
+        let store = Recording::new(MemoryStore::new(), 1, 0);
+        block(store.put(&item("c", 2), None)).unwrap();
+        block(store.delete("c", "1", None)).unwrap();
+        block(store.delete("absent", "1", None)).unwrap();
+        let events = events(&store);
+        assert_eq!(
+            names(&events),
+            ["INSERT", "REMOVE"],
+            "a delete of nothing records nothing"
+        );
+        let remove = &events[1].1["dynamodb"];
+        assert_eq!(remove["OldImage"]["v"], json!({"N": "2"}));
+        assert_eq!(remove["Keys"]["PK"], json!({"S": "c"}));
+        assert!(remove.get("NewImage").is_none(), "{remove}");
+    }
+
+    #[test]
+    fn a_transactions_puts_updates_and_deletes_are_recorded_and_its_checks_are_not() {
+        let store = Recording::new(MemoryStore::new(), 1, 0);
+        block(store.put(&item("b", 1), None)).unwrap();
+        block(store.put(&item("d", 1), None)).unwrap();
+        block(store.put(&item("e", 1), None)).unwrap();
+        events(&store);
+        block(store.transact(&[
+            TxWrite::Put {
+                item: item("c", 2),
+                condition: None,
+            },
+            TxWrite::Update(set_v("b", 3)),
+            TxWrite::Delete {
+                pk: "d".into(),
+                sk: "1".into(),
+                condition: None,
+            },
+            TxWrite::Check {
+                pk: "e".into(),
+                sk: "1".into(),
+                condition: Condition::plain("attribute_exists(PK)"),
+            },
+        ]))
+        .unwrap();
+        assert_eq!(names(&events(&store)), ["INSERT", "MODIFY", "REMOVE"]);
+    }
+
+    #[test]
+    fn a_write_that_changes_nothing_records_nothing() {
+        let store = Recording::new(MemoryStore::new(), 1, 0);
+        block(store.put(&item("b", 1), None)).unwrap();
+        block(store.update(&set_v("b", 1), Returns::Nothing)).unwrap();
+        block(store.put(&item("b", 1), None)).unwrap();
+        block(store.update(&set_v("b", 3), Returns::Nothing)).unwrap();
+        assert_eq!(
+            names(&events(&store)),
+            ["INSERT", "MODIFY"],
+            "the same value set again, or the same item put again, is no change"
+        );
+    }
+
+    #[test]
+    fn sequence_numbers_have_the_services_shape_and_increase() {
+        let store = Recording::new(MemoryStore::new(), 1, 0);
+        for v in 0..12 {
+            block(store.put(&item("b", v), None)).unwrap();
+        }
+        let numbers: Vec<String> = events(&store)
+            .iter()
+            .map(|(_, r)| r["dynamodb"]["SequenceNumber"].as_str().unwrap().to_owned())
+            .collect();
+        for n in &numbers {
+            assert!(!n.starts_with('0') && (21..=40).contains(&n.len()), "{n}");
+        }
+        let parsed: Vec<zae_table::SequenceNumber> = numbers
+            .iter()
+            .map(|n| zae_table::SequenceNumber::parse(n).unwrap())
+            .collect();
+        assert!(parsed.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
     }
 }

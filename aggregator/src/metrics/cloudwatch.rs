@@ -3,7 +3,6 @@
 
 use crate::metrics::{MetricEvent, MetricSink, MetricsError};
 use aws_sdk_cloudwatch::Client;
-use aws_sdk_cloudwatch::error::DisplayErrorContext;
 use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
 
@@ -53,7 +52,7 @@ impl MetricSink for CloudWatchSink {
                 .await
                 .map_err(|e| MetricsError::PutMetricData {
                     namespace: self.namespace.clone(),
-                    message: DisplayErrorContext(&e).to_string(),
+                    message: zae_table::sdk::error_text(&e),
                 })?;
         }
         Ok(())

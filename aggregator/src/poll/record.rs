@@ -1,5 +1,6 @@
 //! DynamoDB Streams records from the SDK, turned into the shape Lambda delivers.
 
+use crate::poll::source::Page;
 use serde_json::{Map, Value, json};
 
 /// A DynamoDB Streams record from the SDK, in the shape Lambda delivers.
@@ -73,5 +74,75 @@ fn attribute_json(value: &aws_sdk_dynamodbstreams::types::AttributeValue) -> Val
         A::L(items) => json!({"L": items.iter().map(attribute_json).collect::<Vec<_>>()}),
         A::M(map) => json!({"M": image_json(map)}),
         _ => json!({}),
+    }
+}
+
+/// A GetRecords body read without the SDK, each record in the shape Lambda
+/// delivers. An attribute value with no type (`{}`, as DynamoDB Local 3.x
+/// writes an empty map) is read as the empty map it stands for; a body that
+/// is not a page is an error whose text is bounded.
+pub fn page_from_body(body: &[u8], stream_arn: &str) -> Result<Page, String> {
+    let refused = |why: &str| {
+        let start = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        zae_table::sdk::bounded(&format!("{why}; the body begins {start:?}"))
+    };
+    let mut page: Value =
+        serde_json::from_slice(body).map_err(|e| refused(&format!("not JSON ({e})")))?;
+    let next = match page.get("NextShardIterator") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(next)) => Some(next.clone()),
+        Some(_) => return Err(refused("NextShardIterator is not a string")),
+    };
+    let records = match page.get_mut("Records").map(Value::take) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(records)) => records,
+        Some(_) => return Err(refused("Records is not a list")),
+    };
+    Ok(Page {
+        records: records
+            .into_iter()
+            .map(|record| lambda_shape(record, stream_arn))
+            .collect(),
+        next,
+    })
+}
+
+/// A raw Streams record as Lambda delivers it: typed images, the stream's
+/// ARN, and `userIdentity` with Lambda's lower-case member names.
+fn lambda_shape(mut record: Value, stream_arn: &str) -> Value {
+    let Some(fields) = record.as_object_mut() else {
+        return record;
+    };
+    if let Some(Value::Object(change)) = fields.get_mut("dynamodb") {
+        for image in ["Keys", "NewImage", "OldImage"] {
+            if let Some(Value::Object(attributes)) = change.get_mut(image) {
+                attributes.values_mut().for_each(typed);
+            }
+        }
+    }
+    if let Some(Value::Object(who)) = fields.get_mut("userIdentity") {
+        for (from, to) in [("Type", "type"), ("PrincipalId", "principalId")] {
+            if let Some(v) = who.remove(from) {
+                who.insert(to.into(), v);
+            }
+        }
+    }
+    fields.insert("eventSourceARN".into(), json!(stream_arn));
+    record
+}
+
+/// Gives an untyped `{}` its type (an empty map), inside maps and lists too.
+fn typed(value: &mut Value) {
+    let Value::Object(members) = value else {
+        return;
+    };
+    if members.is_empty() {
+        members.insert("M".into(), json!({}));
+        return;
+    }
+    if let Some(Value::Object(map)) = members.get_mut("M") {
+        map.values_mut().for_each(typed);
+    } else if let Some(Value::Array(list)) = members.get_mut("L") {
+        list.iter_mut().for_each(typed);
     }
 }

@@ -1,9 +1,10 @@
 //! [`StreamSource`] over the AWS SDK's DynamoDB Streams client.
 
+use crate::poll::record::page_from_body;
 use crate::poll::source::{Page, Position, ShardInfo, StreamSource};
 use crate::poll::{PollError, lambda_record};
 use aws_sdk_dynamodbstreams::Client;
-use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
+use aws_sdk_dynamodbstreams::config::http::HttpResponse;
 use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsError;
 use aws_sdk_dynamodbstreams::operation::get_shard_iterator::GetShardIteratorError;
 use aws_sdk_dynamodbstreams::types::{Shard, ShardIteratorType};
@@ -22,7 +23,7 @@ fn stream_error<E: std::error::Error + 'static>(
     PollError::Stream {
         operation,
         target: target.into(),
-        message: DisplayErrorContext(&e).to_string(),
+        message: zae_table::sdk::error_text(&e),
     }
 }
 
@@ -128,6 +129,9 @@ impl StreamSource for DynamoStreams {
         let out = match out {
             Ok(out) => out,
             Err(e) => {
+                if let Some(page) = self.unreadable_page(&e) {
+                    return page;
+                }
                 return Err(match e.as_service_error() {
                     Some(GetRecordsError::ExpiredIteratorException(_)) => {
                         PollError::IteratorExpired {
@@ -147,6 +151,31 @@ impl StreamSource for DynamoStreams {
                 .collect(),
             next: out.next_shard_iterator,
         })
+    }
+}
+
+impl DynamoStreams {
+    /// A page the service answered (2xx) but the SDK could not read, read
+    /// here instead: DynamoDB Local 3.x writes an empty map in an image as
+    /// `{}`, with no type, which the SDK's union of attribute types refuses
+    /// for the whole page (amazon-dynamodb-local-samples#37).
+    fn unreadable_page(
+        &self,
+        e: &aws_sdk_dynamodbstreams::error::SdkError<GetRecordsError, HttpResponse>,
+    ) -> Option<Result<Page, PollError>> {
+        let raw = e.raw_response().filter(|raw| raw.status().is_success())?;
+        let body = raw.body().bytes()?;
+        tracing::warn!(
+            bytes = body.len(),
+            "GetRecords answered a page the SDK cannot read; reading its records directly"
+        );
+        Some(
+            page_from_body(body, &self.stream_arn).map_err(|message| PollError::Stream {
+                operation: "GetRecords",
+                target: self.stream_arn.clone(),
+                message,
+            }),
+        )
     }
 }
 
@@ -171,4 +200,78 @@ fn shard_in(iterator: &str) -> String {
         "iterator {}…",
         iterator.chars().take(24).collect::<String>()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! GetRecords answers replayed through the SDK's own mock client, so the
+    //! SDK's deserialiser meets the bytes DynamoDB Local sent.
+    use super::*;
+    use aws_smithy_mocks::{mock, mock_client};
+    use aws_smithy_types::body::SdkBody;
+    use zae_table::StreamRecord;
+
+    /// A page of DynamoDB Local 3.3.1's stream (the 0.17.0 client's set-up
+    /// and first requests), as it answered GetRecords: entity items carry
+    /// `"metadata":{}`, an empty map without its type.
+    const DYNAMODB_LOCAL_3: &str =
+        include_str!("../../../tests/fixtures/dynamodb_local_3_get_records.json");
+
+    fn answering(body: &'static [u8]) -> DynamoStreams {
+        let rule = mock!(Client::get_records).then_http_response(move || {
+            HttpResponse::new(200.try_into().unwrap(), SdkBody::from(body))
+        });
+        DynamoStreams {
+            client: mock_client!(aws_sdk_dynamodbstreams, [&rule]),
+            stream_arn: "arn:stream".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_page_with_untyped_empty_maps_is_read_whole() {
+        let page = answering(DYNAMODB_LOCAL_3.as_bytes())
+            .page("it", 100)
+            .await
+            .unwrap();
+        assert_eq!(page.records.len(), 30);
+        assert!(page.next.is_some(), "an open shard goes on");
+        let texts: Vec<String> = page.records.iter().map(|r| r.to_string()).collect();
+        let parsed: Vec<StreamRecord> = texts
+            .iter()
+            .map(|t| StreamRecord::parse(t).expect("every record reads"))
+            .collect();
+        let first = &parsed[0];
+        assert_eq!(first.sequence_number.as_stream(), "000000000000000000008");
+        let meta = texts
+            .iter()
+            .find(|t| t.contains("ENTITY#proj-1") && t.contains("#META"))
+            .unwrap();
+        assert!(meta.contains(r#""metadata":{"M":{}}"#), "{meta}");
+        let buckets = parsed
+            .iter()
+            .filter(|r| r.partition_key().is_some_and(|pk| pk.contains("/BUCKET#")))
+            .count();
+        assert_eq!(buckets, 4, "the bucket records, with their images");
+        assert!(
+            texts
+                .iter()
+                .all(|t| t.contains(r#""eventSourceARN":"arn:stream""#))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_a_page_is_an_error_of_bounded_text() {
+        let junk: &'static [u8] = Box::leak(
+            format!("<html>{}</html>", "x".repeat(200_000))
+                .into_bytes()
+                .into_boxed_slice(),
+        );
+        let err = answering(junk)
+            .page("it", 100)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("GetRecords"), "{err}");
+        assert!(err.len() < 700, "{} bytes: {err}", err.len());
+    }
 }

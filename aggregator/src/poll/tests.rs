@@ -134,6 +134,11 @@ struct Scripted {
     pages: AtomicUsize,
     /// The page call at which the iterator has expired (once).
     expire_at: Mutex<Option<usize>>,
+    /// Numbers records as DynamoDB Local does (`000000000000000000005`) and,
+    /// as the service does, refuses a position it never handed out or one
+    /// shorter than 21 digits ("Member must have length greater than or
+    /// equal to 21"). moto accepts either, so this is checked here.
+    local_numbers: bool,
 }
 
 fn seq(n: u64) -> SequenceNumber {
@@ -144,16 +149,22 @@ fn seq(n: u64) -> SequenceNumber {
     .unwrap()
 }
 
-fn number(sequence: &SequenceNumber) -> u64 {
-    (sequence.as_stream().parse::<u128>().unwrap() - 1_000_000_000_000_000_000_000) as u64
+/// DynamoDB Local's spelling of record `n`.
+fn local_seq(n: u64) -> SequenceNumber {
+    SequenceNumber::parse(&format!("{n:021}")).unwrap()
 }
 
-fn bucket_change(n: Option<u64>) -> Value {
+fn number(sequence: &SequenceNumber) -> u64 {
+    let n = sequence.as_stream().parse::<u128>().unwrap();
+    n.checked_sub(1_000_000_000_000_000_000_000).unwrap_or(n) as u64
+}
+
+fn bucket_change(n: Option<SequenceNumber>) -> Value {
     let mut change = serde_json::json!({
         "Keys": {"PK": {"S": "default/BUCKET#e#r#0"}, "SK": {"S": "#STATE"}},
     });
     if let Some(n) = n {
-        change["SequenceNumber"] = Value::from(seq(n).as_stream());
+        change["SequenceNumber"] = Value::from(n.as_stream());
     }
     serde_json::json!({"eventName": "MODIFY", "dynamodb": change})
 }
@@ -179,6 +190,13 @@ fn shard(id: &str, parent: Option<&str>, slots: Vec<Slot>, closed: bool) -> Scri
     }
 }
 
+/// A shard whose range DynamoDB Local's numbers describe.
+fn local_shard(id: &str, slots: Vec<Slot>) -> ScriptedShard {
+    let mut scripted = shard(id, None, slots, false);
+    scripted.info.first = scripted.info.first.as_ref().map(|s| local_seq(number(s)));
+    scripted
+}
+
 fn records(range: std::ops::Range<u64>) -> Vec<Slot> {
     range.map(Slot::Record).collect()
 }
@@ -190,6 +208,36 @@ impl Scripted {
 
     fn opens(&self) -> usize {
         self.opened.lock().unwrap().len()
+    }
+
+    /// Record `n` as this stream spells it.
+    fn spelled(&self, n: u64) -> SequenceNumber {
+        if self.local_numbers {
+            local_seq(n)
+        } else {
+            seq(n)
+        }
+    }
+
+    /// The service's validation of a position's text.
+    fn refuses(&self, id: &str, from: &Position) -> Option<PollError> {
+        let (Position::After(s) | Position::At(s)) = from else {
+            return None;
+        };
+        let handed_out = self.shard(id).slots.iter().any(
+            |slot| matches!(slot, Slot::Record(n) if self.spelled(*n).as_stream() == s.as_stream()),
+        );
+        (self.local_numbers && (s.as_stream().len() < 21 || !handed_out)).then(|| {
+            PollError::Stream {
+                operation: "GetShardIterator",
+                target: id.into(),
+                message: format!(
+                    "ValidationException: Value '{}' at 'sequenceNumber' failed to satisfy \
+                     constraint: Member must have length greater than or equal to 21",
+                    s.as_stream()
+                ),
+            }
+        })
     }
 }
 
@@ -204,6 +252,9 @@ impl StreamSource for Scripted {
 
     async fn iterator(&self, id: &str, from: &Position) -> Result<Option<String>, PollError> {
         self.opened.lock().unwrap().push((id.into(), from.clone()));
+        if let Some(refused) = self.refuses(id, from) {
+            return Err(refused);
+        }
         let shard = self.shard(id);
         if let Position::After(s) | Position::At(s) = from
             && number(s) < shard.trimmed_below
@@ -259,7 +310,7 @@ impl StreamSource for Scripted {
         let mut records = Vec::new();
         while index < shard.slots.len() && records.len() < limit as usize {
             match shard.slots[index] {
-                Slot::Record(n) => records.push(bucket_change(Some(n))),
+                Slot::Record(n) => records.push(bucket_change(Some(self.spelled(n)))),
                 Slot::Unreadable => records.push(bucket_change(None)),
                 Slot::Gap => break,
             }
@@ -534,5 +585,92 @@ async fn from_survives_an_iterator_that_expires_before_anything_is_delivered() {
             ("a".into(), Position::At(seq(4))),
             ("a".into(), Position::At(seq(4)))
         ]
+    );
+}
+
+#[tokio::test]
+async fn a_checkpoint_resumes_with_the_sequence_number_as_the_stream_gave_it() {
+    let dir = scratch("local-resume");
+    let path = dir.join("c.json");
+    let source = |upto: u64| Scripted {
+        shards: vec![local_shard("a", records(1..upto))],
+        local_numbers: true,
+        ..Default::default()
+    };
+    let (seen, _) = poll_all(&source(5), &options(Some(path.clone()), None)).await;
+    assert_eq!(seen, [1, 2, 3, 4]);
+    let saved = Checkpoint::load(&path).unwrap();
+    assert_eq!(
+        saved.shards["a"], "000000000000000000004",
+        "as the stream gave it"
+    );
+
+    let more = source(8);
+    let (seen, _) = poll_all(&more, &options(Some(path), None)).await;
+    assert_eq!(seen, [5, 6, 7], "resumed after the checkpoint");
+    let opened = more.opened.lock().unwrap().clone();
+    assert_eq!(opened, [("a".into(), Position::After(local_seq(4)))]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn from_sends_the_sequence_number_as_given() {
+    let source = Scripted {
+        shards: vec![local_shard("a", records(1..8))],
+        local_numbers: true,
+        ..Default::default()
+    };
+    // As `--from` parses it from a dead letter's position.
+    let start = Start {
+        sequence: SequenceNumber::parse("000000000000000000003").unwrap(),
+        shard: None,
+    };
+    let (seen, _) = poll_all(&source, &options(None, Some(start))).await;
+    assert_eq!(seen, [3, 4, 5, 6, 7]);
+}
+
+#[tokio::test]
+async fn the_double_refuses_a_position_the_stream_never_gave() {
+    // The double itself: a shortened or unknown number is refused, as
+    // DynamoDB Local refuses `4` and DynamoDB an unknown position.
+    let source = Scripted {
+        shards: vec![local_shard("a", records(1..8))],
+        local_numbers: true,
+        ..Default::default()
+    };
+    for text in ["4", "000000000000000000099"] {
+        let from = Position::After(SequenceNumber::parse(text).unwrap());
+        let refused = source.iterator("a", &from).await.unwrap_err().to_string();
+        assert!(refused.contains(text), "{refused}");
+    }
+    assert!(
+        source
+            .iterator("a", &Position::After(local_seq(4)))
+            .await
+            .is_ok()
+    );
+}
+
+#[test]
+fn untyped_empty_maps_are_typed_at_any_depth_and_ttl_deletes_keep_their_identity() {
+    // As DynamoDB Local 3.3.1 wrote an item with empty maps and lists, top
+    // level and nested (lists keep their type there; maps lose it).
+    let body = br##"{"Records":[{"eventName":"REMOVE","userIdentity":{"Type":"Service","PrincipalId":"dynamodb.amazonaws.com"},
+        "dynamodb":{"SequenceNumber":"000000000000000000001","Keys":{"PK":{"S":"a"}},
+        "OldImage":{"PK":{"S":"a"},"l":{"L":[]},"m":{},"n":{"M":{"x":{},"y":{"L":[{},{"L":[]}]}}}}}}],
+        "NextShardIterator":null}"##;
+    let page = record::page_from_body(body, "arn:s").unwrap();
+    assert_eq!(page.next, None);
+    let record = &page.records[0];
+    assert_eq!(
+        record["dynamodb"]["OldImage"],
+        serde_json::json!({"PK":{"S":"a"},"l":{"L":[]},"m":{"M":{}},
+            "n":{"M":{"x":{"M":{}},"y":{"L":[{"M":{}},{"L":[]}]}}}})
+    );
+    let text = record.to_string();
+    let parsed = zae_table::StreamRecord::parse(&text).unwrap();
+    assert!(
+        parsed.removed_by_ttl,
+        "Lambda's member names for userIdentity"
     );
 }

@@ -23,7 +23,7 @@ use zae_aggregator::write::{Aggregator, RetryPolicy, Settings};
 use zae_table::bucket::field;
 use zae_table::store::{Returns, Store, StoreError, UpdateBuilder};
 use zae_table::{Attr, Item, Window};
-use zae_test_support::adaptive::{five_times, table};
+use zae_test_support::adaptive::{add_namespace, five_times, table};
 use zae_test_support::fuzz_cases;
 use zae_test_support::memory::MemoryStore;
 use zae_test_support::stream::{attr, image};
@@ -32,6 +32,8 @@ const NS: &str = "ns";
 /// 2026-11-29T16:00:00Z, in seconds: every record falls in this hour.
 const HOUR_S: i64 = 1_795_968_000;
 const GENUINE: [&str; 2] = ["e0", "e1"];
+/// A namespace no step writes to: it must come out as it went in.
+const OTHER_NS: &str = "ns2";
 /// The hostile principal's own buckets, there from the start.
 const OWN: [&str; 4] = [
     "ns/BUCKET#h0#r#0",
@@ -391,24 +393,79 @@ fn settings() -> Settings {
 }
 
 /// Delivers `records` as Lambda does: again from the reported record, at
-/// most three times in all. Returns the errors of a batch never completed.
-async fn deliver(agg: &Aggregator<Arc<MemoryStore>>, records: &[String]) -> Option<Vec<String>> {
+/// most three times in all. Returns the errors of a batch never completed,
+/// or of the delivery that completed it (none expected).
+async fn deliver(agg: &Aggregator<Arc<MemoryStore>>, records: &[String]) -> Vec<String> {
     let mut from = 0;
     for _ in 0..3 {
         let outcome = agg
             .process(&records[from..], "p", HOUR_S + 1_800, None)
             .await;
-        let failed = outcome.first_failure?;
-        let padded = failed.padded().to_owned();
+        let Some(failed) = outcome.first_failure else {
+            return outcome.errors;
+        };
+        // Lambda finds the record by the text the stream gave, exactly.
         from = records
             .iter()
-            .position(|r| r.contains(&format!("\"{}\"", failed.as_stream())))
-            .unwrap_or_else(|| panic!("the failure {padded} names no record of the batch"));
+            .position(|r| sequence_of(r) == failed.as_stream())
+            .unwrap_or_else(|| panic!("the failure {failed} names no record of the batch"));
         if outcome.errors.is_empty() {
-            return Some(vec!["a failure with no error".into()]);
+            return vec!["a failure with no error".into()];
         }
     }
-    Some(vec![format!("still failing after 3 deliveries")])
+    vec!["still failing after 3 deliveries".into()]
+}
+
+/// A record's `SequenceNumber`, as the stream wrote it.
+fn sequence_of(record: &str) -> String {
+    let value: serde_json::Value = serde_json::from_str(record).expect("a record is JSON");
+    value["dynamodb"]["SequenceNumber"]
+        .as_str()
+        .expect("every record has a sequence number")
+        .to_owned()
+}
+
+/// The records of the genuine steps alone, with the numbers and times they
+/// had among the hostile ones.
+fn genuine_records(steps: &[Step], records: &[String]) -> Vec<String> {
+    let takes = steps
+        .iter()
+        .filter(|s| matches!(s, Step::Take { .. }))
+        .count();
+    let genuine: Vec<String> = records
+        .iter()
+        .filter(|r| {
+            GENUINE
+                .iter()
+                .any(|e| r.contains(&format!("\"{NS}/BUCKET#{e}#r#0\"")))
+        })
+        .cloned()
+        .collect();
+    assert_eq!(genuine.len(), takes, "one record per genuine step");
+    genuine
+}
+
+/// Items the hostile writes may rightly change: the hostile principal's own
+/// (any key it wrote, and what the aggregator derives from a bucket under
+/// it: its snapshots and audit events, under keys no genuine run has), and
+/// the resource's per-minute use, which counts every bucket of the resource,
+/// the hostile principal's own included.
+fn hostile_or_shared(item: &Item, genuine_keys: &[(Attr, Attr)]) -> bool {
+    let key = (item.get("PK").cloned(), item.get("SK").cloned());
+    let genuine = match key {
+        (Some(pk), Some(sk)) => genuine_keys.contains(&(pk, sk)),
+        _ => false,
+    };
+    !genuine || zae_table::adaptive::usage::Minute::from_item(item).is_some()
+}
+
+/// The table's items, less those [`hostile_or_shared`] names.
+fn genuine_items(table: &MemoryStore, genuine_keys: &[(Attr, Attr)]) -> Vec<Item> {
+    table
+        .items()
+        .into_iter()
+        .filter(|item| !hostile_or_shared(item, genuine_keys))
+        .collect()
 }
 
 /// `entity`'s usage of `r`'s `tpm` in the hour's snapshot, in tokens.
@@ -425,6 +482,25 @@ fn usage(table: &MemoryStore, entity: &str) -> i64 {
     }
 }
 
+/// The adaptive namespace, its raised target, and another namespace beside it.
+fn setup() -> MemoryStore {
+    let store = table(NS, GENUINE.len());
+    add_namespace(&store, OTHER_NS, 1);
+    futures::executor::block_on(five_times(&store, NS, 10));
+    store
+}
+
+/// The key of every item a genuine run leaves: its buckets, snapshots,
+/// adaptive state and the other namespace, and whatever the aggregator
+/// wrote for them.
+fn genuine_keys(alone: &MemoryStore) -> Vec<(Attr, Attr)> {
+    alone
+        .items()
+        .iter()
+        .filter_map(|item| Some((item.get("PK")?.clone(), item.get("SK")?.clone())))
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(fuzz_cases(512)))]
     #[test]
@@ -433,8 +509,7 @@ proptest! {
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         runtime.block_on(async {
-            let table = Arc::new(table(NS, GENUINE.len()));
-            five_times(&table, NS, 10).await;
+            let table = Arc::new(setup());
             for pk in OWN {
                 table.insert(written(pk, "#STATE", None, bucket()));
             }
@@ -443,13 +518,32 @@ proptest! {
             let agg = Aggregator::new(table.clone(), settings())
                 .with_archive(archive.clone())
                 .with_clock(now_ms);
-            let failed = deliver(&agg, &records).await;
-            assert_eq!(failed, None, "the batch never completed");
+            let errors = deliver(&agg, &records).await;
+            assert_eq!(errors, Vec::<String>::new(), "the batch completed with no error counted");
             for (i, entity) in GENUINE.iter().enumerate() {
                 assert_eq!(usage(&table, entity), consumed[i], "{entity}'s usage");
             }
             let archived = archive.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
             assert!(archived.is_empty(), "archived {archived:?}");
+
+            // The same genuine steps, without the hostile ones.
+            let alone = Arc::new(setup());
+            let genuine: Vec<Step> = steps.iter().filter(|s| matches!(s, Step::Take { .. })).cloned().collect();
+            traffic(&alone, &genuine).await;
+            let agg = Aggregator::new(alone.clone(), settings()).with_clock(now_ms);
+            let errors = deliver(&agg, &genuine_records(&steps, &records)).await;
+            assert_eq!(errors, Vec::<String>::new(), "the genuine run completed");
+            let keys = genuine_keys(&alone);
+            let (with, without) = (genuine_items(&table, &keys), genuine_items(&alone, &keys));
+            let differ = |a: &[Item], b: &[Item]| -> Vec<Item> {
+                a.iter().filter(|i| !b.contains(i)).cloned().collect()
+            };
+            assert_eq!(
+                (differ(&with, &without), differ(&without, &with)),
+                (vec![], vec![]),
+                "every genuine item as the genuine steps alone leave it \
+                 (with the hostile steps, without them)"
+            );
         });
     }
 }

@@ -12,6 +12,30 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
+/// The most of an SDK error's text a log line or an error we print carries.
+/// The SDK's full context includes the raw response, body and all (a
+/// GetRecords page is up to 1 MB); the start says what failed.
+pub const ERROR_TEXT_BOUND: usize = 512;
+
+/// An SDK error (of any AWS client) with its sources, cut to
+/// [`ERROR_TEXT_BOUND`].
+pub fn error_text<E: std::error::Error>(err: &E) -> String {
+    bounded(&DisplayErrorContext(err).to_string())
+}
+
+/// `text` cut to [`ERROR_TEXT_BOUND`] bytes at a character boundary, saying
+/// how much was left out.
+pub fn bounded(text: &str) -> String {
+    if text.len() <= ERROR_TEXT_BOUND {
+        return text.to_owned();
+    }
+    let mut end = ERROR_TEXT_BOUND;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
+}
+
 pub fn to_sdk(value: &Attr) -> AttributeValue {
     match value {
         Attr::S(s) => AttributeValue::S(s.clone()),
@@ -65,7 +89,7 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + HasStatus,
 {
-    let message = DisplayErrorContext(&err).to_string();
+    let message = error_text(&err);
     let retryable = match &err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             true
@@ -104,5 +128,24 @@ pub trait HasStatus {
 impl HasStatus for aws_smithy_runtime_api::http::Response {
     fn status_code(&self) -> u16 {
         self.status().as_u16()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_text_is_bounded_at_a_character_boundary() {
+        assert_eq!(bounded("short"), "short");
+        let body = format!(
+            "{}é{}",
+            "x".repeat(ERROR_TEXT_BOUND - 1),
+            "y".repeat(200_000)
+        );
+        let cut = bounded(&body);
+        assert!(cut.len() < ERROR_TEXT_BOUND + 40, "{} bytes", cut.len());
+        assert!(cut.ends_with("more bytes)"), "{cut}");
+        assert!(!cut.contains('é'), "a character is never split");
     }
 }

@@ -8,7 +8,6 @@ use crate::store::{
 };
 use crate::value::{Attr, Item};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
@@ -435,7 +434,7 @@ impl Store for DynamoStore {
         {
             let reasons = cancel.cancellation_reasons();
             let any = |code: &str| reasons.iter().any(|r| r.code() == Some(code));
-            let message = DisplayErrorContext(&err).to_string();
+            let message = super::error_text(&err);
             let operation = "TransactWriteItems";
             if reasons.first().and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
                 return Err(StoreError::ConditionFailed {

@@ -42,7 +42,7 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug,
 {
-    let message = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
+    let message = zae_table::sdk::error_text(&err);
     let code = match &err {
         SdkError::ServiceError(e) => e.err().code(),
         _ => None,

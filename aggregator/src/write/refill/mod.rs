@@ -88,6 +88,10 @@ impl<S: Store> Aggregator<S> {
         match result {
             Ok(_) => Refill::Written,
             Err(StoreError::ConditionFailed { .. }) => Refill::LostRace,
+            // The table refuses the arithmetic on what a client wrote there
+            // (a number past DynamoDB's 38 digits, say): the same write fails
+            // every time, so the bucket is skipped, not an error.
+            Err(e @ StoreError::Rejected { .. }) => skipped(bucket, &e),
             Err(e) => {
                 tracing::warn!(error = %e, pk = %bucket.pk, "refill dropped after its retries");
                 Refill::Dropped(e)

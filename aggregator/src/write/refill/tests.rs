@@ -230,3 +230,18 @@ async fn the_refills_own_record_triggers_nothing() {
         .await;
     assert_eq!(outcome.stats.refills_written, 0);
 }
+
+#[tokio::test]
+async fn a_refill_the_table_rejects_is_skipped_not_an_error() {
+    // The client wrote a number past DynamoDB's 38 digits after the record:
+    // the twin, as DynamoDB, refuses the refill's arithmetic on it.
+    let mut stored = image(NOW - 5_000, 9_000, 1_000);
+    stored["b_rps_tk"] = json!({"N": "-1E+125"});
+    let (_, outcome) = run(seeded(&stored)).await;
+    assert_eq!(outcome.errors, Vec::<String>::new());
+    assert_eq!(
+        (outcome.stats.refills_skipped, outcome.stats.refills_dropped),
+        (1, 0)
+    );
+    assert!(outcome.first_failure.is_none());
+}
