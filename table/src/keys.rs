@@ -358,6 +358,87 @@ pub fn sk_adaptive_target(resource: &str, limit: &str) -> String {
     format!("{SK_ADAPTIVE_TARGET}{resource}#{limit}")
 }
 
+/// DynamoDB's ceiling on a partition key value (the table's or an
+/// index's), in UTF-8 bytes.
+pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+/// DynamoDB's ceiling on a sort key value (the table's or an index's).
+pub const MAX_SORT_KEY_BYTES: usize = 1024;
+
+/// Every key attribute of the 0.17.0 table's definition (the client's
+/// `create_table`: the table's keys, GSI1 to GSI4, and LSI1 to LSI5 whose
+/// partition key is `PK`), each with the most bytes DynamoDB takes in it.
+/// All are declared strings.
+pub const KEY_ATTRIBUTES: [(&str, usize); 15] = [
+    ("PK", MAX_PARTITION_KEY_BYTES),
+    ("SK", MAX_SORT_KEY_BYTES),
+    ("GSI1PK", MAX_PARTITION_KEY_BYTES),
+    ("GSI1SK", MAX_SORT_KEY_BYTES),
+    ("GSI2PK", MAX_PARTITION_KEY_BYTES),
+    ("GSI2SK", MAX_SORT_KEY_BYTES),
+    ("GSI3PK", MAX_PARTITION_KEY_BYTES),
+    ("GSI3SK", MAX_SORT_KEY_BYTES),
+    ("GSI4PK", MAX_PARTITION_KEY_BYTES),
+    ("GSI4SK", MAX_SORT_KEY_BYTES),
+    ("LSI1SK", MAX_SORT_KEY_BYTES),
+    ("LSI2SK", MAX_SORT_KEY_BYTES),
+    ("LSI3SK", MAX_SORT_KEY_BYTES),
+    ("LSI4SK", MAX_SORT_KEY_BYTES),
+    ("LSI5SK", MAX_SORT_KEY_BYTES),
+];
+
+/// A key value DynamoDB refuses (a `ValidationException`, every time).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum KeyLimitError {
+    #[error("key attribute {name} is {bytes} bytes, over DynamoDB's {max}")]
+    TooLong {
+        name: &'static str,
+        bytes: usize,
+        max: usize,
+    },
+    #[error("key attribute {name} is an empty string")]
+    Empty { name: &'static str },
+    #[error("key attribute {name} is not a string")]
+    NotString { name: &'static str },
+    #[error("key attribute {name} is missing")]
+    Missing { name: &'static str },
+}
+
+/// Whether `value` may stand in the key attribute `name` (one of
+/// [`KEY_ATTRIBUTES`]; any other name takes any value).
+pub fn check_key_value(name: &str, value: &crate::value::Attr) -> Result<(), KeyLimitError> {
+    let Some(&(name, max)) = KEY_ATTRIBUTES.iter().find(|(n, _)| *n == name) else {
+        return Ok(());
+    };
+    let text = value.as_s().ok_or(KeyLimitError::NotString { name })?;
+    if text.is_empty() {
+        return Err(KeyLimitError::Empty { name });
+    }
+    if text.len() > max {
+        let bytes = text.len();
+        return Err(KeyLimitError::TooLong { name, bytes, max });
+    }
+    Ok(())
+}
+
+/// Whether DynamoDB takes `item`'s keys: its table keys present, and
+/// every key attribute it carries (table and index) a non-empty string
+/// within its limit.
+pub fn check_item_keys(item: &crate::value::Item) -> Result<(), KeyLimitError> {
+    for name in [Index::TABLE.pk, Index::TABLE.sk] {
+        if !item.contains_key(name) {
+            return Err(KeyLimitError::Missing { name });
+        }
+    }
+    item.iter()
+        .try_for_each(|(name, value)| check_key_value(name, value))
+}
+
+/// Whether DynamoDB takes `(pk, sk)` as an item's table key.
+pub fn check_table_key(pk: &str, sk: &str) -> Result<(), KeyLimitError> {
+    check_key_value(Index::TABLE.pk, &crate::value::Attr::s(pk))?;
+    check_key_value(Index::TABLE.sk, &crate::value::Attr::s(sk))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
