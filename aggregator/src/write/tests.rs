@@ -692,3 +692,45 @@ async fn an_audit_write_dynamodb_refuses_is_skipped_and_counted_not_redelivered(
         count: 1
     }));
 }
+
+/// DynamoDB Local 2.6 answers a transaction holding a key over its limit
+/// with a `TransactionCanceledException` whose reason is `ValidationError`
+/// (moto answers a `ValidationException`): the SDK store maps it to
+/// `Rejected`, as it maps a `ValidationException`, so the write paths skip
+/// it instead of failing the batch. With the SDK's mock client.
+#[tokio::test]
+async fn the_sdk_store_maps_a_transaction_cancelled_as_invalid_to_rejected() {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+    use aws_sdk_dynamodb::types::CancellationReason;
+    use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+    use aws_smithy_mocks::{mock, mock_client};
+    use zae_table::store::TxWrite;
+    let reason = |code: &str| CancellationReason::builder().code(code).build();
+    let rule = mock!(aws_sdk_dynamodb::Client::transact_write_items).then_error(move || {
+        TransactWriteItemsError::TransactionCanceledException(
+            TransactionCanceledException::builder()
+                .message("Transaction cancelled, please refer cancellation reasons for specific reasons [None, ValidationError]")
+                .cancellation_reasons(reason("None"))
+                .cancellation_reasons(reason("ValidationError"))
+                .build(),
+        )
+    });
+    let client = mock_client!(aws_sdk_dynamodb, [&rule]);
+    let store = zae_table::sdk::DynamoStore::new(client, "t");
+    let item = |pk: &str| Item::from([("PK".into(), Attr::s(pk)), ("SK".into(), Attr::s("1"))]);
+    let writes = [
+        TxWrite::Put {
+            item: item("ok"),
+            condition: None,
+        },
+        TxWrite::Put {
+            item: item(&"p".repeat(2049)),
+            condition: None,
+        },
+    ];
+    let refused = store.transact(&writes).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Rejected { .. })),
+        "{refused:?}"
+    );
+}
