@@ -132,6 +132,9 @@ fn refused(operation: &'static str, key: String, item: &Item) -> Result<(), Stor
     if item.values().any(has_empty_set) {
         return fail("an string set may not be empty".into());
     }
+    if let Some(message) = item.values().find_map(bad_numbers) {
+        return fail(message.into());
+    }
     oversized(operation, key, item)
 }
 
@@ -141,6 +144,51 @@ fn has_empty_set(value: &Attr) -> bool {
         Attr::L(list) => list.iter().any(has_empty_set),
         Attr::M(map) => map.values().any(has_empty_set),
         _ => false,
+    }
+}
+
+/// Why DynamoDB cannot store a number in `value`, if it cannot.
+fn bad_numbers(value: &Attr) -> Option<&'static str> {
+    match value {
+        Attr::N(n) => bad_number(n),
+        Attr::L(list) => list.iter().find_map(bad_numbers),
+        Attr::M(map) => map.values().find_map(bad_numbers),
+        _ => None,
+    }
+}
+
+/// DynamoDB's numbers: at most 38 significant digits, a magnitude from
+/// 1E-130 to below 1E126, or zero.
+fn bad_number(text: &str) -> Option<&'static str> {
+    const NOT_A_NUMBER: &str = "A value provided cannot be converted into a number";
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((m, e)) => match e.parse::<i64>() {
+            Ok(e) => (m, e),
+            Err(_) => return Some(NOT_A_NUMBER),
+        },
+        None => (unsigned, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: Vec<u8> = whole.bytes().chain(fraction.bytes()).collect();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Some(NOT_A_NUMBER);
+    }
+    let first = digits.iter().position(|b| *b != b'0')?;
+    let last = digits.iter().rposition(|b| *b != b'0').unwrap_or(first);
+    if last - first + 1 > 38 {
+        return Some("DynamoDB only supports precision up to 38 digits");
+    }
+    // The power of ten of the first significant digit.
+    let lead = exponent.saturating_add(whole.len() as i64 - 1 - first as i64);
+    match lead {
+        126.. => Some(
+            "Number overflow. Attempting to store a number with magnitude larger than supported range",
+        ),
+        ..-130 => Some(
+            "Number underflow. Attempting to store a number with magnitude smaller than supported range",
+        ),
+        _ => None,
     }
 }
 
@@ -874,6 +922,69 @@ mod tests {
             block(store.query(&query("s".repeat(1025)))),
             "a 1025-byte prefix",
         );
+    }
+
+    /// As DynamoDB Local 2.6 answers: at most 38 significant digits,
+    /// magnitudes from 1E-130 to below 1E126, and text that is a number.
+    #[test]
+    fn numbers_dynamodb_cannot_store_are_refused() {
+        let store = MemoryStore::new();
+        let number = |n: &str| item("n", "1", &[("x", Attr::N(n.to_owned()))]);
+        for ok in [
+            "1".repeat(38),
+            format!("{}000", "1".repeat(38)),
+            format!("0.000{}", "1".repeat(38)),
+            "9.9E125".into(),
+            "-1E+125".into(),
+            "1E-130".into(),
+            "0".into(),
+            "-0".into(),
+            "00012".into(),
+            "0.5".into(),
+        ] {
+            block(store.put(&number(&ok), None)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        let nested = |n: &str| {
+            let list = Attr::L(vec![Attr::N(n.to_owned())]);
+            item("n", "2", &[("m", Attr::M([("l".to_owned(), list)].into()))])
+        };
+        for bad in [
+            "1".repeat(39),
+            "1E126".into(),
+            "-1E126".into(),
+            "1E-131".into(),
+            "abc".into(),
+            "".into(),
+            "1e".into(),
+            "--1".into(),
+        ] {
+            rejected(block(store.put(&number(&bad), None)), &bad);
+            rejected(block(store.put(&nested(&bad), None)), &bad);
+        }
+    }
+
+    /// DynamoDB holds `a <> :v` when `a` is absent (nothing equals the
+    /// value); every other comparison with an absent operand fails.
+    #[test]
+    fn an_absent_attribute_is_unequal_to_any_value() {
+        let store = MemoryStore::new();
+        store.insert(item("c", "1", &[]));
+        let update = |op: &str| Update {
+            pk: "c".into(),
+            sk: "1".into(),
+            expression: "SET #y = :n".into(),
+            condition: Some(format!("#x {op} :n")),
+            names: [("#x".into(), "x".into()), ("#y".into(), "y".into())].into(),
+            values: [(":n".into(), Attr::n(5))].into(),
+        };
+        block(store.update(&update("<>"), Returns::Nothing)).unwrap();
+        for op in ["=", "<", "<=", ">", ">="] {
+            let failed = block(store.update(&update(op), Returns::Nothing));
+            assert!(
+                matches!(failed, Err(StoreError::ConditionFailed { .. })),
+                "{op}: {failed:?}"
+            );
+        }
     }
 
     #[test]
