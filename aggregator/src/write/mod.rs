@@ -595,8 +595,11 @@ fn log_skipped(plan: &BatchPlan) {
         tracing::warn!(
             record_index = skip.index,
             sequence_number = skip.sequence.as_ref().map(|s| s.as_stream().to_owned()),
-            pk = skip.partition_key.as_deref().map(|pk| zae_table::keys::clip(pk, 128)),
-            reason = %skip.reason,
+            pk = skip
+                .partition_key
+                .as_deref()
+                .map(|pk| zae_table::keys::clip(pk, 128)),
+            reason = zae_table::keys::clip(&skip.reason.to_string(), 256),
             "skipping malformed record"
         );
     }

@@ -9,8 +9,8 @@
 //! (`ValidationException`), as is a transaction of more than 100 actions,
 //! and so is what DynamoDB Local 2.6 refuses of keys and names (a table or
 //! index key empty, not a string, or over 2,048 / 1,024 bytes; an attribute
-//! name empty or over 64 KB; an empty set; a query's sort key prefix over
-//! 1,024 bytes),
+//! name empty or over 64 KB; an empty set; a number over 38 digits or
+//! past DynamoDB's range; a query's sort key prefix over 1,024 bytes),
 //! and a transaction is in flight for a moment
 //! (one yield to the executor) during which any other transaction or write
 //! touching one of its items is refused with `TransactionConflict`, as the
