@@ -89,6 +89,16 @@ impl Index {
     }
 }
 
+/// The start of `text`, at most `max_bytes` long and cut on a character:
+/// a key in a log line or an error, where a key may be 2 KB.
+pub fn clip(text: &str, max_bytes: usize) -> &str {
+    let end = (0..=max_bytes.min(text.len()))
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0);
+    &text[..end]
+}
+
 /// An item's partition key, when it has one.
 pub fn pk_of(item: &crate::value::Item) -> Option<&str> {
     item.get(Index::TABLE.pk).and_then(crate::value::Attr::as_s)
@@ -118,6 +128,11 @@ pub enum KeyError {
     BadShard(String),
     #[error("partition key `{0}` has an empty entity or resource")]
     EmptyPart(String),
+    /// The start of the key only: the whole may be 2 KB.
+    #[error(
+        "bucket key `{0}...` has a namespace, entity id or resource longer than the client writes"
+    )]
+    BeyondClientCaps(String),
 }
 
 impl BucketKey {
@@ -149,6 +164,24 @@ impl BucketKey {
             resource: resource.into(),
             shard,
         })
+    }
+
+    /// Refuses a bucket no 0.17.0 client writes: a namespace over
+    /// [`MAX_NAMESPACE_BYTES`](crate::names::MAX_NAMESPACE_BYTES), an entity
+    /// id over 256 bytes or a resource over 64 (the client's caps; its
+    /// names are ASCII). A principal with the acquire policy can put such
+    /// an item by hand; within the caps, every key derived from a bucket
+    /// (audit events, snapshots, demand listings, clones) is far within
+    /// DynamoDB's limits, whatever the bytes.
+    pub fn check_client_caps(&self) -> Result<(), KeyError> {
+        use crate::names::{MAX_ENTITY_BYTES, MAX_NAMESPACE_BYTES, MAX_RESOURCE_BYTES};
+        if self.namespace.len() <= MAX_NAMESPACE_BYTES
+            && self.entity.len() <= MAX_ENTITY_BYTES
+            && self.resource.len() <= MAX_RESOURCE_BYTES
+        {
+            return Ok(());
+        }
+        Err(KeyError::BeyondClientCaps(clip(&self.pk(), 64).to_owned()))
     }
 
     pub fn pk(&self) -> String {
@@ -358,6 +391,87 @@ pub fn sk_adaptive_target(resource: &str, limit: &str) -> String {
     format!("{SK_ADAPTIVE_TARGET}{resource}#{limit}")
 }
 
+/// DynamoDB's ceiling on a partition key value (the table's or an
+/// index's), in UTF-8 bytes.
+pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+/// DynamoDB's ceiling on a sort key value (the table's or an index's).
+pub const MAX_SORT_KEY_BYTES: usize = 1024;
+
+/// Every key attribute of the 0.17.0 table's definition (the client's
+/// `create_table`: the table's keys, GSI1 to GSI4, and LSI1 to LSI5 whose
+/// partition key is `PK`), each with the most bytes DynamoDB takes in it.
+/// All are declared strings.
+pub const KEY_ATTRIBUTES: [(&str, usize); 15] = [
+    ("PK", MAX_PARTITION_KEY_BYTES),
+    ("SK", MAX_SORT_KEY_BYTES),
+    ("GSI1PK", MAX_PARTITION_KEY_BYTES),
+    ("GSI1SK", MAX_SORT_KEY_BYTES),
+    ("GSI2PK", MAX_PARTITION_KEY_BYTES),
+    ("GSI2SK", MAX_SORT_KEY_BYTES),
+    ("GSI3PK", MAX_PARTITION_KEY_BYTES),
+    ("GSI3SK", MAX_SORT_KEY_BYTES),
+    ("GSI4PK", MAX_PARTITION_KEY_BYTES),
+    ("GSI4SK", MAX_SORT_KEY_BYTES),
+    ("LSI1SK", MAX_SORT_KEY_BYTES),
+    ("LSI2SK", MAX_SORT_KEY_BYTES),
+    ("LSI3SK", MAX_SORT_KEY_BYTES),
+    ("LSI4SK", MAX_SORT_KEY_BYTES),
+    ("LSI5SK", MAX_SORT_KEY_BYTES),
+];
+
+/// A key value DynamoDB refuses (a `ValidationException`, every time).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum KeyLimitError {
+    #[error("key attribute {name} is {bytes} bytes, over DynamoDB's {max}")]
+    TooLong {
+        name: &'static str,
+        bytes: usize,
+        max: usize,
+    },
+    #[error("key attribute {name} is an empty string")]
+    Empty { name: &'static str },
+    #[error("key attribute {name} is not a string")]
+    NotString { name: &'static str },
+    #[error("key attribute {name} is missing")]
+    Missing { name: &'static str },
+}
+
+/// Whether `value` may stand in the key attribute `name` (one of
+/// [`KEY_ATTRIBUTES`]; any other name takes any value).
+pub fn check_key_value(name: &str, value: &crate::value::Attr) -> Result<(), KeyLimitError> {
+    let Some(&(name, max)) = KEY_ATTRIBUTES.iter().find(|(n, _)| *n == name) else {
+        return Ok(());
+    };
+    let text = value.as_s().ok_or(KeyLimitError::NotString { name })?;
+    if text.is_empty() {
+        return Err(KeyLimitError::Empty { name });
+    }
+    if text.len() > max {
+        let bytes = text.len();
+        return Err(KeyLimitError::TooLong { name, bytes, max });
+    }
+    Ok(())
+}
+
+/// Whether DynamoDB takes `item`'s keys: its table keys present, and
+/// every key attribute it carries (table and index) a non-empty string
+/// within its limit.
+pub fn check_item_keys(item: &crate::value::Item) -> Result<(), KeyLimitError> {
+    for name in [Index::TABLE.pk, Index::TABLE.sk] {
+        if !item.contains_key(name) {
+            return Err(KeyLimitError::Missing { name });
+        }
+    }
+    item.iter()
+        .try_for_each(|(name, value)| check_key_value(name, value))
+}
+
+/// Whether DynamoDB takes `(pk, sk)` as an item's table key.
+pub fn check_table_key(pk: &str, sk: &str) -> Result<(), KeyLimitError> {
+    check_key_value(Index::TABLE.pk, &crate::value::Attr::s(pk))?;
+    check_key_value(Index::TABLE.sk, &crate::value::Attr::s(sk))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,6 +496,83 @@ mod tests {
         }
         assert!(is_legacy_canary("ns1/ADAPTIVE#CANARY#3"));
         assert!(!is_legacy_canary(&pk) && !is_legacy_canary("ns1/ADAPTIVE#CANARY#"));
+    }
+
+    #[test]
+    fn the_clients_caps_are_bytes_and_refuse_one_past() {
+        let bucket = |ns: &str, e: &str, r: &str| BucketKey {
+            namespace: ns.into(),
+            entity: e.into(),
+            resource: r.into(),
+            shard: 0,
+        };
+        let (n, e, r) = ("n".repeat(128), "e".repeat(256), "r".repeat(64));
+        assert_eq!(bucket(&n, &e, &r).check_client_caps(), Ok(()));
+        for (ns, entity, resource) in [
+            ("n".repeat(129), e.clone(), r.clone()),
+            (n.clone(), "e".repeat(257), r.clone()),
+            (n.clone(), "é".repeat(129), r.clone()),
+            (n.clone(), e.clone(), "r".repeat(65)),
+            (n.clone(), e.clone(), "€".repeat(22)),
+        ] {
+            let refused = bucket(&ns, &entity, &resource).check_client_caps();
+            let Err(KeyError::BeyondClientCaps(start)) = &refused else {
+                panic!("{refused:?}");
+            };
+            assert!(start.len() <= 64, "the error holds the key's start only");
+        }
+        assert_eq!(clip("aé", 2), "a", "cut on a character");
+    }
+
+    /// Within the client's caps, whatever the bytes, every key the server
+    /// side derives from a bucket fits DynamoDB's limits: the bucket's
+    /// clones, audit events, snapshots, and adaptive usage, demand and
+    /// allocations.
+    #[test]
+    fn every_key_derived_from_a_bucket_within_the_caps_fits_dynamodbs_limits() {
+        use crate::value::{Attr, Item};
+        let key = BucketKey {
+            namespace: "n".repeat(128),
+            entity: "e".repeat(256),
+            resource: "r".repeat(64),
+            shard: u32::MAX,
+        };
+        check_item_keys(&key.new_item()).unwrap();
+        let audit = crate::audit::AuditEvent {
+            namespace: &key.namespace,
+            entity_id: &key.entity,
+            event_id: "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            at_ms: 0,
+            action: crate::audit::Action::LimitOverdrawn,
+            principal: None,
+            resource: Some(&key.resource),
+            details: Item::new(),
+            retention_days: 30,
+        };
+        check_item_keys(&audit.item()).unwrap();
+        let window_key = "2026-11-29T16:00:00Z";
+        let (ns, e, r) = (&key.namespace, &key.entity, &key.resource);
+        let snapshot = Item::from([
+            ("PK".to_owned(), Attr::s(pk_entity(ns, e))),
+            (
+                "SK".to_owned(),
+                Attr::s(sk_usage(r, Window::Monthly, window_key)),
+            ),
+            ("GSI2PK".to_owned(), Attr::s(pk_resource(ns, r))),
+            ("GSI2SK".to_owned(), Attr::s(gsi2_sk_usage(window_key, e))),
+            ("GSI4PK".to_owned(), Attr::s(ns)),
+            ("GSI4SK".to_owned(), Attr::s(pk_entity(ns, e))),
+        ]);
+        check_item_keys(&snapshot).unwrap();
+        let limit = "l".repeat(64);
+        for sk in [
+            sk_adaptive_usage(i64::MAX, r),
+            sk_adaptive_demand(i64::MAX, r, e),
+            sk_adaptive_allocation(r, &limit, e),
+            sk_adaptive_target(r, &limit),
+        ] {
+            check_table_key(&pk_adaptive(ns), &sk).unwrap();
+        }
     }
 
     #[test]

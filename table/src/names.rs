@@ -21,6 +21,12 @@ impl NameKind {
     }
 }
 
+/// The longest entity id the 0.17.0 client takes (`MAX_IDENTIFIER_LENGTH`,
+/// in characters of an ASCII alphabet, so also in bytes).
+pub const MAX_ENTITY_BYTES: usize = 256;
+/// The longest resource name it takes (`MAX_NAME_LENGTH`).
+pub const MAX_RESOURCE_BYTES: usize = 64;
+
 /// The infrastructure write-capacity limit; never declared, never reported as usage.
 pub const WCU_LIMIT: &str = "wcu";
 

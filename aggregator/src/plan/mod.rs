@@ -162,6 +162,9 @@ impl Grouping {
     fn bucket(&mut self, pk: &str) -> Result<(usize, &BucketKey), keys::KeyError> {
         if !self.buckets.contains_key(pk) {
             let key = BucketKey::parse(pk)?;
+            // Beyond the client's caps, a derived key may pass DynamoDB's
+            // limits: skipped and counted, never written from.
+            key.check_client_caps()?;
             let item = match self.items.iter().position(|i| {
                 (&i.namespace, &i.entity, &i.resource)
                     == (&key.namespace, &key.entity, &key.resource)

@@ -78,6 +78,10 @@ pub struct BatchStats {
     /// back to base, the controller stopped), and repairs that failed.
     pub stamps_repaired: usize,
     pub repairs_failed: usize,
+    /// Writes DynamoDB refused as invalid (a `ValidationException`), or
+    /// whose keys `zae_table::keys` refused before the write: skipped and
+    /// counted in `records_skipped`, never redelivered.
+    pub writes_refused: usize,
 }
 
 #[derive(Debug, Default)]
@@ -138,6 +142,36 @@ enum Done {
     Archived(usize),
     /// An archive object S3 refuses for good (its key).
     ArchiveRejected(ArchiveSkip),
+    /// A write DynamoDB refuses for good, or keys it would refuse.
+    Refused(Refusal),
+}
+
+/// A write skipped because DynamoDB refuses it as invalid, every time.
+pub(crate) struct Refusal {
+    pub what: &'static str,
+    /// The record it came from.
+    pub sequence: SequenceNumber,
+    pub key: String,
+    pub reason: String,
+}
+
+impl Refusal {
+    /// The refusal `error` is, when DynamoDB refused the write as invalid.
+    pub(crate) fn of(
+        what: &'static str,
+        sequence: &SequenceNumber,
+        error: &StoreError,
+    ) -> Option<Refusal> {
+        let StoreError::Rejected { key, message, .. } = error else {
+            return None;
+        };
+        Some(Refusal {
+            what,
+            sequence: sequence.clone(),
+            key: key.clone(),
+            reason: message.clone(),
+        })
+    }
 }
 
 impl<S: Store> Aggregator<S> {
@@ -369,6 +403,7 @@ impl BatchOutcome {
             Done::ArchiveRejected(skip) => self.skip_archive(skip),
             Done::SnapshotAlreadyApplied => stats.snapshots_already_applied += 1,
             Done::SnapshotRejected => stats.snapshots_rejected += 1,
+            Done::Refused(refusal) => self.refuse(&refusal),
             Done::AuditWritten(metric) => {
                 stats.audit_events_written += 1;
                 audit_metrics.push(metric);
@@ -393,7 +428,10 @@ impl BatchOutcome {
         let usage_skipped = self.stats.snapshots_rejected + self.stats.counters_left_out;
         for (name, count) in [
             (metrics::RECORDS_PROCESSED, records),
-            (metrics::RECORDS_SKIPPED, plan.skipped.len()),
+            (
+                metrics::RECORDS_SKIPPED,
+                plan.skipped.len() + self.stats.writes_refused,
+            ),
             (metrics::ARCHIVE_SKIPPED, self.stats.archive_skipped),
             (metrics::DEMAND_OVERFLOW, self.stats.demand_overflow),
             (metrics::USAGE_SKIPPED, usage_skipped),
@@ -418,6 +456,19 @@ impl BatchOutcome {
             "audit removal left out of the archive"
         );
         self.stats.archive_skipped += skip.events;
+    }
+
+    /// A write DynamoDB refuses for good: logged (its key and reason cut
+    /// short: a key may be 2 KB) and counted; the batch goes on.
+    pub(crate) fn refuse(&mut self, refusal: &Refusal) {
+        tracing::warn!(
+            sequence_number = refusal.sequence.as_stream(),
+            pk = zae_table::keys::clip(&refusal.key, 128),
+            reason = zae_table::keys::clip(&refusal.reason, 256),
+            "{} refused as invalid: skipped, not redelivered",
+            refusal.what
+        );
+        self.stats.writes_refused += 1;
     }
 
     /// A write that failed: the batch is redelivered from `earliest`.
@@ -544,8 +595,11 @@ fn log_skipped(plan: &BatchPlan) {
         tracing::warn!(
             record_index = skip.index,
             sequence_number = skip.sequence.as_ref().map(|s| s.as_stream().to_owned()),
-            pk = skip.partition_key.as_deref(),
-            reason = %skip.reason,
+            pk = skip
+                .partition_key
+                .as_deref()
+                .map(|pk| zae_table::keys::clip(pk, 128)),
+            reason = zae_table::keys::clip(&skip.reason.to_string(), 256),
             "skipping malformed record"
         );
     }

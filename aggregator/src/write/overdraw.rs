@@ -2,7 +2,7 @@
 //! so that `get_audit_events(entity_id)` of 0.17.0 returns them, written
 //! once per transition however often its record is delivered.
 
-use super::{Aggregator, Done};
+use super::{Aggregator, Done, Refusal};
 use crate::metrics::MetricEvent;
 use crate::plan::Transition;
 use sha2::{Digest, Sha256};
@@ -115,6 +115,19 @@ impl<S: Store> Aggregator<S> {
         let retention = self.retention(namespace, deadline).await?;
         let event_id = event_id(transition);
         let item = audit_item(transition, &event_id, principal, retention);
+        // A key DynamoDB would refuse, or a write it refused as invalid:
+        // the same every delivery, so skipped and counted, never redelivered.
+        let refused = |reason: String| {
+            Ok(Done::Refused(Refusal {
+                what: "audit event",
+                sequence: transition.sequence.clone(),
+                key: keys::pk_of(&item).unwrap_or_default().to_owned(),
+                reason,
+            }))
+        };
+        if let Err(e) = keys::check_item_keys(&item) {
+            return refused(e.to_string());
+        }
         let once = Condition::plain(ITEM_ABSENT);
         let written = match self
             .retrying(deadline, || self.store.put(&item, Some(&once)))
@@ -122,6 +135,7 @@ impl<S: Store> Aggregator<S> {
         {
             Ok(_) => true,
             Err(StoreError::ConditionFailed { .. }) => false,
+            Err(StoreError::Rejected { message, .. }) => return refused(message),
             Err(e) => return Err(e),
         };
         if written {

@@ -23,6 +23,9 @@ struct UpdateFaults {
     /// Updates of this partition are refused as DynamoDB refuses an item
     /// over its size limit: a ValidationException, every time.
     reject_pk: Option<String>,
+    /// Puts of this partition are refused as DynamoDB refuses a key over
+    /// its limit: a ValidationException, every time.
+    reject_put_pk: Option<String>,
     /// Every update finds its watermarks changed (another writer, always).
     conflict_always: bool,
     /// Every call takes this long (on tokio's clock): a slow table.
@@ -41,6 +44,14 @@ fn retryable(key: &str) -> StoreError {
 
 impl Faults for UpdateFaults {
     fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        if let Call::Put(item) = call {
+            let pk = zae_table::keys::pk_of(item).unwrap_or_default();
+            return (self.reject_put_pk.as_deref() == Some(pk)).then(|| StoreError::Rejected {
+                operation: "PutItem",
+                key: pk.to_owned(),
+                message: "ValidationException: One or more parameter values were invalid: Size limit exceeded".into(),
+            });
+        }
         let Call::Update(update) = call else {
             return None;
         };
@@ -599,4 +610,127 @@ async fn a_propagation_that_meets_a_slow_read_stops_at_the_deadline() {
         started.elapsed()
     );
     assert!(done.failed && done.retry, "{done:?}");
+}
+
+/// The records of a bucket a principal wrote by hand under an entity id
+/// longer than the client's cap (256), in debt on a soft limit: skipped and
+/// counted as unreadable records are, never a batch failure, while the
+/// other entity's records are all counted. On the twin, which refuses the
+/// audit event's `GSI4SK` past 1,024 bytes as DynamoDB does.
+#[tokio::test]
+async fn a_bucket_whose_entity_id_passes_the_clients_cap_is_skipped_and_counted_not_a_batch_failure()
+ {
+    let long = "e".repeat(1_100);
+    let agg = Aggregator::new(faulty(UpdateFaults::default()), settings());
+    let outcome = agg
+        .process(&records_of(&[&long, "b"], &["tpm"]), "p", 7, None)
+        .await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    assert_eq!(usage(agg.store(), "b"), (6, 4, 6));
+    assert_eq!(outcome.stats.skipped, 6, "each of its six records");
+    assert!(outcome.metrics.contains(&MetricEvent::Count {
+        at_ms: 7000,
+        name: metrics::RECORDS_SKIPPED,
+        count: 6
+    }));
+    let written = agg.store().inner.items();
+    assert!(
+        written
+            .iter()
+            .all(|i| !i["PK"].as_s().unwrap_or_default().contains(&long)),
+        "nothing derived from the long entity id is written"
+    );
+}
+
+/// The cap is the client's, in bytes: an entity id of 256 is counted like
+/// any other; 257 bytes, or 129 two-byte characters (258 bytes), is not.
+#[tokio::test]
+async fn an_entity_id_at_the_clients_cap_is_counted_and_one_byte_past_it_is_skipped() {
+    let at_cap = "e".repeat(256);
+    let agg = Aggregator::new(faulty(UpdateFaults::default()), settings());
+    let outcome = agg
+        .process(&records_of(&[&at_cap], &["tpm"]), "p", 7, None)
+        .await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert_eq!(
+        (outcome.stats.skipped, outcome.stats.audit_events_written),
+        (0, 1)
+    );
+    assert_eq!(usage(agg.store(), &at_cap), (6, 4, 6));
+    for past in ["e".repeat(257), "é".repeat(129)] {
+        let outcome = agg
+            .process(&records_of(&[&past], &["tpm"]), "p", 7, None)
+            .await;
+        assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+        assert_eq!(outcome.stats.skipped, 6, "{} bytes", past.len());
+        assert_eq!(usage(agg.store(), &past), (0, 0, 0));
+    }
+}
+
+/// A write DynamoDB refuses as invalid is never a batch failure: the audit
+/// event is skipped and counted, with a bounded log line, and the batch
+/// completes. Injected at the store seam (a ValidationException on the
+/// audit put): with the client's caps no key the aggregator builds is over
+/// DynamoDB's limits, so neither the twin nor moto can show it.
+#[tokio::test]
+async fn an_audit_write_dynamodb_refuses_is_skipped_and_counted_not_redelivered() {
+    let table = faulty(UpdateFaults {
+        reject_put_pk: Some("ns/AUDIT#b".into()),
+        ..Default::default()
+    });
+    let agg = Aggregator::new(table, settings());
+    let outcome = agg.process(&records(), "p", 7, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    assert_eq!(usage(agg.store(), "b"), (6, 4, 6), "b's usage is written");
+    assert_eq!(outcome.stats.writes_refused, 1);
+    assert_eq!(outcome.stats.audit_events_written, 1, "a's event");
+    assert!(outcome.metrics.contains(&MetricEvent::Count {
+        at_ms: 7000,
+        name: metrics::RECORDS_SKIPPED,
+        count: 1
+    }));
+}
+
+/// DynamoDB Local 2.6 answers a transaction holding a key over its limit
+/// with a `TransactionCanceledException` whose reason is `ValidationError`
+/// (moto answers a `ValidationException`): the SDK store maps it to
+/// `Rejected`, as it maps a `ValidationException`, so the write paths skip
+/// it instead of failing the batch. With the SDK's mock client.
+#[tokio::test]
+async fn the_sdk_store_maps_a_transaction_cancelled_as_invalid_to_rejected() {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+    use aws_sdk_dynamodb::types::CancellationReason;
+    use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+    use aws_smithy_mocks::{mock, mock_client};
+    use zae_table::store::TxWrite;
+    let reason = |code: &str| CancellationReason::builder().code(code).build();
+    let rule = mock!(aws_sdk_dynamodb::Client::transact_write_items).then_error(move || {
+        TransactWriteItemsError::TransactionCanceledException(
+            TransactionCanceledException::builder()
+                .message("Transaction cancelled, please refer cancellation reasons for specific reasons [None, ValidationError]")
+                .cancellation_reasons(reason("None"))
+                .cancellation_reasons(reason("ValidationError"))
+                .build(),
+        )
+    });
+    let client = mock_client!(aws_sdk_dynamodb, [&rule]);
+    let store = zae_table::sdk::DynamoStore::new(client, "t");
+    let item = |pk: &str| Item::from([("PK".into(), Attr::s(pk)), ("SK".into(), Attr::s("1"))]);
+    let writes = [
+        TxWrite::Put {
+            item: item("ok"),
+            condition: None,
+        },
+        TxWrite::Put {
+            item: item(&"p".repeat(2049)),
+            condition: None,
+        },
+    ];
+    let refused = store.transact(&writes).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Rejected { .. })),
+        "{refused:?}"
+    );
 }

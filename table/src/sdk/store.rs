@@ -436,6 +436,16 @@ impl Store for DynamoStore {
             let any = |code: &str| reasons.iter().any(|r| r.code() == Some(code));
             let message = super::error_text(&err);
             let operation = "TransactWriteItems";
+            // DynamoDB Local cancels a transaction holding a key over its
+            // limit, reason ValidationError, where moto answers a
+            // ValidationException: the same refusal, every time.
+            if any("ValidationError") {
+                return Err(StoreError::Rejected {
+                    operation,
+                    key: first,
+                    message,
+                });
+            }
             if reasons.first().and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
                 return Err(StoreError::ConditionFailed {
                     operation,

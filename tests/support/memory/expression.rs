@@ -542,7 +542,8 @@ fn holds(item: &Item, cond: &Cond) -> Result<bool, String> {
         Cond::Exists(path, exists) => resolve(item, path).is_some() == *exists,
         Cond::Compare(a, op, b) => {
             let (Some(a), Some(b)) = (operand(item, a)?, operand(item, b)?) else {
-                return Ok(false);
+                // An absent operand equals nothing: only `<>` holds.
+                return Ok(*op == "<>");
             };
             let order = compare(&a, &b);
             match *op {

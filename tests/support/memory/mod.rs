@@ -7,6 +7,10 @@
 //! keys as the 0.17.0 table's are. Two rules of DynamoDB that the adaptive
 //! paths rely on are modelled too: an item over 400 KB is refused
 //! (`ValidationException`), as is a transaction of more than 100 actions,
+//! and so is what DynamoDB Local 2.6 refuses of keys and names (a table or
+//! index key empty, not a string, or over 2,048 / 1,024 bytes; an attribute
+//! name empty or over 64 KB; an empty set; a number over 38 digits or
+//! past DynamoDB's range; a query's sort key prefix over 1,024 bytes),
 //! and a transaction is in flight for a moment
 //! (one yield to the executor) during which any other transaction or write
 //! touching one of its items is refused with `TransactionConflict`, as the
@@ -101,6 +105,93 @@ fn oversized(operation: &'static str, key: String, item: &Item) -> Result<(), St
     ))
 }
 
+/// DynamoDB's ceiling on an attribute name, in UTF-8 bytes.
+pub const MAX_NAME_BYTES: usize = 65_535;
+
+/// A table key DynamoDB refuses before it looks at anything else (a get,
+/// delete or condition check names it, or a write creates it).
+fn bad_key(operation: &'static str, pk: &str, sk: &str) -> Result<(), StoreError> {
+    zae_table::keys::check_table_key(pk, sk)
+        .map_err(|e| invalid(operation, key_text(pk, sk), e.to_string()))
+}
+
+/// An item DynamoDB would refuse whole, as DynamoDB Local 2.6 does: a key
+/// attribute (the table's or an index's) empty, not a string or over its
+/// limit; an attribute name empty or over 64 KB; an empty set; over 400 KB.
+fn refused(operation: &'static str, key: String, item: &Item) -> Result<(), StoreError> {
+    let fail = |message: String| Err(invalid(operation, key.clone(), message));
+    if let Err(e) = zae_table::keys::check_item_keys(item) {
+        return fail(e.to_string());
+    }
+    if let Some(name) = item
+        .keys()
+        .find(|n| n.is_empty() || n.len() > MAX_NAME_BYTES)
+    {
+        return fail(format!("attribute name of {} bytes", name.len()));
+    }
+    if item.values().any(has_empty_set) {
+        return fail("an string set may not be empty".into());
+    }
+    if let Some(message) = item.values().find_map(bad_numbers) {
+        return fail(message.into());
+    }
+    oversized(operation, key, item)
+}
+
+fn has_empty_set(value: &Attr) -> bool {
+    match value {
+        Attr::Ss(set) => set.is_empty(),
+        Attr::L(list) => list.iter().any(has_empty_set),
+        Attr::M(map) => map.values().any(has_empty_set),
+        _ => false,
+    }
+}
+
+/// Why DynamoDB cannot store a number in `value`, if it cannot.
+fn bad_numbers(value: &Attr) -> Option<&'static str> {
+    match value {
+        Attr::N(n) => bad_number(n),
+        Attr::L(list) => list.iter().find_map(bad_numbers),
+        Attr::M(map) => map.values().find_map(bad_numbers),
+        _ => None,
+    }
+}
+
+/// DynamoDB's numbers: at most 38 significant digits, a magnitude from
+/// 1E-130 to below 1E126, or zero.
+fn bad_number(text: &str) -> Option<&'static str> {
+    const NOT_A_NUMBER: &str = "A value provided cannot be converted into a number";
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((m, e)) => match e.parse::<i64>() {
+            Ok(e) => (m, e),
+            Err(_) => return Some(NOT_A_NUMBER),
+        },
+        None => (unsigned, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: Vec<u8> = whole.bytes().chain(fraction.bytes()).collect();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Some(NOT_A_NUMBER);
+    }
+    let first = digits.iter().position(|b| *b != b'0')?;
+    let last = digits.iter().rposition(|b| *b != b'0').unwrap_or(first);
+    if last - first + 1 > 38 {
+        return Some("DynamoDB only supports precision up to 38 digits");
+    }
+    // The power of ten of the first significant digit.
+    let lead = exponent.saturating_add(whole.len() as i64 - 1 - first as i64);
+    match lead {
+        126.. => Some(
+            "Number overflow. Attempting to store a number with magnitude larger than supported range",
+        ),
+        ..-130 => Some(
+            "Number underflow. Attempting to store a number with magnitude smaller than supported range",
+        ),
+        _ => None,
+    }
+}
+
 /// Where an item sorts in an index: its sort key, then its table key.
 fn index_order<'a>(item: &'a Item, index: &Index) -> (&'a str, &'a str, &'a str) {
     let text = |name: &str| item.get(name).and_then(Attr::as_s).unwrap_or_default();
@@ -154,21 +245,27 @@ impl Planned {
         const OP: &str = "TransactWriteItems";
         Ok(match write {
             TxWrite::Put { item, condition } => {
+                refused(OP, item_key_text(item), item)?;
                 let key = item_key(item)
                     .ok_or_else(|| invalid(OP, item_key_text(item), "missing key".into()))?;
                 let compiled = compiled_condition(OP, &key, condition.as_ref())?;
                 Planned::Put(key, item.clone(), compiled)
             }
-            TxWrite::Update(update) => Planned::Update(
-                (update.pk.clone(), update.sk.clone()),
-                compiled_update(OP, update)?,
-            ),
+            TxWrite::Update(update) => {
+                bad_key(OP, &update.pk, &update.sk)?;
+                Planned::Update(
+                    (update.pk.clone(), update.sk.clone()),
+                    compiled_update(OP, update)?,
+                )
+            }
             TxWrite::Delete { pk, sk, condition } => {
+                bad_key(OP, pk, sk)?;
                 let key = (pk.clone(), sk.clone());
                 let compiled = compiled_condition(OP, &key, condition.as_ref())?;
                 Planned::Delete(key, compiled)
             }
             TxWrite::Check { pk, sk, condition } => {
+                bad_key(OP, pk, sk)?;
                 let key = (pk.clone(), sk.clone());
                 let compiled = compiled_condition(OP, &key, Some(condition))?;
                 Planned::Check(key, compiled)
@@ -342,7 +439,7 @@ impl MemoryStore {
             .map_err(|m| invalid(operation, text.clone(), m))?;
         match &after {
             Some(after) => {
-                oversized(operation, text, after)?;
+                refused(operation, text, after)?;
                 items.insert(key.clone(), after.clone())
             }
             None => items.remove(key),
@@ -353,6 +450,7 @@ impl MemoryStore {
 
 impl Store for MemoryStore {
     async fn get(&self, pk: &str, sk: &str, _consistent: bool) -> Result<Option<Item>, StoreError> {
+        bad_key("GetItem", pk, sk)?;
         Ok(self.item(pk, sk))
     }
 
@@ -361,6 +459,7 @@ impl Store for MemoryStore {
         item: &Item,
         condition: Option<&Condition>,
     ) -> Result<Option<Item>, StoreError> {
+        refused("PutItem", item_key_text(item), item)?;
         let key = item_key(item)
             .ok_or_else(|| invalid("PutItem", item_key_text(item), "missing key".into()))?;
         let compiled = compiled_condition("PutItem", &key, condition)?;
@@ -368,6 +467,7 @@ impl Store for MemoryStore {
     }
 
     async fn update(&self, update: &Update, returns: Returns) -> Result<Option<Item>, StoreError> {
+        bad_key("UpdateItem", &update.pk, &update.sk)?;
         let key = (update.pk.clone(), update.sk.clone());
         let planned = Planned::Update(key.clone(), compiled_update("UpdateItem", update)?);
         self.write("UpdateItem", &planned)?;
@@ -378,6 +478,7 @@ impl Store for MemoryStore {
     }
 
     async fn update_or_old(&self, update: &Update) -> Result<Updated, StoreError> {
+        bad_key("UpdateItem", &update.pk, &update.sk)?;
         let key = (update.pk.clone(), update.sk.clone());
         let planned = Planned::Update(key, compiled_update("UpdateItem", update)?);
         Ok(match self.write_or_old("UpdateItem", &planned)? {
@@ -392,6 +493,7 @@ impl Store for MemoryStore {
         sk: &str,
         condition: Option<&Condition>,
     ) -> Result<Option<Item>, StoreError> {
+        bad_key("DeleteItem", pk, sk)?;
         let key = (pk.to_owned(), sk.to_owned());
         let compiled = compiled_condition("DeleteItem", &key, condition)?;
         self.write("DeleteItem", &Planned::Delete(key, compiled))
@@ -412,6 +514,11 @@ impl Store for MemoryStore {
         } else {
             self.page_items
         };
+        if query.sk_prefix.len() > zae_table::keys::MAX_SORT_KEY_BYTES {
+            let message =
+                "Aggregated size of all range keys has exceeded the size limit of 1024 bytes";
+            return Err(invalid("Query", query.pk.clone(), message.into()));
+        }
         let after = start.map(|key| index_order(key, index));
         let items = self.lock();
         let mut found: Vec<((&str, &str, &str), &Item)> = items
@@ -506,7 +613,7 @@ impl MemoryStore {
                 .result(before)
                 .map_err(|m| invalid(OP, first.clone(), m))?;
             if let Some(after) = &after {
-                oversized(OP, first.clone(), after)?;
+                refused(OP, first.clone(), after)?;
             }
             results.push(after);
         }
@@ -662,6 +769,222 @@ mod tests {
             Err(StoreError::Rejected { .. })
         ));
         assert!(store.items().is_empty());
+    }
+
+    fn rejected<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
+        assert!(
+            matches!(&result, Err(StoreError::Rejected { message, .. }) if message.starts_with("ValidationException")),
+            "{what}: {result:?}"
+        );
+    }
+
+    /// Exactly at and one byte past each limit, in ASCII and in multi-byte
+    /// characters, as DynamoDB Local 2.6 answers the same puts.
+    #[test]
+    fn table_keys_over_2048_and_1024_bytes_or_empty_are_refused() {
+        let store = MemoryStore::new();
+        for (pk, sk) in [
+            ("p".repeat(2048), "s".to_owned()),
+            ("é".repeat(1024), "s".to_owned()),
+            ("a".to_owned(), "s".repeat(1024)),
+            ("a".to_owned(), "é".repeat(512)),
+        ] {
+            block(store.put(&item(&pk, &sk, &[]), None)).unwrap();
+        }
+        for (pk, sk) in [
+            ("p".repeat(2049), "s".to_owned()),
+            ("é".repeat(1025), "s".to_owned()),
+            ("€".repeat(683), "s".to_owned()),
+            ("a".to_owned(), "s".repeat(1025)),
+            ("a".to_owned(), "é".repeat(513)),
+            (String::new(), "s".to_owned()),
+            ("a".to_owned(), String::new()),
+        ] {
+            let what = format!("{} / {} bytes", pk.len(), sk.len());
+            rejected(block(store.put(&item(&pk, &sk, &[]), None)), &what);
+            rejected(block(store.get(&pk, &sk, true)), &what);
+            rejected(block(store.delete(&pk, &sk, None)), &what);
+            let update = Update {
+                pk: pk.clone(),
+                sk: sk.clone(),
+                expression: "SET #x = :x".into(),
+                names: [("#x".into(), "x".into())].into(),
+                values: [(":x".into(), Attr::n(1))].into(),
+                ..Update::default()
+            };
+            rejected(block(store.update(&update, Returns::Nothing)), &what);
+            let check = [
+                TxWrite::Put {
+                    item: item("ok", "1", &[]),
+                    condition: None,
+                },
+                TxWrite::Check {
+                    pk,
+                    sk,
+                    condition: Condition::plain("attribute_not_exists(PK)"),
+                },
+            ];
+            rejected(block(store.transact(&check)), &what);
+        }
+        assert_eq!(store.items().len(), 4, "nothing of the refused writes");
+    }
+
+    /// Every index key of the 0.17.0 table (GSI1 to GSI4, LSI1 to LSI5), put
+    /// whole or set by an update: a non-empty string within its limit.
+    #[test]
+    fn index_keys_empty_mistyped_or_too_long_are_refused() {
+        let store = MemoryStore::new();
+        for (name, max) in zae_table::keys::KEY_ATTRIBUTES.into_iter().skip(2) {
+            for (value, ok) in [
+                (Attr::s("k".repeat(max)), true),
+                (Attr::s("k".repeat(max + 1)), false),
+                (Attr::s(""), false),
+                (Attr::n(1), false),
+                (Attr::Bool(true), false),
+            ] {
+                let what = format!("{name} = {value:?}");
+                let put = block(store.put(&item("a", name, &[(name, value.clone())]), None));
+                assert_eq!(put.is_ok(), ok, "{what}: {put:?}");
+                if !ok {
+                    rejected(put, &what);
+                }
+                let update = Update {
+                    pk: "a".into(),
+                    sk: "u".into(),
+                    expression: "SET #k = :k".into(),
+                    names: [("#k".into(), name.into())].into(),
+                    values: [(":k".into(), value)].into(),
+                    ..Update::default()
+                };
+                let updated = block(store.update(&update, Returns::Nothing));
+                assert_eq!(updated.is_ok(), ok, "update {what}: {updated:?}");
+            }
+        }
+        let long = item(
+            "b",
+            "1",
+            &[
+                ("GSI4PK", Attr::s("n")),
+                ("GSI4SK", Attr::s("s".repeat(1025))),
+            ],
+        );
+        let writes = [
+            TxWrite::Put {
+                item: item("b", "2", &[]),
+                condition: None,
+            },
+            TxWrite::Put {
+                item: long,
+                condition: None,
+            },
+        ];
+        rejected(
+            block(store.transact(&writes)),
+            "a transaction's long GSI4SK",
+        );
+        assert_eq!(store.item("b", "2"), None, "nothing of the transaction");
+    }
+
+    #[test]
+    fn empty_or_huge_attribute_names_and_empty_sets_are_refused() {
+        let store = MemoryStore::new();
+        block(store.put(
+            &item("a", "1", &[(&"n".repeat(MAX_NAME_BYTES), Attr::n(1))]),
+            None,
+        ))
+        .unwrap();
+        block(store.put(&item("a", "2", &[("x", Attr::s(""))]), None)).unwrap();
+        let empty_set = Attr::Ss(Default::default());
+        let nested = Attr::M([("y".to_owned(), empty_set.clone())].into());
+        for (name, value) in [
+            (String::new(), Attr::n(1)),
+            ("n".repeat(MAX_NAME_BYTES + 1), Attr::n(1)),
+            ("x".into(), empty_set),
+            ("x".into(), nested),
+        ] {
+            let put = block(store.put(&item("b", "1", &[(&name, value)]), None));
+            rejected(put, &format!("a name of {} bytes", name.len()));
+        }
+        assert_eq!(store.item("b", "1"), None);
+    }
+
+    #[test]
+    fn a_query_whose_sort_key_prefix_passes_1024_bytes_is_refused() {
+        let store = MemoryStore::new();
+        let query = |prefix: String| Query {
+            index: &Index::TABLE,
+            pk: "p".repeat(2049),
+            sk_prefix: prefix,
+            consistent: false,
+        };
+        block(store.query(&query("s".repeat(1024)))).unwrap();
+        rejected(
+            block(store.query(&query("s".repeat(1025)))),
+            "a 1025-byte prefix",
+        );
+    }
+
+    /// As DynamoDB Local 2.6 answers: at most 38 significant digits,
+    /// magnitudes from 1E-130 to below 1E126, and text that is a number.
+    #[test]
+    fn numbers_dynamodb_cannot_store_are_refused() {
+        let store = MemoryStore::new();
+        let number = |n: &str| item("n", "1", &[("x", Attr::N(n.to_owned()))]);
+        for ok in [
+            "1".repeat(38),
+            format!("{}000", "1".repeat(38)),
+            format!("0.000{}", "1".repeat(38)),
+            "9.9E125".into(),
+            "-1E+125".into(),
+            "1E-130".into(),
+            "0".into(),
+            "-0".into(),
+            "00012".into(),
+            "0.5".into(),
+        ] {
+            block(store.put(&number(&ok), None)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        let nested = |n: &str| {
+            let list = Attr::L(vec![Attr::N(n.to_owned())]);
+            item("n", "2", &[("m", Attr::M([("l".to_owned(), list)].into()))])
+        };
+        for bad in [
+            "1".repeat(39),
+            "1E126".into(),
+            "-1E126".into(),
+            "1E-131".into(),
+            "abc".into(),
+            "".into(),
+            "1e".into(),
+            "--1".into(),
+        ] {
+            rejected(block(store.put(&number(&bad), None)), &bad);
+            rejected(block(store.put(&nested(&bad), None)), &bad);
+        }
+    }
+
+    /// DynamoDB holds `a <> :v` when `a` is absent (nothing equals the
+    /// value); every other comparison with an absent operand fails.
+    #[test]
+    fn an_absent_attribute_is_unequal_to_any_value() {
+        let store = MemoryStore::new();
+        store.insert(item("c", "1", &[]));
+        let update = |op: &str| Update {
+            pk: "c".into(),
+            sk: "1".into(),
+            expression: "SET #y = :n".into(),
+            condition: Some(format!("#x {op} :n")),
+            names: [("#x".into(), "x".into()), ("#y".into(), "y".into())].into(),
+            values: [(":n".into(), Attr::n(5))].into(),
+        };
+        block(store.update(&update("<>"), Returns::Nothing)).unwrap();
+        for op in ["=", "<", "<=", ">", ">="] {
+            let failed = block(store.update(&update(op), Returns::Nothing));
+            assert!(
+                matches!(failed, Err(StoreError::ConditionFailed { .. })),
+                "{op}: {failed:?}"
+            );
+        }
     }
 
     #[test]

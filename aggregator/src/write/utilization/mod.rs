@@ -160,7 +160,10 @@ impl<S: Store> Aggregator<S> {
                 Ok(Listed::Yes) => outcome.stats.demand_listed += 1,
                 Ok(Listed::LeftOut) => outcome.stats.demand_overflow += 1,
                 Ok(Listed::LeftOutAgain) => {}
-                Err(e) => outcome.fail(&e, earliest),
+                Err(e) => match super::Refusal::of("demand listing", &earliest, &e) {
+                    Some(refusal) => outcome.refuse(&refusal),
+                    None => outcome.fail(&e, earliest),
+                },
             }
         }
         drop(demand);
@@ -176,7 +179,10 @@ impl<S: Store> Aggregator<S> {
         while let Some((result, earliest)) = writes.next().await {
             match result {
                 Ok(_) => outcome.stats.usage_writes += 1,
-                Err(e) => outcome.fail(&e, earliest),
+                Err(e) => match super::Refusal::of("adaptive usage", &earliest, &e) {
+                    Some(refusal) => outcome.refuse(&refusal),
+                    None => outcome.fail(&e, earliest),
+                },
             }
         }
         drop(writes);

@@ -800,3 +800,73 @@ async fn a_declaration_that_cannot_be_read_redelivers_from_the_earliest_unsensed
     );
     assert_eq!(outcome.stats.canaries_sensed, 0);
 }
+
+/// A principal's own bucket under an entity id of 1,100 characters, short
+/// on a `share: demand` resource: its listing's sort key
+/// (`#DEMAND#{minute}#{resource}#{entity}`) would pass 1,024 bytes, which
+/// the twin refuses as DynamoDB does. Past the client's cap (256), its
+/// records are skipped and counted; the batch completes and the genuine
+/// entity is listed.
+#[tokio::test]
+async fn an_entity_past_the_clients_cap_lists_no_demand_and_fails_no_batch() {
+    let long = "h".repeat(1_100);
+    let agg = Aggregator::new(demand_table(), settings());
+    let records = vec![
+        admitted(0, &long, (0, 100), 40),
+        admitted(1, "heavy", (0, 100), 40),
+    ];
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert_eq!((outcome.stats.skipped, outcome.stats.demand_listed), (1, 1));
+    let d = demand(agg.store());
+    assert_eq!(d.entities.keys().collect::<Vec<_>>(), ["heavy"]);
+}
+
+/// Demand listings and usage items DynamoDB refuses as invalid.
+struct ListingsRefused;
+impl Faults for ListingsRefused {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let (Call::Update(zae_table::store::Update { pk, sk, .. })
+        | Call::Transact(
+            [
+                zae_table::store::TxWrite::Update(zae_table::store::Update { pk, sk, .. }),
+                ..,
+            ],
+        )) = call
+        else {
+            return None;
+        };
+        let refused = [keys::SK_ADAPTIVE_DEMAND, keys::SK_ADAPTIVE_USAGE];
+        refused
+            .iter()
+            .any(|p| sk.starts_with(p))
+            .then(|| StoreError::Rejected {
+                operation: "UpdateItem",
+                key: pk.clone(),
+                message: "ValidationException: Size limit exceeded".into(),
+            })
+    }
+}
+
+/// A write of the sensor that DynamoDB refuses as invalid is skipped and
+/// counted, never a batch failure. Injected at the store seam: within the
+/// client's caps no key the sensor builds passes DynamoDB's limits, so
+/// neither the twin nor moto can show it.
+#[tokio::test]
+async fn a_demand_listing_or_usage_write_dynamodb_refuses_is_skipped_and_counted() {
+    let agg = Aggregator::new(
+        Injected {
+            inner: demand_table(),
+            faults: ListingsRefused,
+        },
+        settings(),
+    );
+    let records = vec![admitted(0, "heavy", (0, 100), 40)];
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    assert_eq!(
+        outcome.stats.writes_refused, 2,
+        "the listing and the usage item"
+    );
+}
