@@ -76,6 +76,8 @@ struct ParentStamp {
 /// One usage item's share of a batch.
 struct MinuteUsage {
     used: BTreeMap<String, i64>,
+    /// Of it, what the minute's tail used.
+    tail: BTreeMap<String, i64>,
     earliest: SequenceNumber,
 }
 
@@ -183,7 +185,8 @@ impl<S: Store> Aggregator<S> {
         drop(demand);
         let mut writes = futures::stream::iter(minutes)
             .map(|((namespace, resource, minute_ms), m)| async move {
-                let update = usage::add(&namespace, &resource, minute_ms, &m.used);
+                let update =
+                    usage::add_with_tail(&namespace, &resource, minute_ms, &m.used, &m.tail);
                 let result = self
                     .retrying(deadline, || self.store.update(&update, Returns::Nothing))
                     .await;
@@ -321,10 +324,15 @@ impl<S: Store> Aggregator<S> {
             let key = (ns.to_owned(), s.bucket.resource.clone(), s.minute_ms);
             let m = sensing.minutes.entry(key).or_insert_with(|| MinuteUsage {
                 used: BTreeMap::new(),
+                tail: BTreeMap::new(),
                 earliest: s.earliest.clone(),
             });
             let used = m.used.entry(s.limit.clone()).or_default();
             *used = used.saturating_add(s.amount);
+            if s.tail > 0 {
+                let tail = m.tail.entry(s.limit.clone()).or_default();
+                *tail = tail.saturating_add(s.tail);
+            }
             m.earliest = m.earliest.clone().min(s.earliest.clone());
         }
         for (_, (e, earliest)) in unread {
