@@ -629,24 +629,27 @@ fn a_surge_in_a_minutes_last_third_is_cut_to_base_at_the_tick_after_it() {
             .block_on(store.update(&update, Returns::Nothing))
             .unwrap();
     };
-    // The surge's minute: this one if 41 s into it is still ahead.
-    let at = now();
-    let surge_minute = match at - minute_of(at) <= 41_000 {
-        true => minute_of(at),
-        false => minute_of(at) + MINUTE_MS,
-    };
-    // Raised over the minutes before it: a tick 5 s into each.
+    // Raised over the minutes just gone: a tick 5 s into each.
+    let r0 = minute_of(now());
     let mut factor = 1.0;
     for k in (1..=6).rev() {
-        let tick_at = surge_minute - k * MINUTE_MS + 5_000;
+        let tick_at = r0 - k * MINUTE_MS + 5_000;
         governed(minute_of(tick_at) - MINUTE_MS);
         factor = sensed_tick(&table, &checkpoint, tick_at)["factor"]
             .as_f64()
             .unwrap();
     }
     assert!((factor - 5.0).abs() <= 0.25, "raised: {factor}");
-    governed(surge_minute - MINUTE_MS);
-    governed(surge_minute);
+    // The surge's minute: this one if 41 s into it is still ahead. The
+    // governed 20% in every minute the cut's tick reads.
+    let at = now();
+    let surge_minute = match at - minute_of(at) <= 41_000 {
+        true => minute_of(at),
+        false => minute_of(at) + MINUTE_MS,
+    };
+    for minute in (r0 - MINUTE_MS..=surge_minute).step_by(MINUTE_MS as usize) {
+        governed(minute);
+    }
     let wait = surge_minute + 41_000 - now();
     std::thread::sleep(std::time::Duration::from_millis(wait.max(0) as u64));
     let surge = run_json(
