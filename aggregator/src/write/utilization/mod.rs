@@ -343,10 +343,10 @@ impl<S: Store> Aggregator<S> {
 
     /// Adds an entity's part of the batch to the minute's demand: `false`
     /// when the cap left it out. An entity raised by an allocation is one
-    /// write whether or not it is listed yet, outside the cap: the allocations are bounded by the
-    /// listings they came from, and a raised entity must never be mistaken
-    /// for an idle one (it would ease down) nor take a newly saturated one's
-    /// place.
+    /// write whether or not it is listed yet, outside the cap: the
+    /// allocations are bounded by the listings they came from, and a raised
+    /// entity must never be mistaken for an idle one (it would ease down)
+    /// nor take a newly saturated one's place.
     async fn list(
         &self,
         (namespace, resource, minute_ms, entity): &EntityKey,
