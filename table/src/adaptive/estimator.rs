@@ -250,6 +250,8 @@ pub struct Reading {
     pub noise: f64,
     /// The utilization above which one minute is a surge.
     pub surge_above: f64,
+    /// The rate above which a minute's last third is one.
+    pub tail_surge_above: f64,
     pub points: Vec<(f64, f64)>,
     pub reason: Reason,
 }
@@ -374,6 +376,7 @@ impl Estimator {
             band: self.band(weight),
             noise: self.noise.exp_m1(),
             surge_above: self.surge_line(t),
+            tail_surge_above: self.tail_line(t),
             points: self.points.clone(),
             reason: self.reason,
         }
@@ -451,8 +454,12 @@ impl Estimator {
     /// Whether a minute's last third (`tail`, a rate per minute) is above
     /// the target beyond its own noise.
     fn tail_surged(&self, tail: Option<f64>, t: f64) -> bool {
-        let line = t * WRITE_BAND.max(SURGE_NOISE * TAIL_NOISE * self.noise).exp();
-        tail.is_some_and(|u| u > line)
+        tail.is_some_and(|u| u > self.tail_line(t))
+    }
+
+    /// Above this rate, a minute's last third is a surge.
+    fn tail_line(&self, t: f64) -> f64 {
+        t * WRITE_BAND.max(SURGE_NOISE * TAIL_NOISE * self.noise).exp()
     }
 
     /// A minute under two factors, or one whose last third surged: a surge
