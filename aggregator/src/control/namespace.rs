@@ -11,7 +11,7 @@ use zae_table::adaptive::estimator::{Decision, Estimator, Law, Observation, Reas
 use zae_table::adaptive::pass::{self, Pass, Writes};
 use zae_table::adaptive::share::ShareTick;
 use zae_table::adaptive::target::Target;
-use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
+use zae_table::adaptive::usage::{MINUTE_MS, Minute, TAILS_PER_MINUTE, minute_of};
 use zae_table::adaptive::{Declaration, Factor};
 use zae_table::keys::{self, Index};
 use zae_table::store::{Query, Returns, Store, StoreError};
@@ -290,10 +290,14 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
                 continue;
             }
             let (factor, mixed) = target.in_force(minute, minute + MINUTE_MS);
+            let tail = usage.tail(minute, &resource, &limit).map(|used| {
+                used.saturating_mul(TAILS_PER_MINUTE) as f64 / (capacity as f64 * 1000.0)
+            });
             let obs = Observation {
                 utilization,
                 factor,
                 mixed,
+                tail,
             };
             let d = estimator.observe(obs, law);
             tracing::debug!(namespace, resource = %resource, limit = %limit, minute, utilization, factor, mixed, decision = ?d, "minute evaluated");
@@ -506,5 +510,16 @@ impl UsageReader {
             .filter(|m| m.resource == resource)
             .filter_map(|m| m.used.get(limit))
             .sum())
+    }
+
+    /// What the minute's tail used, once `used` read the minute; `None`
+    /// when no item records it (nothing in the tail, or an older sensor).
+    fn tail(&self, minute_ms: i64, resource: &str, limit: &str) -> Option<i64> {
+        let minutes = self.minutes.get(&minute_ms)?.iter();
+        let tails: Vec<i64> = minutes
+            .filter(|m| m.resource == resource)
+            .filter_map(|m| m.tail.get(limit).copied())
+            .collect();
+        (!tails.is_empty()).then(|| tails.iter().fold(0i64, |a, b| a.saturating_add(*b)))
     }
 }

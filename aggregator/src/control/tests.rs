@@ -773,3 +773,5 @@ async fn generations_rise_from_one_counter_whatever_the_clocks() {
         "one per namespace"
     );
 }
+
+mod surge;

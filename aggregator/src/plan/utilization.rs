@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use zae_table::adaptive::demand::Reading;
-use zae_table::adaptive::usage::minute_of;
+use zae_table::adaptive::usage::{TAIL_FROM_MS, minute_of};
 use zae_table::names::WCU_LIMIT;
 use zae_table::{BucketKey, SequenceNumber};
 
@@ -27,6 +27,8 @@ pub struct Sensed {
     pub minute_ms: i64,
     /// Millitokens, never negative.
     pub amount: i64,
+    /// Of them, those of records in the minute's tail (its last third).
+    pub tail: i64,
     /// The first record it counts: what to redeliver from if it is not written.
     pub earliest: SequenceNumber,
     /// A record of the run left the bucket short (see
@@ -72,12 +74,16 @@ impl Sensor {
                 limit: limit.clone(),
                 minute_ms,
                 amount: 0,
+                tail: 0,
                 earliest: sequence.clone(),
                 short: false,
                 raised: false,
                 shards: 1,
             });
             run.amount = run.amount.saturating_add(*delta).max(0);
+            if at_ms.saturating_sub(minute_ms) >= TAIL_FROM_MS {
+                run.tail = run.tail.saturating_add(*delta).max(0).min(run.amount);
+            }
             run.cascades_to = cascades_to.map(str::to_owned);
             if let Some((_, reading)) = readings.iter().find(|(l, _)| l == limit) {
                 run.short |= reading.short;
@@ -138,6 +144,18 @@ mod tests {
         assert!(sensed.iter().all(|s| s.limit == "tpm" && s.amount == 5));
         assert_eq!(sensed[0].cascades_to.as_deref(), Some("org"));
         assert_eq!((sensed[0].minute_ms, sensed[1].minute_ms), (0, 60_000));
+    }
+
+    /// Records from 40 s into the minute on are its tail as well.
+    #[test]
+    fn the_minutes_last_third_is_counted_apart_as_well() {
+        let mut sensor = Sensor::default();
+        let consumed = [("tpm".to_owned(), 5)];
+        sensor.record(&key(), None, 39_999, (&consumed, &[]), &seq(1));
+        sensor.record(&key(), None, 40_000, (&consumed, &[]), &seq(2));
+        sensor.record(&key(), None, 59_999, (&consumed, &[]), &seq(3));
+        let sensed = sensor.into_sensed();
+        assert_eq!((sensed[0].amount, sensed[0].tail), (15, 10));
     }
 
     proptest! {

@@ -349,20 +349,21 @@ impl<S: Store> Aggregator<S> {
         deadline: Option<Instant>,
         outcome: &mut BatchOutcome,
     ) {
-        let done = match retry::past(deadline) {
-            true => None,
-            false => {
-                let repair = self.repair(records, plan, (self.clock)(), deadline);
-                retry::bounded(deadline, repair).await
-            }
-        };
-        match done {
-            Some((repaired, failed)) => {
-                outcome.stats.stamps_repaired = repaired;
-                outcome.stats.repairs_failed = failed;
-            }
-            None => tracing::warn!("adaptive stamp repair stopped at the deadline"),
+        let mut repairs = utilization::repair::Repairs::default();
+        if !retry::past(deadline) {
+            let repair = self.repair(records, plan, (self.clock)(), deadline, &mut repairs);
+            retry::bounded(deadline, repair).await;
         }
+        // What the deadline left is counted with the failures, as the
+        // refills' are: the next record of each bucket repairs it.
+        let left = (plan.buckets.iter().skip(repairs.done))
+            .filter(|b| self.may_need_repair(&b.pk))
+            .count();
+        if left > 0 {
+            tracing::warn!(left, "adaptive stamp repair stopped at the deadline");
+        }
+        outcome.stats.stamps_repaired = repairs.repaired;
+        outcome.stats.repairs_failed = repairs.failed + left;
     }
 }
 

@@ -212,6 +212,7 @@ fn simulate(s: &Scenario, stall: Option<std::ops::Range<usize>>) -> (Vec<f64>, V
                     utilization: used,
                     factor,
                     mixed,
+                    tail: None,
                 },
                 s.law(),
             );

@@ -186,10 +186,12 @@ pub fn render_explanation(e: &Explanation, now_ms: i64) -> String {
         _ => "  no minute observed yet\n".to_owned(),
     });
     out.push_str(&format!(
-        "  noise {:.1}% a minute; a move needs {:.1}%; one minute above {:.0}% is a surge\n",
+        "  noise {:.1}% a minute; a move needs {:.1}%; one minute above {:.0}% is a surge \
+         (its last third above {:.0}%)\n",
         100.0 * r.noise,
         100.0 * r.band,
-        100.0 * r.surge_above
+        100.0 * r.surge_above,
+        100.0 * r.tail_surge_above
     ));
     let kept: Vec<String> = r
         .points

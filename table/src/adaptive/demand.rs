@@ -11,7 +11,9 @@
 //! shortness is the demand signal.
 //!
 //! Only entities that were saturated on some shard, or whose buckets carry a
-//! raise of ours, are listed: at most [`ENTITIES_KEPT`] per resource and
+//! raise of ours (the image's stamp record, with an allocation the
+//! controller wrote behind it: the aggregator checks, since a client can
+//! write the record on its own bucket), are listed: at most [`ENTITIES_KEPT`] per resource and
 //! minute. Each has an item of its own (a few hundred bytes, far from the
 //! 400 KB item limit whatever the entity's name), and the minute's header
 //! (`#DEMAND#{minute}#{resource}#`) counts them. Concurrent batches merge by
@@ -44,7 +46,9 @@ const SHORT_PREFIX: &str = "short_";
 pub struct Reading {
     /// No room for another request of the size just admitted, or in debt.
     pub short: bool,
-    /// The bucket carries a raise of ours (our amount, above the one before).
+    /// The bucket's image says it carries a raise of ours (our amount,
+    /// above the one before). The client can write these fields: a raise
+    /// counts only with an allocation of the controller's behind it.
     pub raised: bool,
     pub shards: i64,
 }

@@ -75,6 +75,9 @@ const DRIFT: f64 = 2.0;
 /// One minute this many noise deviations above the target is a surge: well
 /// outside what noise puts above a target that use settles at.
 const SURGE_NOISE: f64 = 2.5;
+/// A minute's last third is read against noise this much wider than a
+/// whole minute's (a third of the requests: about the square root of 3).
+const TAIL_NOISE: f64 = 1.75;
 /// Moves kept in a target's history.
 pub const HISTORY_KEPT: usize = 100;
 
@@ -89,6 +92,10 @@ pub struct Observation {
     pub utilization: f64,
     pub factor: f64,
     pub mixed: bool,
+    /// The utilization of the minute's last third, as a rate per minute
+    /// (`None` where the sensor did not record it): a surge that began
+    /// within the minute shows here before the whole minute's use says so.
+    pub tail: Option<f64>,
 }
 
 /// What the law is evaluated against: the target utilization `t`
@@ -243,6 +250,8 @@ pub struct Reading {
     pub noise: f64,
     /// The utilization above which one minute is a surge.
     pub surge_above: f64,
+    /// The rate above which a minute's last third is one.
+    pub tail_surge_above: f64,
     pub points: Vec<(f64, f64)>,
     pub reason: Reason,
 }
@@ -258,10 +267,16 @@ impl Estimator {
         };
         let point = (obs.factor.clamp(1.0, max), utilization);
         let after_surge = std::mem::take(&mut self.surged);
+        let tail = obs.tail.filter(|u| u.is_finite()).map(|u| u.max(0.0));
         if obs.mixed {
-            return self.surge_only(point, t);
+            return self.surge_only(point, tail, t);
         }
         let surge = point.1 > self.surge_line(t);
+        if !surge && self.factor > 1.0 && self.tail_surged(tail, t) {
+            // The minute's last third is a surge its whole use dilutes: it
+            // began within the minute. Cut now, not a minute later.
+            return self.surge_only(point, tail, t);
+        }
         let changed = self.take(point, surge);
         let (f, u, weight) = self.anchor();
         self.wanted = self.law_factor(f, u, t).clamp(1.0, max);
@@ -361,6 +376,7 @@ impl Estimator {
             band: self.band(weight),
             noise: self.noise.exp_m1(),
             surge_above: self.surge_line(t),
+            tail_surge_above: self.tail_line(t),
             points: self.points.clone(),
             reason: self.reason,
         }
@@ -435,19 +451,38 @@ impl Estimator {
         Decision::Move(target)
     }
 
-    /// A minute under two factors: a surge above the target cuts at once, a
-    /// full step from the lower of the two factors (use, partly at another
-    /// factor, says little about either); anything else waits for a clean
-    /// minute.
-    fn surge_only(&mut self, point: (f64, f64), t: f64) -> Decision {
-        if point.1 <= self.surge_line(t) || self.factor <= 1.0 {
+    /// Whether a minute's last third (`tail`, a rate per minute) is above
+    /// the target beyond its own noise.
+    fn tail_surged(&self, tail: Option<f64>, t: f64) -> bool {
+        tail.is_some_and(|u| u > self.tail_line(t))
+    }
+
+    /// Above this rate, a minute's last third is a surge.
+    fn tail_line(&self, t: f64) -> f64 {
+        t * WRITE_BAND.max(SURGE_NOISE * TAIL_NOISE * self.noise).exp()
+    }
+
+    /// A minute under two factors, or one whose last third surged: a surge
+    /// above the target (the whole minute's, else its last third's) cuts at
+    /// once, a full step from the lower of the two factors (use, partly at
+    /// another factor or before the surge, says little about either);
+    /// anything else waits for a clean minute.
+    fn surge_only(&mut self, point: (f64, f64), tail: Option<f64>, t: f64) -> Decision {
+        let surged = if point.1 > self.surge_line(t) {
+            point.1
+        } else if self.tail_surged(tail, t) {
+            tail.unwrap_or(point.1)
+        } else {
+            0.0
+        };
+        if surged <= 0.0 || self.factor <= 1.0 {
             self.reason = Reason::Hold;
             return Decision::Hold;
         }
         self.new_step();
         self.forget(false);
         self.surged = true;
-        let cut = (t / point.1).max(1.0).min(self.factor);
+        let cut = (t / surged).max(1.0).min(self.factor);
         self.wanted = cut;
         self.decide(cut, 1.0, Reason::Surge)
     }

@@ -15,6 +15,13 @@ pub const RESOURCE: &str = "resource";
 pub const MINUTE: &str = "minute";
 pub const TTL: &str = "ttl";
 const USED_PREFIX: &str = "u_";
+const TAIL_PREFIX: &str = "tail_";
+/// A minute's tail, its last third: where it starts within the minute. A
+/// surge that begins within a minute shows here before the minute's whole
+/// use says so (the controller's surge check reads it).
+pub const TAIL_FROM_MS: i64 = 40_000;
+/// How many tails make a minute: a tail's use times this is a rate per minute.
+pub const TAILS_PER_MINUTE: i64 = MINUTE_MS / (MINUTE_MS - TAIL_FROM_MS);
 
 /// The start of the minute holding `at_ms`.
 pub fn minute_of(at_ms: i64) -> i64 {
@@ -26,6 +33,11 @@ pub fn used_attr(limit: &str) -> String {
     format!("{USED_PREFIX}{limit}")
 }
 
+/// `tail_{limit}`: millitokens of the limit used in the minute's tail.
+pub fn tail_attr(limit: &str) -> String {
+    format!("{TAIL_PREFIX}{limit}")
+}
+
 /// Adds a batch's usage of one resource in one minute.
 pub fn add(
     namespace: &str,
@@ -33,9 +45,23 @@ pub fn add(
     minute_ms: i64,
     used: &BTreeMap<String, i64>,
 ) -> Update {
+    add_with_tail(namespace, resource, minute_ms, used, &BTreeMap::new())
+}
+
+/// [`add`], with the part of it used in the minute's tail.
+pub fn add_with_tail(
+    namespace: &str,
+    resource: &str,
+    minute_ms: i64,
+    used: &BTreeMap<String, i64>,
+    tail: &BTreeMap<String, i64>,
+) -> Update {
     let mut update = UpdateBuilder::new();
     for (limit, amount) in used {
         update.add(&used_attr(limit), Attr::n(amount));
+    }
+    for (limit, amount) in tail {
+        update.add(&tail_attr(limit), Attr::n(amount));
     }
     update
         .set_if_absent(RESOURCE, Attr::s(resource))
@@ -54,6 +80,9 @@ pub struct Minute {
     pub resource: String,
     pub minute_ms: i64,
     pub used: BTreeMap<String, i64>,
+    /// Of it, what was used in the minute's tail; absent from items an
+    /// aggregator before the tail wrote.
+    pub tail: BTreeMap<String, i64>,
 }
 
 impl Minute {
@@ -61,17 +90,19 @@ impl Minute {
     pub fn from_item(item: &Item) -> Option<Minute> {
         let resource = item.get(RESOURCE)?.as_s()?.to_owned();
         let minute_ms = item.get(MINUTE)?.as_int()?;
-        let used = item
-            .iter()
-            .filter_map(|(name, value)| {
-                let limit = name.strip_prefix(USED_PREFIX)?;
-                Some((limit.to_owned(), value.as_int()?))
-            })
-            .collect();
+        let with = |prefix: &str| {
+            item.iter()
+                .filter_map(|(name, value)| {
+                    let limit = name.strip_prefix(prefix)?;
+                    Some((limit.to_owned(), value.as_int()?))
+                })
+                .collect()
+        };
         Some(Minute {
             resource,
             minute_ms,
-            used,
+            used: with(USED_PREFIX),
+            tail: with(TAIL_PREFIX),
         })
     }
 }
@@ -104,6 +135,7 @@ mod tests {
             ("resource", Attr::s("gpt-4")),
             ("minute", Attr::n(120_000)),
             ("u_tpm", Attr::n(7)),
+            ("tail_tpm", Attr::n(3)),
             ("ttl", Attr::n(1)),
         ]
         .into_iter()
@@ -111,6 +143,7 @@ mod tests {
         .collect();
         let minute = Minute::from_item(&item).unwrap();
         assert_eq!(minute.used, BTreeMap::from([("tpm".to_owned(), 7)]));
+        assert_eq!(minute.tail, BTreeMap::from([("tpm".to_owned(), 3)]));
         assert_eq!(minute.minute_ms, 120_000);
     }
 }

@@ -22,9 +22,10 @@ use super::{Aggregator, BatchOutcome};
 use crate::plan::BatchPlan;
 use crate::plan::utilization::Sensed;
 use futures::StreamExt;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use zae_table::adaptive::allocation::Allocated;
 use zae_table::adaptive::demand::{Listing, Seen};
 use zae_table::adaptive::{Declaration, canary, usage};
 use zae_table::bucket::{CASCADE, PARENT_ID, field, limit_attr};
@@ -75,6 +76,8 @@ struct ParentStamp {
 /// One usage item's share of a batch.
 struct MinuteUsage {
     used: BTreeMap<String, i64>,
+    /// Of it, what the minute's tail used.
+    tail: BTreeMap<String, i64>,
     earliest: SequenceNumber,
 }
 
@@ -84,10 +87,14 @@ type EntityKey = (String, String, i64, String);
 /// One entity's part of a batch on a `share: demand` resource.
 struct EntityUsage {
     seen: Seen,
-    /// Short on some shard, or carrying a raise: worth listing.
-    listed: bool,
-    /// Carrying a raise of ours: listed outside the cap.
-    raised: bool,
+    /// Short on some shard: worth listing.
+    short: bool,
+    /// The limits whose stamp record says the bucket carries a raise. A
+    /// client can write that record on its own bucket: it counts only with
+    /// an allocation the controller wrote behind it (`allocated`).
+    raised: BTreeSet<String>,
+    /// Raised by an allocation of the controller's: listed outside the cap.
+    allocated: bool,
     earliest: SequenceNumber,
 }
 
@@ -115,8 +122,9 @@ impl Sensing {
         );
         let e = self.entities.entry(key).or_insert_with(|| EntityUsage {
             seen: Seen::default(),
-            listed: false,
-            raised: false,
+            short: false,
+            raised: BTreeSet::new(),
+            allocated: false,
             earliest: s.earliest.clone(),
         });
         let used = e.seen.used.entry(s.limit.clone()).or_default();
@@ -130,8 +138,10 @@ impl Sensing {
                 .insert(shard);
         }
         e.seen.shards = e.seen.shards.max(s.shards);
-        e.listed |= s.short || s.raised;
-        e.raised |= s.raised;
+        e.short |= s.short;
+        if s.raised {
+            e.raised.insert(s.limit.clone());
+        }
         e.earliest = e.earliest.clone().min(s.earliest.clone());
     }
 }
@@ -143,16 +153,25 @@ impl<S: Store> Aggregator<S> {
         deadline: Option<Instant>,
         outcome: &mut BatchOutcome,
     ) {
-        let Sensing { minutes, entities } = self.minutes(&plan.sensed, deadline, outcome).await;
+        let Sensing {
+            minutes,
+            mut entities,
+        } = self.minutes(&plan.sensed, deadline, outcome).await;
+        self.allocated(&mut entities, deadline, outcome).await;
         // Heaviest first: past the cap, the batch's lightest are left out.
-        let mut listed: Vec<_> = entities.into_iter().filter(|(_, e)| e.listed).collect();
+        let mut listed: Vec<_> = (entities.into_iter())
+            .filter(|(_, e)| e.short || e.allocated)
+            .collect();
         listed.sort_by_key(|(_, e)| std::cmp::Reverse(e.seen.used.values().sum::<i64>()));
+        // A newcomer's listing is a transaction on its minute's header: two
+        // in flight at once conflict (DynamoDB refuses the second), so this
+        // instance starts them one at a time.
+        let admitting = futures::lock::Mutex::new(());
+        let admitting = &admitting;
         let mut demand = futures::stream::iter(listed)
             .map(|(key, e)| async move {
-                (
-                    self.list(&key, &e.seen, e.raised, deadline).await,
-                    e.earliest,
-                )
+                let listed = self.list(&key, &e.seen, e.allocated, admitting, deadline);
+                (listed.await, e.earliest)
             })
             .buffer_unordered(self.settings.concurrency.max(1));
         while let Some((result, earliest)) = demand.next().await {
@@ -169,7 +188,8 @@ impl<S: Store> Aggregator<S> {
         drop(demand);
         let mut writes = futures::stream::iter(minutes)
             .map(|((namespace, resource, minute_ms), m)| async move {
-                let update = usage::add(&namespace, &resource, minute_ms, &m.used);
+                let update =
+                    usage::add_with_tail(&namespace, &resource, minute_ms, &m.used, &m.tail);
                 let result = self
                     .retrying(deadline, || self.store.update(&update, Returns::Nothing))
                     .await;
@@ -212,6 +232,48 @@ impl<S: Store> Aggregator<S> {
             {
                 Ok(_) => outcome.stats.canaries_sensed += indices.len(),
                 Err(e) => outcome.fail(&e, earliest),
+            }
+        }
+    }
+
+    /// Marks the entities whose raise the controller allocated: a stamp
+    /// record on a bucket is the client's to write, an allocation is not
+    /// (`{ns}/ADAPTIVE#` is outside the acquire policy). The allocations are
+    /// the repair's, up to a minute old, read again once per namespace and
+    /// batch when they lack a raise an image shows (one just made). An
+    /// entity whose allocations cannot be read is not listed, and its
+    /// records are redelivered.
+    async fn allocated(
+        &self,
+        entities: &mut BTreeMap<EntityKey, EntityUsage>,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
+        let mut read_again: BTreeSet<String> = BTreeSet::new();
+        for ((namespace, resource, _, entity), e) in entities.iter_mut() {
+            if e.raised.is_empty() {
+                continue;
+            }
+            let holds = |all: &[Allocated]| {
+                all.iter().any(|a| {
+                    a.entity == *entity && a.resource == *resource && e.raised.contains(&a.limit)
+                })
+            };
+            let mut read = self
+                .retrying(deadline, || self.allocations(namespace))
+                .await;
+            if read.as_ref().is_ok_and(|all| !holds(all)) && read_again.insert(namespace.clone()) {
+                self.forget_allocations(namespace);
+                read = self
+                    .retrying(deadline, || self.allocations(namespace))
+                    .await;
+            }
+            match read {
+                Ok(all) => e.allocated = holds(&all),
+                Err(err) => {
+                    e.short = false;
+                    outcome.fail(&err, e.earliest.clone());
+                }
             }
         }
     }
@@ -268,10 +330,15 @@ impl<S: Store> Aggregator<S> {
             let key = (ns.to_owned(), s.bucket.resource.clone(), s.minute_ms);
             let m = sensing.minutes.entry(key).or_insert_with(|| MinuteUsage {
                 used: BTreeMap::new(),
+                tail: BTreeMap::new(),
                 earliest: s.earliest.clone(),
             });
             let used = m.used.entry(s.limit.clone()).or_default();
             *used = used.saturating_add(s.amount);
+            if s.tail > 0 {
+                let tail = m.tail.entry(s.limit.clone()).or_default();
+                *tail = tail.saturating_add(s.tail);
+            }
             m.earliest = m.earliest.clone().min(s.earliest.clone());
         }
         for (_, (e, earliest)) in unread {
@@ -281,16 +348,17 @@ impl<S: Store> Aggregator<S> {
     }
 
     /// Adds an entity's part of the batch to the minute's demand: `false`
-    /// when the cap left it out. A raised entity is one write whether or not
-    /// it is listed yet, outside the cap: the allocations are bounded by the
-    /// listings they came from, and a raised entity must never be mistaken
-    /// for an idle one (it would ease down) nor take a newly saturated one's
-    /// place.
+    /// when the cap left it out. An entity raised by an allocation is one
+    /// write whether or not it is listed yet, outside the cap: the
+    /// allocations are bounded by the listings they came from, and a raised
+    /// entity must never be mistaken for an idle one (it would ease down)
+    /// nor take a newly saturated one's place.
     async fn list(
         &self,
         (namespace, resource, minute_ms, entity): &EntityKey,
         seen: &Seen,
         raised: bool,
+        admitting: &futures::lock::Mutex<()>,
         deadline: Option<Instant>,
     ) -> Result<Listed, StoreError> {
         let listing = Listing {
@@ -335,8 +403,13 @@ impl<S: Store> Aggregator<S> {
                 return Ok(Listed::LeftOutAgain);
             }
             // A minute's count never falls: once at the cap, it stays there.
+            let admit = listing.admit(seen);
             let full = known(&key(""))
-                || match super::retry::within(deadline, self.store.transact(&listing.admit(seen)))
+                || match self
+                    .retrying(deadline, || async {
+                        let _alone = admitting.lock().await;
+                        self.store.transact(&admit).await
+                    })
                     .await
                 {
                     Ok(()) => return Ok(Listed::Yes),

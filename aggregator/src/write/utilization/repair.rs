@@ -79,39 +79,62 @@ async fn through<K: std::hash::Hash + Eq, T, const N: usize>(
     Ok(value)
 }
 
+/// What the repair did with a batch's buckets, read after it ends or is
+/// stopped at the deadline: the buckets it never finished are counted.
+#[derive(Debug, Default)]
+pub(in crate::write) struct Repairs {
+    /// Buckets it finished with, whatever the outcome.
+    pub done: usize,
+    pub repaired: usize,
+    pub failed: usize,
+}
+
 impl<S: Store> Aggregator<S> {
-    /// Repairs the stamps of the batch's buckets; counted, never a failure.
-    /// At the deadline it stops: the buckets left are repaired when the
-    /// stream shows them again.
+    /// Repairs the stamps of the batch's buckets into `repairs`; counted,
+    /// never a failure. At the deadline it stops: the buckets left are
+    /// repaired when the stream shows them again.
     pub(in crate::write) async fn repair<R: AsRef<str>>(
         &self,
         records: &[R],
         plan: &BatchPlan,
         now_ms: i64,
         deadline: Option<Instant>,
-    ) -> (usize, usize) {
-        let (mut repaired, mut failed) = (0, 0);
-        for (done, bucket) in plan.buckets.iter().enumerate() {
+        repairs: &mut Repairs,
+    ) {
+        for bucket in &plan.buckets {
             if crate::write::retry::past(deadline) {
-                let left = plan.buckets.len() - done;
-                tracing::warn!(left, "adaptive repair stopped at the deadline");
-                break;
+                return;
             }
             let Some(text) = records.get(bucket.last_record) else {
+                repairs.done += 1;
                 continue;
             };
             match self
                 .repair_bucket(text.as_ref(), &bucket.pk, now_ms, deadline)
                 .await
             {
-                Ok(n) => repaired += n,
+                Ok(n) => repairs.repaired += n,
                 Err(e) => {
                     tracing::warn!(pk = %bucket.pk, error = %e, "adaptive repair failed");
-                    failed += 1;
+                    repairs.failed += 1;
                 }
             }
+            repairs.done += 1;
         }
-        (repaired, failed)
+    }
+
+    /// Whether a bucket the repair did not reach may have needed one: its
+    /// namespace's declaration, as the sensor last cached it, scales its
+    /// resource, or is not cached (counted: over, never under).
+    pub(in crate::write) fn may_need_repair(&self, pk: &str) -> bool {
+        let Ok(key) = BucketKey::parse(pk) else {
+            return false;
+        };
+        match lock(&self.declarations).get(&key.namespace) {
+            Some((_, None)) => false,
+            Some((_, Some(d))) => d.targets().iter().any(|(r, _, _)| *r == key.resource),
+            None => true,
+        }
     }
 
     async fn repair_bucket(
@@ -226,9 +249,17 @@ impl<S: Store> Aggregator<S> {
     }
 
     /// A namespace's raised entities, at most a minute old.
-    async fn allocations(&self, namespace: &str) -> Result<Arc<Vec<Allocated>>, StoreError> {
+    pub(super) async fn allocations(
+        &self,
+        namespace: &str,
+    ) -> Result<Arc<Vec<Allocated>>, StoreError> {
         let read = Allocated::read(&self.store, namespace, "", "");
         through(&self.repair.allocations, namespace.to_owned(), read).await
+    }
+
+    /// Drops a namespace's cached allocations: the next read is fresh.
+    pub(super) fn forget_allocations(&self, namespace: &str) {
+        lock(&self.repair.allocations).remove(namespace);
     }
 
     /// When the controller last ticked, at most a minute old.

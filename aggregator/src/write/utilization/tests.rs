@@ -397,6 +397,77 @@ async fn a_repair_past_the_deadline_waits_for_the_buckets_next_batch() {
     assert_eq!(outcome.stats.stamps_repaired, 1, "{:?}", outcome.stats);
 }
 
+/// `adaptive_table` with a second bucket, `f`'s, at base beside `e`'s: both
+/// records ask for a repair.
+async fn two_buckets_at_base() -> (MemoryStore, Vec<String>) {
+    let (store, mut records) = adaptive_table(ten_past() - 60_000, 10_000_000, 1_000_000).await;
+    store.insert(zae_test_support::adaptive::bucket(
+        "ns", "f", 10_000_000, 1_000_000,
+    ));
+    let f = records[0]
+        .replace("BUCKET#e#", "BUCKET#f#")
+        .replace("\"1000\"", "\"1001\"");
+    records.push(f);
+    (store, records)
+}
+
+/// The repair's transaction on `f`'s bucket takes ten seconds: a slow table.
+struct SlowRepairOfF;
+impl Faults for SlowRepairOfF {
+    fn delay(&self, call: &Call<'_>) -> Option<Duration> {
+        let Call::Transact(writes) = call else {
+            return None;
+        };
+        let on_f = writes.iter().any(
+            |w| matches!(w, zae_table::store::TxWrite::Update(u) if u.pk == "ns/BUCKET#f#r#0"),
+        );
+        on_f.then_some(Duration::from_secs(10))
+    }
+}
+
+/// A repair the deadline stops is counted in `repairs_failed`, as
+/// docs/security.md says, whether the deadline came before the repair
+/// started or part-way through it (a slow table, injected at the store
+/// seam: neither moto nor DynamoDB Local can be made slow on one call).
+/// Before, both were only a log line: `repairs_failed` stayed 0.
+#[tokio::test(start_paused = true)]
+async fn a_repair_the_deadline_stops_is_counted_as_failed() {
+    let (store, records) = two_buckets_at_base().await;
+    let agg = Aggregator::new(store, settings()).with_clock(ten_past);
+    let late = agg
+        .process(
+            &records,
+            "p",
+            MINUTE_S,
+            Some(tokio::time::Instant::now().into_std()),
+        )
+        .await;
+    assert_eq!(
+        (late.stats.stamps_repaired, late.stats.repairs_failed),
+        (0, 2),
+        "not started: both left"
+    );
+    let (store, records) = two_buckets_at_base().await;
+    let slow = Injected {
+        inner: store,
+        faults: SlowRepairOfF,
+    };
+    let agg = Aggregator::new(slow, settings()).with_clock(ten_past);
+    let started = tokio::time::Instant::now();
+    let deadline = started.into_std() + Duration::from_secs(3);
+    let cut = agg.process(&records, "p", MINUTE_S, Some(deadline)).await;
+    assert!(
+        started.elapsed() <= Duration::from_secs(3),
+        "answered in time"
+    );
+    assert_eq!(
+        (cut.stats.stamps_repaired, cut.stats.repairs_failed),
+        (1, 1),
+        "e repaired, f stopped at the deadline: {:?}",
+        cut.stats
+    );
+}
+
 #[tokio::test]
 async fn with_the_controller_stopped_five_minutes_a_bucket_seen_goes_back_to_base() {
     let stopped = ten_past() - repair::STOPPED_AFTER_MS - 1;
@@ -579,13 +650,20 @@ async fn past_the_cap_an_entity_is_counted_once_and_costs_one_call_a_batch() {
     assert!(d.entities.is_empty() && d.overflow == 2, "{d:?}");
 }
 
-/// A raised entity is listed whenever it is used, outside the cap, and
+/// A raised entity (an allocation of the controller's behind its stamp)
+/// is listed whenever it is used, outside the cap, and
 /// takes no newcomer's place: an earlier version left it out past the cap,
 /// and the controller then held every unlisted raise, idle or deleted ones
 /// included, for as long as the resource overflowed.
 #[tokio::test]
 async fn past_the_cap_a_raised_entity_is_listed_all_the_same() {
-    let agg = Aggregator::new(full_demand_table(), settings());
+    let table = full_demand_table();
+    let allocation = zae_test_support::adaptive::raised("raised", 7, 2);
+    table
+        .update(&allocation.write("ns"), Returns::Nothing)
+        .await
+        .unwrap();
+    let agg = Aggregator::new(table, settings());
     let records = [raised_admitted(0, "raised", (0, 100), 5_000)];
     let outcome = agg.process(&records, "p", MINUTE_S, None).await;
     assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
@@ -609,6 +687,84 @@ async fn past_the_cap_a_raised_entity_is_listed_all_the_same() {
         Some(zae_table::adaptive::demand::ENTITIES_KEPT),
         "no slot taken"
     );
+}
+
+/// A record of `entity`'s bucket at `at_s`, 100 admitted and nothing left
+/// (short), its image carrying a 7x stamp record the client wrote itself:
+/// the acquire policy lets it write any attribute of its own bucket, the
+/// controller's `ad_g`/`ad_ra`/`ad_pre` included.
+fn forged(n: usize, entity: &str, at_s: i64) -> String {
+    let mut record: Value = serde_json::from_str(&raised_admitted(n, entity, (0, 100), 0)).unwrap();
+    record["dynamodb"]["ApproximateCreationDateTime"] = json!(at_s);
+    for image in ["NewImage", "OldImage"] {
+        record["dynamodb"][image]["rf"] = json!({"N": (at_s * 1000).to_string()});
+    }
+    record.to_string()
+}
+
+/// The controller's tick at `now_ms`, its canaries sensed (one shard).
+async fn control_tick(store: &MemoryStore, now_ms: i64) {
+    let indices: Vec<u32> = (0..4).collect();
+    store
+        .update(&canary::sense(now_ms, &indices), Returns::Nothing)
+        .await
+        .unwrap();
+    let controller = crate::control::Controller {
+        store,
+        shards: &crate::control::shards::Fixed(1),
+        stop_at: None,
+        wait: None,
+    };
+    let tick = controller.tick_all(now_ms).await.unwrap();
+    assert!(tick.failed.is_empty(), "{tick:?}");
+}
+
+/// A client forges the controller's stamp record on the buckets of many
+/// entities, none of which the controller raised, in a minute whose listing
+/// is full. Before, "raised" was read from those fields alone: every forged
+/// entity was listed outside the cap (the listing grew past it), as
+/// saturated, and the next tick drew each an allocation of spare capacity.
+/// "Raised" now needs an allocation the controller wrote: the forged
+/// entities meet the cap like any other, and nothing is allocated.
+#[tokio::test]
+async fn a_forged_stamp_record_neither_grows_the_listing_nor_draws_an_allocation() {
+    let store = zae_test_support::adaptive::table("ns", 5);
+    zae_test_support::adaptive::share_by_demand(&store, "ns").await;
+    let minute_ms = |m: i64| MINUTE_S * 1000 + m * 60_000;
+    // The target's minutes begin: tick `m` then evaluates minute `m - 1`.
+    for m in 0..3 {
+        control_tick(&store, minute_ms(m) + 5_000).await;
+    }
+    let mut full = Item::new();
+    full.insert("PK".into(), Attr::s(keys::pk_adaptive("ns")));
+    let header = keys::sk_adaptive_demand(minute_ms(3), "r", "");
+    full.insert("SK".into(), Attr::s(&header));
+    let cap = zae_table::adaptive::demand::ENTITIES_KEPT;
+    full.insert(zae_table::adaptive::demand::COUNT.into(), Attr::n(cap));
+    store.insert(full);
+    let records: Vec<String> = (0..5)
+        .map(|i| forged(i, &format!("e{i}"), MINUTE_S + 181 + i as i64))
+        .collect();
+    let agg = Aggregator::new(store, settings());
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    let store = agg.store();
+    let listed = store
+        .items()
+        .into_iter()
+        .filter(|i| {
+            i.get("SK")
+                .and_then(Attr::as_s)
+                .is_some_and(|sk| sk.starts_with(&header) && sk.len() > header.len())
+        })
+        .count();
+    assert_eq!(listed, 0, "the listing grew past its cap of {cap}");
+    assert_eq!(outcome.stats.demand_overflow, 5, "{:?}", outcome.stats);
+    control_tick(store, minute_ms(4) + 5_000).await;
+    let allocated = zae_table::adaptive::allocation::Allocated::read(store, "ns", "r", "tpm")
+        .await
+        .unwrap();
+    assert!(allocated.is_empty(), "allocations drawn: {allocated:?}");
 }
 
 /// `adaptive_table`, shared by demand, with `e` raised to 7x.

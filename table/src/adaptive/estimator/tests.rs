@@ -19,6 +19,7 @@ fn obs(utilization: f64, factor: f64, mixed: bool) -> Observation {
         utilization,
         factor,
         mixed,
+        tail: None,
     }
 }
 
@@ -107,6 +108,42 @@ fn a_surge_is_cut_at_once_and_idle_goes_to_the_maximum() {
     assert_eq!(e.reason, Reason::Surge);
     assert_eq!(run(|_| 0.0, law, 1), vec![10.0]);
     assert_eq!(run(|_| 1.5, law, 1), vec![1.0]);
+}
+
+/// A surge that began 20 s before the minute's end: the whole minute reads
+/// 0.83 (below the surge line: a jump, cut only to `t / 0.83` before), its
+/// last third 1.9. The last third cuts to base at once, in a clean minute
+/// and in a mixed one; a last third within the noise moves nothing by
+/// itself, nor does one at base.
+#[test]
+fn a_surge_in_a_minutes_last_third_is_cut_at_once() {
+    let law = Law::full(10.0);
+    let at_five = || {
+        let mut e = Estimator::default();
+        e.observe(obs(0.2, 1.0, false), law);
+        e.observe(obs(0.2, e.factor, false), law);
+        assert!(close(e.factor, 5.0, 0.01));
+        e
+    };
+    let tail = |u: f64, f: f64, mixed: bool, tail: f64| Observation {
+        tail: Some(tail),
+        ..obs(u, f, mixed)
+    };
+    let mut e = at_five();
+    assert_eq!(
+        e.observe(tail(0.83, 5.0, false, 1.9), law),
+        Decision::Move(1.0)
+    );
+    assert_eq!(e.reason, Reason::Surge);
+    let mut e = at_five();
+    assert_eq!(
+        e.observe(tail(0.83, 4.0, true, 1.9), law),
+        Decision::Move(1.0)
+    );
+    let mut e = at_five();
+    assert_eq!(e.observe(tail(0.2, 5.0, false, 0.21), law), Decision::Hold);
+    let mut e = Estimator::default();
+    assert_eq!(e.observe(tail(1.5, 1.0, false, 1.9), law), Decision::Hold);
 }
 
 #[test]
