@@ -9,7 +9,9 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zae_client::{Error, Options, RateLimiter};
-use zae_test_support::harness::{TempDir, moto, repo_root, run_json, unique_table};
+use zae_test_support::harness::{
+    TempDir, endpoint, repo_root, run_json, run_json_at, unique_table,
+};
 
 /// `rpm` 40 a day, hard: the refill during the run is a few millitokens.
 /// `tpm` 100 a day, soft. The entity and resource `client.py read` reads.
@@ -22,7 +24,7 @@ async fn limiter(table: &str) -> RateLimiter {
     let credentials =
         aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "moto");
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(moto())
+        .endpoint_url(endpoint())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(credentials)
         .load()
@@ -92,6 +94,8 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
     );
     let limiter = limiter(&table).await;
     let py_table = table.clone();
+    // The backend is the test thread's: the Python load's thread is told it.
+    let at = endpoint();
     let python = std::thread::spawn(move || {
         let requests = REQUESTS.to_string();
         let args = [
@@ -108,7 +112,7 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
             "--concurrency",
             "4",
         ];
-        run_json("client_load.py", &args)
+        run_json_at(at, "client_load.py", &args)
     });
     let (rust_admitted, rust_rejected) = rust_load(limiter, REQUESTS, 4).await;
     let python = python.join().expect("the Python load");
@@ -126,7 +130,7 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
     );
 
     let dir = TempDir::new("side-by-side");
-    poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    poll(&table, &dir.file("checkpoint.json"), endpoint(), &[], &[]);
     let read = run_json("client.py", &["read", "--table", &table]);
     let bucket = &read["entities"][ENTITY]["buckets"];
     assert_eq!(bucket["rpm"]["consumed_milli"], admitted * 1000, "{bucket}");
@@ -145,3 +149,7 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
         "the snapshots count both clients"
     );
 }
+
+zae_test_support::also_on_dynamodb_local!(
+    python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapshots_count_both
+);

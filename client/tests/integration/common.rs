@@ -8,13 +8,13 @@
 use serde_json::{Value, json};
 use std::sync::Arc;
 use zae_client::{DynamoStore, Error, Lease, ManualClock, Options, RateLimitExceeded, RateLimiter};
-use zae_test_support::harness::{moto, run_json};
+use zae_test_support::harness::{endpoint, run_json};
 
 pub async fn sdk() -> aws_config::SdkConfig {
     let credentials =
         aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "moto");
     aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(moto())
+        .endpoint_url(endpoint())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(credentials)
         .load()
