@@ -911,7 +911,10 @@ fn a_poll_resumes_from_its_checkpoint_and_from_a_sequence_number() {
 }
 
 // The scenarios that need only DynamoDB and Streams, on AWS's DynamoDB
-// Local too (the archive's needs S3, which DynamoDB Local lacks).
+// Local too. Not the archive's (S3, which DynamoDB Local lacks), nor the
+// refill's: DynamoDB Local rounds `ApproximateCreationDateTime` down to the
+// minute (2.6.1 and 3.3.1; the service to the second, moto keeps the
+// milliseconds), and a refill credits time only up to its record's own.
 zae_test_support::also_on_dynamodb_local!(
     snapshots_overdraw_counters_and_audit_events_match_the_real_clients_traffic,
     replaying_the_whole_stream_with_a_fresh_checkpoint_changes_no_total,
@@ -920,7 +923,6 @@ zae_test_support::also_on_dynamodb_local!(
     writes_that_exhaust_their_retries_are_redelivered_as_batch_item_failures_and_nothing_is_lost,
     agrees_with_the_reference_aggregator_except_for_the_documented_fixes,
     a_limit_named_like_a_snapshot_attribute_loses_only_its_own_counter,
-    a_refill_is_what_the_real_clients_next_fast_path_spends,
     a_hot_bucket_doubles_and_its_new_shard_is_funded_from_the_old_one,
     a_shard_count_a_client_writes_out_of_range_stalls_nothing,
     a_bucket_copied_under_a_1100_character_entity_id_stalls_nothing,
