@@ -83,6 +83,22 @@ fn daily(read: &Value, field: &str) -> (i64, i64) {
     sum
 }
 
+/// Waits until `path` exists, or fails if `load` ends (or a minute passes) first.
+fn wait_for_file<T>(path: &std::path::Path, load: &std::thread::JoinHandle<T>) {
+    let start = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            !load.is_finished(),
+            "the Python load ended before it was ready"
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the Python load was not ready within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapshots_count_both() {
     let table = unique_table("side-by-side");
@@ -96,6 +112,9 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
     let py_table = table.clone();
     // The backend is the test thread's: the Python load's thread is told it.
     let at = endpoint();
+    let dir = TempDir::new(&table);
+    let ready = dir.file("python-ready");
+    let py_ready = ready.to_string_lossy().into_owned();
     let python = std::thread::spawn(move || {
         let requests = REQUESTS.to_string();
         let args = [
@@ -111,9 +130,15 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
             &requests,
             "--concurrency",
             "4",
+            "--ready-file",
+            &py_ready,
         ];
         run_json_at(at, "client_load.py", &args)
     });
+    // Both loads start together: the Python client's start-up (its process,
+    // its namespace read) would otherwise let a fast backend serve all 40
+    // tokens to the Rust tasks first (seen on DynamoDB Local 3.3.1).
+    wait_for_file(&ready, &python);
     let (rust_admitted, rust_rejected) = rust_load(limiter, REQUESTS, 4).await;
     let python = python.join().expect("the Python load");
     assert_eq!(python["errors"], 0, "{python}");
@@ -129,7 +154,6 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
         "python {py_admitted}, rust {rust_admitted}"
     );
 
-    let dir = TempDir::new("side-by-side");
     poll(&table, &dir.file("checkpoint.json"), endpoint(), &[], &[]);
     let read = run_json("client.py", &["read", "--table", &table]);
     let bucket = &read["entities"][ENTITY]["buckets"];
