@@ -80,8 +80,8 @@ pub fn moto() -> &'static str {
 }
 
 /// Where an end-to-end test's DynamoDB and Streams run. moto also serves S3,
-/// CloudWatch, Lambda and IAM; DynamoDB Local is AWS's own emulator, with the
-/// service's validation (docs/testing.md#backends).
+/// CloudFormation and Lambda's API; DynamoDB Local is AWS's own emulator,
+/// with the service's validation (docs/testing.md#backends).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Moto,
@@ -111,7 +111,8 @@ thread_local! {
 
 /// Runs `test` with `backend` as this thread's backend: `endpoint()`,
 /// `run_json` and `Lambda::start` then reach it. Each test runs on a thread
-/// of its own, so a test's backend is its own.
+/// of its own, so a test's backend is its own; a thread the test spawns
+/// starts on moto (hand it `endpoint()` and use `run_json_at`).
 pub fn with_backend<R>(backend: Backend, test: impl FnOnce() -> R) -> R {
     let before = BACKEND.with(|b| b.replace(backend));
     struct Restore(Backend);
