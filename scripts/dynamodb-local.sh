@@ -7,8 +7,9 @@
 #                                  100 MB and 30 s the first time, then nothing)
 #   dynamodb-local.sh dir VERSION  print the directory of 2.6 or 3 (installing it)
 #   dynamodb-local.sh run VERSION [PORT]
-#                                  serve it in the foreground on 127.0.0.1:PORT
-#                                  (default 8000), in memory, -sharedDb
+#                                  serve it in the foreground on PORT
+#                                  (default 8000; it listens on every interface),
+#                                  in memory, -sharedDb
 #
 # Sourced (scripts/test.sh, scripts/demo.sh): `start_dynamodb_local VERSION`
 # starts one on a free loopback port, exports its endpoint
@@ -80,6 +81,6 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     run)
       dir="$(ddbl_dir "${2:?VERSION: 2.6 or 3}")"
       exec "$ddbl_root/.venv/bin/python" "$ddbl_root/tests/harness/dynamodb_local.py" "${3:-8000}" "$dir" ;;
-    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 64 ;;
+    *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 64 ;;
   esac
 fi
