@@ -12,14 +12,17 @@ default   fmt; clippy (-D warnings) on every workspace target the tests
           build, in the same compilation as the test build; the template
           and migration checks; the link check of README.md and docs/; every unit, property and model test; the
           end-to-end tests with the real zae-limiter 0.17.0 client on moto
-          that are not bound by the wall clock. Three tests at a time
+          that are not bound by the wall clock, and a subset of them on
+          AWS's DynamoDB Local 2.6 (docs/testing.md#backends; Java 17 and
+          npm needed: scripts/dynamodb-local.sh). Three tests at a time
           (cargo nextest). Measured on 2 cores from a clean clone:
           7 to 12 min cold (machines of this kind differ), about 3 min
           after a one-line change in table/.
 --full    CI's gate (.ci/run): the default, then the authoritative
           `cargo clippy --workspace --all-targets --all-features`, clippy
-          on the aggregator's Lambda feature set, the tests bound by the
-          wall clock (one at a time, on a moto of their own), then the
+          on the aggregator's Lambda feature set, every end-to-end test
+          that needs only DynamoDB on DynamoDB Local 2.6 and 3.x, the tests
+          bound by the wall clock (one at a time, on a moto of their own), then the
           deploy build as docs/deploy.md gives it: `sam validate --lint`
           and `sam build` (cargo lambda, Zig's cross-build, release; into
           .aws-sam/build/), and what sam built run under `cargo lambda
@@ -67,6 +70,7 @@ phase "in the background: Python venv (moto, the zae-limiter 0.17.0 client, cfn-
 export ZAE_TEST_PYTHON="$ROOT/.venv/bin/python"
 (
   "$ROOT/scripts/setup-venv.sh"
+  "$ROOT/scripts/dynamodb-local.sh" install
   "$ZAE_TEST_PYTHON" "$ROOT/tests/template/check_template.py"
   "$ZAE_TEST_PYTHON" "$ROOT/tests/template/check_migration.py"
   "$ZAE_TEST_PYTHON" "$ROOT/tests/docs/check_links.py"
@@ -94,7 +98,11 @@ cat "$ROOT/.work/python-side.log"
 
 . "$ROOT/scripts/moto.sh"
 start_py_runner
-phase "unit, property, model and moto end-to-end tests" "2 to 4 min; three at a time; nextest prints each test as it ends"
+# DynamoDB Local 2.6 for the default tier's subset; 3.x too in the full tier.
+. "$ROOT/scripts/dynamodb-local.sh"
+trap 'stop_py_runner; stop_moto; stop_dynamodb_local' EXIT
+start_dynamodb_local 2.6
+phase "unit, property, model and end-to-end tests (moto; a subset on DynamoDB Local 2.6)" "2 to 4 min; three at a time; nextest prints each test as it ends"
 cargo nextest run "${test_build_flags[@]}" "${run_args[@]}" "${nextest_args[@]}"
 
 if [ "$full" = 0 ]; then
@@ -111,6 +119,10 @@ phase "cargo clippy --workspace --all-targets --all-features, then the aggregato
   cargo clippy --workspace --all-targets --all-features -- -D warnings
   cargo clippy -p zae-aggregator --bins -- -D warnings
 )
+
+start_dynamodb_local 3
+phase "the rest of the end-to-end tests on DynamoDB Local 2.6, and all of them on 3.x" "about 4 min; three at a time"
+cargo nextest run "${test_build_flags[@]}" --profile dynamodb-local "${run_args[@]}" "${nextest_args[@]}"
 
 restart_moto
 phase "the tests bound by the wall clock, one at a time on a fresh moto" "about 6 min, the longest a 3.5-minute adaptive run"

@@ -40,7 +40,7 @@ fn setup(name: &str) -> String {
 fn zae_limits(args: &[&str]) -> Output {
     let mut cmd = Command::new(ZAE_LIMITS);
     cmd.args(args);
-    aws_env(&mut cmd, moto());
+    aws_env(&mut cmd, endpoint());
     cmd.output().expect("run zae-limits")
 }
 
@@ -821,7 +821,7 @@ fn features_the_tables_lambdas_cannot_read_are_refused_before_any_write() {
 fn store(table: &str) -> zae_table::sdk::DynamoStore {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-        .endpoint_url(moto())
+        .endpoint_url(endpoint())
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
             "test", "test", None, None, "test",
@@ -1240,9 +1240,9 @@ fn python_cli(table: &str, lambda: &Lambda, command: &str, manifest: &std::path:
     let mut cmd = Command::new(python().parent().unwrap().join("zae-limiter"));
     cmd.args(["limits", command, "--name", table, "--file"])
         .arg(manifest);
-    aws_env(&mut cmd, moto());
+    aws_env(&mut cmd, endpoint());
     cmd.env_remove("AWS_ENDPOINT_URL")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", moto())
+        .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint())
         .env("AWS_ENDPOINT_URL_LAMBDA", &lambda.url);
     cmd.output().expect("run zae-limiter")
 }
@@ -1753,11 +1753,11 @@ fn zae_limits_exit_codes_flags_and_errors() {
         "-n",
         &table,
         "--endpoint-url",
-        moto(),
+        endpoint(),
         "--region",
         "us-east-1",
     ]);
-    aws_env(&mut cmd, moto());
+    aws_env(&mut cmd, endpoint());
     cmd.env_remove("AWS_ENDPOINT_URL")
         .env_remove("AWS_REGION")
         .env_remove("AWS_DEFAULT_REGION");
@@ -2048,3 +2048,17 @@ fn the_rollback_of_a_failed_create_leaves_the_clis_overlapping_levels() {
     let read = read_levels(&table, "default", &["resource:claude"]);
     assert_eq!(read["levels"]["resource:claude"]["limits"], json!([]));
 }
+// The applies that need only DynamoDB (the CLI, and the Lambda under the
+// local Runtime API shim), on AWS's DynamoDB Local too.
+zae_test_support::also_on_dynamodb_local!(
+    a_manifest_reads_back_through_the_client_and_governs_its_acquires,
+    config_items_are_the_ones_the_client_writes_and_a_plan_over_them_is_empty,
+    every_validation_rule_names_its_path_and_writes_nothing,
+    changes_reach_buckets_that_already_exist,
+    a_large_apply_finds_buckets_with_one_sweep_and_misses_none,
+    features_the_tables_lambdas_cannot_read_are_refused_before_any_write,
+    a_stack_creates_restamps_and_deletes_its_levels,
+    a_failed_create_and_its_rollback_leave_the_namespace_alone,
+    zae_limits_creates_the_namespace_of_a_table_nobody_opened_only_when_asked,
+    the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_updating_lambdas,
+);

@@ -43,10 +43,28 @@ async def open_repo(table: str) -> Repository:
 
 
 async def create(table: str) -> None:
-    """The table as the library defines it, nothing in it."""
+    """The table as the library defines it, and its version record."""
     raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
     await raw.create_table()
+    await stamp_version_record(raw)
     await raw.close()
+
+
+async def stamp_version_record(raw: Repository) -> None:
+    """The version record as a deployed stack leaves it: Lambdas at 0.17.0.
+
+    The client writes it on its first open, stamping `lambda_version` only
+    when it can see that the stack has no Lambda older than itself. moto
+    answers its Lambda probe ("no such function"), so the stamp is 0.17.0;
+    DynamoDB Local has no Lambda API, the probe cannot tell, and the client
+    then refuses soft limits. A real table gets the stamp from its stack
+    (TableInit); here the same record is written on every backend, through
+    the client's own writer (conditional: an existing record is kept).
+    """
+    from zae_limiter import __version__
+
+    raw._deployed_lambda_version = __version__
+    await raw._initialize_version_record()
 
 
 async def setup(table: str) -> dict:

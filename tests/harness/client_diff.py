@@ -48,6 +48,7 @@ import sys
 
 import boto3
 from botocore.exceptions import ClientError
+from client import stamp_version_record
 from zae_limiter import Limit, OnUnavailable, RateLimiter, RateLimitExceeded, Repository
 from zae_limiter.exceptions import (
     PermissionDenied,
@@ -380,6 +381,7 @@ def buckets(table: str, ns: str) -> list:
 async def prepare(table: str, spec: dict) -> dict:
     raw = Repository(table, region=region(), endpoint_url=endpoint(), _skip_deprecation_warning=True)
     await raw.create_table()
+    await stamp_version_record(raw)
     await raw.close()
     dynamodb().update_time_to_live(
         TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"}

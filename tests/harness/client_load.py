@@ -4,6 +4,10 @@ of the side-by-side test and of the client benchmark, the same scenario as
 
     client_load.py --table T [-N NAMESPACE] --entity E --resource R
                    --consume tpm=10,rpm=1 --requests N --concurrency C [--entities K]
+                   [--ready-file PATH]
+
+With --ready-file, PATH is created once the namespace is open, just before
+the first request: a caller that starts its own load then starts beside it.
 
 Prints {"admitted", "rejected", "errors", "p50_ms", "p99_ms", "wall_s", "cpu_s"};
 cpu_s is this process's user + system CPU time over the run. Endpoint and
@@ -67,6 +71,8 @@ async def main(args) -> dict:
                 counts["errors"] += 1
             latencies.append((time.perf_counter() - start) * 1000)
 
+    if args.ready_file:
+        open(args.ready_file, "w").close()
     cpu0, wall0 = cpu_seconds(), time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(args.concurrency)))
     wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
@@ -86,6 +92,7 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, required=True)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--entities", type=int, default=0)
+    parser.add_argument("--ready-file")
     args = parser.parse_args()
     if args.requests < 0 or args.concurrency < 1 or args.entities < 0:
         raise SystemExit("--requests >= 0, --concurrency >= 1, --entities >= 0")

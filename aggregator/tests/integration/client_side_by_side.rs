@@ -9,7 +9,9 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zae_client::{Error, Options, RateLimiter};
-use zae_test_support::harness::{TempDir, moto, repo_root, run_json, unique_table};
+use zae_test_support::harness::{
+    TempDir, endpoint, repo_root, run_json, run_json_at, unique_table,
+};
 
 /// `rpm` 40 a day, hard: the refill during the run is a few millitokens.
 /// `tpm` 100 a day, soft. The entity and resource `client.py read` reads.
@@ -22,7 +24,7 @@ async fn limiter(table: &str) -> RateLimiter {
     let credentials =
         aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "moto");
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(moto())
+        .endpoint_url(endpoint())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(credentials)
         .load()
@@ -81,6 +83,22 @@ fn daily(read: &Value, field: &str) -> (i64, i64) {
     sum
 }
 
+/// Waits until `path` exists, or fails if `load` ends (or a minute passes) first.
+fn wait_for_file<T>(path: &std::path::Path, load: &std::thread::JoinHandle<T>) {
+    let start = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            !load.is_finished(),
+            "the Python load ended before it was ready"
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the Python load was not ready within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapshots_count_both() {
     let table = unique_table("side-by-side");
@@ -92,6 +110,11 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
     );
     let limiter = limiter(&table).await;
     let py_table = table.clone();
+    // The backend is the test thread's: the Python load's thread is told it.
+    let at = endpoint();
+    let dir = TempDir::new(&table);
+    let ready = dir.file("python-ready");
+    let py_ready = ready.to_string_lossy().into_owned();
     let python = std::thread::spawn(move || {
         let requests = REQUESTS.to_string();
         let args = [
@@ -107,9 +130,15 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
             &requests,
             "--concurrency",
             "4",
+            "--ready-file",
+            &py_ready,
         ];
-        run_json("client_load.py", &args)
+        run_json_at(at, "client_load.py", &args)
     });
+    // Both loads start together: the Python client's start-up (its process,
+    // its namespace read) would otherwise let a fast backend serve all 40
+    // tokens to the Rust tasks first (seen on DynamoDB Local 3.3.1).
+    wait_for_file(&ready, &python);
     let (rust_admitted, rust_rejected) = rust_load(limiter, REQUESTS, 4).await;
     let python = python.join().expect("the Python load");
     assert_eq!(python["errors"], 0, "{python}");
@@ -125,8 +154,7 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
         "python {py_admitted}, rust {rust_admitted}"
     );
 
-    let dir = TempDir::new("side-by-side");
-    poll(&table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    poll(&table, &dir.file("checkpoint.json"), endpoint(), &[], &[]);
     let read = run_json("client.py", &["read", "--table", &table]);
     let bucket = &read["entities"][ENTITY]["buckets"];
     assert_eq!(bucket["rpm"]["consumed_milli"], admitted * 1000, "{bucket}");
@@ -145,3 +173,7 @@ async fn python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapsho
         "the snapshots count both clients"
     );
 }
+
+zae_test_support::also_on_dynamodb_local!(
+    python_and_rust_clients_on_one_bucket_stay_within_the_limit_and_snapshots_count_both
+);

@@ -19,7 +19,7 @@ fn store(table: &str) -> (tokio::runtime::Runtime, zae_table::sdk::DynamoStore) 
         .unwrap();
     let config = runtime.block_on(
         aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .endpoint_url(moto())
+            .endpoint_url(endpoint())
             .region(aws_config::Region::new("us-east-1"))
             .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
                 "test", "test", None, None, "test",
@@ -75,7 +75,7 @@ fn sensed_on_gpt4(
         .block_on(store.put(&declaration.to_item(namespace), None))
         .unwrap();
     let dir = TempDir::new(table);
-    let polled = poll(table, &dir.file("checkpoint.json"), moto(), &[], &[]);
+    let polled = poll(table, &dir.file("checkpoint.json"), endpoint(), &[], &[]);
     let mut sensed = BTreeMap::new();
     for minute in usage_minutes(&runtime, &store, namespace) {
         for (limit, used) in minute.used {
@@ -107,7 +107,7 @@ fn the_sensor_counts_each_request_of_a_three_level_cascade_once() {
 /// retired it.
 fn sensed_tick(table: &str, checkpoint: &Path, now_ms: i64) -> Value {
     let first = control(table, now_ms);
-    poll(table, checkpoint, moto(), &[], &[]);
+    poll(table, checkpoint, endpoint(), &[], &[]);
     let second = control(table, now_ms);
     match first_target(&second) {
         Value::Null => first_target(&first),
@@ -139,7 +139,7 @@ fn control(table: &str, now_ms: i64) -> Value {
         "--now",
         &now_ms.to_string(),
     ]);
-    aws_env(&mut cmd, moto());
+    aws_env(&mut cmd, endpoint());
     control_report_of(cmd.output().expect("run the aggregator"))
 }
 
@@ -414,7 +414,7 @@ fn a_callers_own_limits_on_an_adaptive_resource_are_never_scaled() {
             &[args, &["--table", raised.table.as_str()]].concat(),
         );
     }
-    let polled = poll(&raised.table, &raised.checkpoint, moto(), &[], &[]);
+    let polled = poll(&raised.table, &raised.checkpoint, endpoint(), &[], &[]);
     assert!(
         polled.summary["records_passed_filter"].as_u64() >= Some(2),
         "{}",
@@ -483,7 +483,7 @@ fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
     let started = now();
     let invoked = std::thread::spawn(move || lambda.invoke("aggregator", &scheduled));
     while !invoked.is_finished() {
-        poll(&table, &checkpoint, moto(), &[], &[]);
+        poll(&table, &checkpoint, endpoint(), &[], &[]);
     }
     let waited = invoked.join().unwrap()["ticks"].clone();
     let ended = now();
@@ -508,7 +508,7 @@ fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
     );
     assert_eq!(surge["one_minute"], true, "{surge}");
     let m = surge["minute_ms"].as_i64().unwrap();
-    poll(&table, &checkpoint, moto(), &[], &[]);
+    poll(&table, &checkpoint, endpoint(), &[], &[]);
     let pk = keys::pk_adaptive(&ns);
     let item = runtime
         .block_on(store.get(&pk, &keys::sk_adaptive_usage(m, "gpt-4"), true))
@@ -547,7 +547,7 @@ fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
     let factors: Vec<f64> = stalled.iter().map(|t| factor(&first_target(t))).collect();
     assert_eq!(factors, [up, up, 1.0], "{stalled:?}");
     assert_eq!(ra(), 100_000);
-    poll(&table, &checkpoint, moto(), &[], &[]);
+    poll(&table, &checkpoint, endpoint(), &[], &[]);
     let seen = control(&table, at + 3 * MINUTE_MS + 1_000);
     assert_eq!(seen["blind"], false, "{seen}");
 }
@@ -558,7 +558,7 @@ fn the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind() {
 fn the_table_and_the_endpoint_come_from_the_flags() {
     let (table, _) = client_table("flags");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_aggregator"));
-    cmd.args(["control", "-n", &table, "--endpoint-url", moto()])
+    cmd.args(["control", "-n", &table, "--endpoint-url", endpoint()])
         .args(["--region", "us-east-1", "--once", "--now", "60000"]);
     aws_env(&mut cmd, "http://127.0.0.1:1");
     cmd.env_remove("AWS_REGION")
@@ -652,7 +652,7 @@ fn a_stamp_follows_its_capacity_at(level: &str) {
         &[&args[..], &["--capacity", "3000", "--rate", "300"]].concat(),
     );
     run_json("adaptive.py", &["touch", "--table", &table]);
-    poll(&table, &checkpoint, moto(), &[], &[]);
+    poll(&table, &checkpoint, endpoint(), &[], &[]);
     let expected = if level == "entity" {
         1_500_000
     } else {
@@ -677,3 +677,15 @@ fn a_stamp_follows_an_entity_capacity_moved_by_apply_or_the_client() {
 }
 
 mod realtime;
+
+// The controller's scenarios need only DynamoDB and Streams (the scheduled
+// tick's Lambda is the local Runtime API shim): on DynamoDB Local too.
+zae_test_support::also_on_dynamodb_local!(
+    the_sensor_counts_each_request_of_a_three_level_cascade_once,
+    the_controller_scales_the_real_clients_bucket_and_returns_it_to_base,
+    a_callers_own_limits_on_an_adaptive_resource_are_never_scaled,
+    the_controller_raises_an_idle_resource_and_cuts_on_a_surge_and_when_blind,
+    the_table_and_the_endpoint_come_from_the_flags,
+    a_childs_limit_its_parent_does_not_track_is_sensed_once,
+    a_stamp_follows_a_resource_capacity_moved_by_apply_or_the_client,
+);

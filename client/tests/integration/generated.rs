@@ -96,3 +96,8 @@ proptest! {
         prop_assert!(difference.is_none(), "{}\nspec: {}", difference.unwrap_or_default(), spec);
     }
 }
+
+// The same generated sequences on AWS's DynamoDB Local too (full tier).
+zae_test_support::also_on_dynamodb_local!(
+    generated_sequences_leave_the_same_buckets_and_answers_as_the_python_client
+);
