@@ -1321,3 +1321,112 @@ async fn a_refusal_names_the_namespace_and_the_manifests_problems_at_once() {
     );
     answered(&refused, "FAILED", "Resources.gpt-4.Limits.rpm.Capacity");
 }
+
+/// Writes another apply's `#PROVISIONER` record (and the config it wrote
+/// with it) the instant before this apply's first write of the record,
+/// after this apply read it: moto cannot interleave there, so the store
+/// seam does.
+#[derive(Clone)]
+struct RecordWrittenMeanwhile {
+    store: Memory,
+    items: Vec<Item>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Faults for RecordWrittenMeanwhile {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let record = matches!(call, Call::Put(item)
+            if item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER)));
+        if record && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            for item in &self.items {
+                self.store.insert(item.clone());
+            }
+        }
+        None
+    }
+}
+
+/// `CLI_LEVELS` with `gpt-7` added.
+fn with_gpt7() -> String {
+    format!("{CLI_LEVELS}  gpt-7: {{limits: {{rpm: {{capacity: 7}}}}}}\n")
+}
+
+/// What a CLI apply of [`with_gpt7`] writes over `CLI_LEVELS`: its record
+/// and `gpt-7`'s config item, made on a store of their own.
+async fn cli_record_with_gpt7() -> Vec<Item> {
+    let other = seeded();
+    cli_apply(&other, CLI_LEVELS).await;
+    cli_apply(&other, &with_gpt7()).await;
+    vec![
+        other
+            .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+            .expect("the CLI's record"),
+        other
+            .item(&keys::pk_resource(NS, "gpt-7"), keys::SK_CONFIG)
+            .expect("gpt-7"),
+    ]
+}
+
+fn injected_record(store: &Memory, items: Vec<Item>) -> Injected<Memory, RecordWrittenMeanwhile> {
+    Injected {
+        inner: store.clone(),
+        faults: RecordWrittenMeanwhile {
+            store: store.clone(),
+            items,
+            done: Arc::default(),
+        },
+    }
+}
+
+/// Review of issue 40, item 10: a stack's claim is conditional on the
+/// record as it read it, not only on its owner. A CLI apply that records
+/// `gpt-7` between the stack's read and its claim made the claim overwrite
+/// it: `gpt-7` dropped out of management (left enforced, nobody's) and the
+/// claim's `cfn_rollback` saved the stale set. Now the claim loses, reads
+/// again and claims over the set the CLI recorded: `gpt-7` is managed, so
+/// the stack's manifest (the namespace's whole truth) deletes it, and a
+/// rollback would put it back in the CLI's managed set.
+#[tokio::test]
+async fn a_stacks_claim_never_overwrites_a_managed_set_recorded_after_its_read() {
+    let store = seeded();
+    cli_apply(&store, CLI_LEVELS).await;
+    let deps = deps(injected_record(&store, cli_record_with_gpt7().await));
+    let answer = send(&deps, overlapping_create("r1"), MINUTE).await;
+    assert_eq!(answer["Status"], "SUCCESS", "{answer}");
+    let record = store.item(&keys::pk_system(NS), keys::SK_PROVISIONER);
+    let state = zae_table::provisioner::State::decode(record.as_ref());
+    let found = state.rollback.expect("the claim's rollback").managed;
+    assert!(found.resources.contains(&"gpt-7".to_owned()), "{found:?}");
+    assert_eq!(rpm_of(&store, "gpt-7"), None, "managed, so deleted");
+}
+
+/// The same race between two CLI applies: the one that read first writes
+/// nothing and says so; the other's `gpt-7` stays managed and enforced.
+#[tokio::test]
+async fn a_cli_apply_never_overwrites_a_managed_set_recorded_after_its_read() {
+    let store = seeded();
+    cli_apply(&store, CLI_LEVELS).await;
+    let moved = injected_record(&store, cli_record_with_gpt7().await);
+    let provisioner = crate::apply::Provisioner {
+        store: &moved,
+        namespace: NS,
+    };
+    let adds = format!("{CLI_LEVELS}  gpt-8: {{limits: {{rpm: {{capacity: 8}}}}}}\n");
+    let manifest = crate::manifest::Manifest::from_yaml(&adds).unwrap();
+    let err = provisioner
+        .apply(&manifest, false, &Caller::local("cli"))
+        .await
+        .expect_err("the record moved under the apply")
+        .to_string();
+    assert!(
+        err.contains("rewritten by another apply") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(rpm_of(&store, "gpt-8"), None, "nothing written");
+    assert_eq!(rpm_of(&store, "gpt-7"), Some(Attr::n(7)));
+    let managed = managed_of(&store);
+    assert!(
+        managed.resources.contains(&"gpt-7".to_owned()),
+        "{managed:?}"
+    );
+}
