@@ -7,7 +7,7 @@
 use crate::keys::{self, SK_PROVISIONER};
 use crate::level::Level;
 use crate::store::{Condition, ITEM_ABSENT, ITEM_EXISTS};
-use crate::value::{Attr, Item};
+use crate::value::{Attr, Item, MAX_ITEM_BYTES, item_size};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Pending-item attributes.
@@ -75,6 +75,11 @@ pub const CFN_OWNER: &str = "cfn_owner";
 /// The record attribute holding the owner's [`Rollback`]. This project's
 /// own: the 0.17.0 provisioner neither reads nor keeps it.
 pub const CFN_ROLLBACK: &str = "cfn_rollback";
+
+/// The largest record that carries its [`Rollback`]: three quarters of
+/// DynamoDB's item limit, so that no error in our size estimate can make a
+/// record that fitted without it fail with it.
+pub const ROLLBACK_BOUND: usize = MAX_ITEM_BYTES / 4 * 3;
 
 /// What a custom resource's claim found, so that the rollback of the
 /// request that made it undoes that request's writes and nothing more.
@@ -334,7 +339,16 @@ impl State {
             item.insert(CFN_OWNER.into(), Attr::s(owner));
         }
         if let Some(rollback) = &self.rollback {
-            item.insert(CFN_ROLLBACK.into(), rollback.encode());
+            let rollback = rollback.encode();
+            // It can double the record: past the bound it is left out, and
+            // the rollback then deletes nothing (as with an earlier build's
+            // record), rather than every write of the record failing.
+            let size = item_size(&item)
+                .saturating_add(CFN_ROLLBACK.len())
+                .saturating_add(rollback.size());
+            if size <= ROLLBACK_BOUND {
+                item.insert(CFN_ROLLBACK.into(), rollback);
+            }
         }
         item
     }

@@ -1430,3 +1430,96 @@ async fn a_cli_apply_never_overwrites_a_managed_set_recorded_after_its_read() {
         "{managed:?}"
     );
 }
+
+/// A record whose managed set takes about 210 KB: 4,500 entity levels
+/// the CLI manages (their config items need not exist for the record).
+fn large_managed_record() -> Item {
+    use zae_table::provisioner::{ManagedSet, State};
+    let entities = (0..4_500)
+        .map(|i| {
+            (
+                format!("tenant-entity-with-a-long-name-{i:06}"),
+                vec!["gpt-4".to_owned()],
+            )
+        })
+        .collect();
+    let state = State {
+        managed: ManagedSet {
+            entities,
+            ..ManagedSet::default()
+        },
+        ..State::default()
+    };
+    state.encode(NS, "2026-11-29T18:00:00.000000+00:00", "sha256:cli")
+}
+
+/// Review of issue 40, item 9: `cfn_rollback` copies the managed set, so
+/// a record of about 210 KB passed DynamoDB's 400 KB limit on the claim's
+/// first write and every stack's Create of the namespace failed (the twin
+/// refuses such an item, as DynamoDB does). Past a bound the record now
+/// goes without its rollback; the claim succeeds and the record fits.
+#[tokio::test(start_paused = true)]
+async fn a_large_managed_set_never_makes_a_stacks_claim_fail() {
+    use zae_table::value::{MAX_ITEM_BYTES, item_size};
+    let store = seeded();
+    let record = large_managed_record();
+    let size = item_size(&record);
+    // Over half the limit, so that a copy of the set passes it.
+    assert!((MAX_ITEM_BYTES / 2..250 * 1024).contains(&size), "{size}");
+    store.insert(record);
+    let deps = deps(store.clone());
+    let answer = send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
+    assert_eq!(answer["Status"], "SUCCESS", "{answer}");
+    assert_eq!(
+        owner_of(&store, NS),
+        Some(Attr::s(format!("{STACK}|TenantLimits")))
+    );
+    let record = store.item(&keys::pk_system(NS), keys::SK_PROVISIONER);
+    let record = record.expect("the record");
+    assert!(item_size(&record) <= MAX_ITEM_BYTES);
+    let mut update = request("Update", "r2", Some(PHYSICAL), STACK, "20");
+    update["OldResourceProperties"]["Resources"]["gpt-4"]["Limits"]["rpm"]["Capacity"] =
+        json!("10");
+    let answer = send(&deps, update, in_a_minute()).await;
+    assert_eq!(answer["Status"], "SUCCESS", "{answer}");
+}
+
+/// The same namespace, a Create that dies after its claim: the claim's
+/// record went without its rollback, so the rollback Delete releases the
+/// namespace and deletes nothing (docs/provisioner.md), as with a record
+/// an earlier build wrote.
+#[tokio::test(start_paused = true)]
+async fn a_failed_claim_over_a_large_managed_set_is_rolled_back_deleting_nothing() {
+    let store = seeded();
+    store.insert(large_managed_record());
+    let denied = deps(Injected {
+        inner: store.clone(),
+        faults: DeniedAfterRecordPuts {
+            puts: 1,
+            seen: Arc::default(),
+        },
+    });
+    let failed = send(
+        &denied,
+        request("Create", "r1", None, STACK, "10"),
+        in_a_minute(),
+    )
+    .await;
+    assert_eq!(failed["PhysicalResourceId"], FAILED_ID, "{failed}");
+    assert_eq!(
+        rpm_of(&store, "gpt-4"),
+        Some(Attr::n(10)),
+        "the Create wrote"
+    );
+    let mut rollback = request("Delete", "r2", Some(FAILED_ID), STACK, "10");
+    rollback["PhysicalResourceId"] = json!(FAILED_ID);
+    let rolled = send(&deps(store.clone()), rollback, in_a_minute()).await;
+    assert_eq!(rolled["Status"], "SUCCESS", "{rolled}");
+    assert_eq!(owner_of(&store, NS), None, "released");
+    assert_eq!(
+        rpm_of(&store, "gpt-4"),
+        Some(Attr::n(10)),
+        "nothing deleted"
+    );
+    assert_eq!(managed_of(&store).entities.len(), 4_500, "still managed");
+}
