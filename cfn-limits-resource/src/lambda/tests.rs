@@ -1252,38 +1252,54 @@ async fn a_cli_apply_never_undoes_a_release_or_drops_a_claim_made_while_it_ran()
 }
 
 /// Issue 40, item 11: a stack's Delete naming the `NamespaceId` of a
-/// namespace purged since (its registry entries gone) writes nothing under
-/// that id: before, it wrote a claim and a record into the dead partition.
+/// namespace purged since (its registry entries gone) or being purged (the
+/// client's `status = purging` on its id entry, its items still there)
+/// writes nothing under that id: before, it wrote a claim and a record into
+/// the dead partition.
 #[tokio::test]
 async fn a_delete_of_a_purged_namespace_writes_nothing_there() {
-    let store = seeded();
-    let b = crate::registry::register(&*store, "tenant-b", 1_000)
-        .await
-        .unwrap()
-        .id;
-    let deps = deps(store.clone());
-    let mut create = request("Create", "r1", None, STACK, "10");
-    create["ResourceProperties"]["NamespaceId"] = json!(b);
-    let created = send(&deps, create.clone(), MINUTE).await;
-    assert_eq!(created["Status"], "SUCCESS", "{created}");
-    // The purge: every item of the namespace, and its registry entries.
+    for gone in [true, false] {
+        let store = seeded();
+        let b = crate::registry::register(&*store, "tenant-b", 1_000)
+            .await
+            .unwrap()
+            .id;
+        let deps = deps(store.clone());
+        let mut create = request("Create", "r1", None, STACK, "10");
+        create["ResourceProperties"]["NamespaceId"] = json!(b);
+        let created = send(&deps, create.clone(), MINUTE).await;
+        assert_eq!(created["Status"], "SUCCESS", "{created}");
+        match gone {
+            true => purged(&store, &b),
+            false => {
+                let sk = keys::sk_namespace_id(&b);
+                let mut entry = store.item(&keys::pk_registry(), &sk).expect("the id entry");
+                entry.insert("status".into(), Attr::s("purging"));
+                store.insert(entry);
+            }
+        }
+        let before = store.items();
+        let mut delete = create;
+        delete["RequestType"] = json!("Delete");
+        delete["RequestId"] = json!("r2");
+        delete["PhysicalResourceId"] = json!(format!("rate-limits/{b}/limits-provisioner"));
+        let answer = send(&deps, delete, MINUTE).await;
+        answered(&answer, "SUCCESS", "no longer");
+        assert_eq!(store.items(), before, "written under {b} (gone: {gone})");
+    }
+}
+
+/// The purge, done: every item of namespace `b` and its registry entries.
+fn purged(store: &MemoryStore, b: &str) {
     let prefix = format!("{b}/");
     for item in store.items() {
         let pk = item["PK"].as_s().unwrap_or_default().to_owned();
         let sk = item["SK"].as_s().unwrap_or_default().to_owned();
-        let entry = sk == keys::sk_namespace("tenant-b") || sk == keys::sk_namespace_id(&b);
+        let entry = sk == keys::sk_namespace("tenant-b") || sk == keys::sk_namespace_id(b);
         if pk.starts_with(&prefix) || entry {
             store.remove(&pk, &sk);
         }
     }
-    let before = store.items();
-    let mut delete = create;
-    delete["RequestType"] = json!("Delete");
-    delete["RequestId"] = json!("r2");
-    delete["PhysicalResourceId"] = json!(format!("rate-limits/{b}/limits-provisioner"));
-    let answer = send(&deps, delete, MINUTE).await;
-    answered(&answer, "SUCCESS", "no longer");
-    assert_eq!(store.items(), before, "something was written under {b}");
 }
 
 /// Issue 40, item 12: a Create refused for its `NamespaceId` also names its
