@@ -1417,34 +1417,48 @@ async fn a_stacks_claim_never_overwrites_a_managed_set_recorded_after_its_read()
 }
 
 /// The same race between two CLI applies: the one that read first writes
-/// nothing and says so; the other's `gpt-7` stays managed and enforced.
+/// no record over the other's, whose `gpt-7` stays managed and enforced.
+/// One that adds a level meets the race at its first record write, before
+/// any config (nothing written); one that only changes values, at its last
+/// (its writes landed, and it says so).
 #[tokio::test]
 async fn a_cli_apply_never_overwrites_a_managed_set_recorded_after_its_read() {
-    let store = seeded();
-    cli_apply(&store, CLI_LEVELS).await;
-    let moved = injected_record(&store, cli_record_with_gpt7().await);
-    let provisioner = crate::apply::Provisioner {
-        store: &moved,
-        namespace: NS,
-    };
     let adds = format!("{CLI_LEVELS}  gpt-8: {{limits: {{rpm: {{capacity: 8}}}}}}\n");
-    let manifest = crate::manifest::Manifest::from_yaml(&adds).unwrap();
-    let err = provisioner
-        .apply(&manifest, false, &Caller::local("cli"))
-        .await
-        .expect_err("the record moved under the apply")
-        .to_string();
-    assert!(
-        err.contains("rewritten by another apply") && err.contains("nothing was written"),
-        "{err}"
-    );
-    assert_eq!(rpm_of(&store, "gpt-8"), None, "nothing written");
-    assert_eq!(rpm_of(&store, "gpt-7"), Some(Attr::n(7)));
-    let managed = managed_of(&store);
-    assert!(
-        managed.resources.contains(&"gpt-7".to_owned()),
-        "{managed:?}"
-    );
+    let values = CLI_LEVELS.replace("capacity: 70", "capacity: 71");
+    for (yaml, says, claude) in [
+        (
+            &adds,
+            "while this one ran (it recorded its managed levels); nothing was written",
+            70,
+        ),
+        (&values, "after this one's writes; they landed", 71),
+    ] {
+        let store = seeded();
+        cli_apply(&store, CLI_LEVELS).await;
+        let moved = injected_record(&store, cli_record_with_gpt7().await);
+        let provisioner = crate::apply::Provisioner {
+            store: &moved,
+            namespace: NS,
+        };
+        let manifest = crate::manifest::Manifest::from_yaml(yaml).unwrap();
+        let err = provisioner
+            .apply(&manifest, false, &Caller::local("cli"))
+            .await
+            .expect_err("the record moved under the apply")
+            .to_string();
+        assert!(
+            err.contains("rewritten by another apply") && err.contains(says),
+            "{err}"
+        );
+        assert_eq!(rpm_of(&store, "gpt-8"), None, "{says}");
+        assert_eq!(rpm_of(&store, "claude"), Some(Attr::n(claude)), "{says}");
+        assert_eq!(rpm_of(&store, "gpt-7"), Some(Attr::n(7)));
+        let managed = managed_of(&store);
+        assert!(
+            managed.resources.contains(&"gpt-7".to_owned()),
+            "{managed:?}"
+        );
+    }
 }
 
 /// A record whose managed set takes about 210 KB: 4,500 entity levels
