@@ -93,6 +93,11 @@ pub enum ApplyError {
          Run the apply again to record them"
     )]
     RecordMovedAfter { namespace: String },
+    #[error(
+        "namespace {namespace} is being purged (the registry's entry for its id says so); \
+         the #PROVISIONER record was not written"
+    )]
+    Purging { namespace: String },
 }
 
 fn store_err(context: impl Into<String>) -> impl FnOnce(StoreError) -> ApplyError {

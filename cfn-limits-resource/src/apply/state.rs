@@ -8,7 +8,7 @@ use zae_table::Attr;
 use zae_table::keys;
 use zae_table::provisioner::{CFN_OWNER, ManagedSet, Rollback, Stamp, State};
 use zae_table::registry;
-use zae_table::store::{Condition, Store, StoreError};
+use zae_table::store::{Condition, Store, StoreError, TxWrite};
 
 /// The id of a namespace name, from the client's registry (`_/SYSTEM#`,
 /// `#NAMESPACE#<name>`); `None` when the name is not registered.
@@ -193,9 +193,25 @@ impl<S: Store> Provisioner<'_, S> {
             state.applied_hash.as_deref().unwrap_or_default(),
         );
         let condition = record_condition(caller, before);
-        match self.store.put(&record, Some(&condition)).await {
-            Ok(_) => Ok(Stamp::At(at)),
+        let written = match caller.ownership {
+            Ownership::Keep => self.store.put(&record, Some(&condition)).await.map(drop),
+            // A claim or release: only while the client is not purging the
+            // namespace (a purge may have begun since the registry read).
+            _ => {
+                let put = TxWrite::Put {
+                    item: record,
+                    condition: Some(condition),
+                };
+                let check = registry::not_purging(self.namespace);
+                self.store.transact(&[put, check]).await
+            }
+        };
+        match written {
+            Ok(()) => Ok(Stamp::At(at)),
             Err(StoreError::ConditionFailed { .. }) => Err(self.lost(before, caller).await),
+            Err(StoreError::Cancelled { .. }) => Err(ApplyError::Purging {
+                namespace: self.namespace.to_owned(),
+            }),
             Err(err) => Err(store_err("writing the #PROVISIONER record")(err)),
         }
     }

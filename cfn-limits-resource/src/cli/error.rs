@@ -133,7 +133,8 @@ impl From<ApplyError> for CliError {
             ApplyError::Owned { .. }
             | ApplyError::OwnedAfter { .. }
             | ApplyError::OwnerMoved { .. }
-            | ApplyError::RecordMoved { .. } => CliError::new(Kind::Refused, message),
+            | ApplyError::RecordMoved { .. }
+            | ApplyError::Purging { .. } => CliError::new(Kind::Refused, message),
             ApplyError::OwnerMovedAfter { .. } | ApplyError::RecordMovedAfter { .. } => {
                 CliError::new(Kind::ApplyErrors, message)
             }

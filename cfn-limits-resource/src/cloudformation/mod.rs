@@ -510,6 +510,11 @@ async fn read_and_apply(
             );
             return Ok(skipped(envelope, &why));
         }
+        // Purged since the registry read: nothing is left to remove.
+        Err(ApplyError::Purging { namespace }) if delete => {
+            let why = format!("namespace {namespace} is being purged; nothing written");
+            return Ok(skipped(envelope, &why));
+        }
         report => report?,
     };
     succeeded(envelope, ids, table, report)

@@ -1083,6 +1083,20 @@ async fn the_rollback_of_an_overlapping_create_leaves_the_clis_levels_and_manage
     assert_eq!(rpm_of(&store, "claude"), None, "claude left managed");
 }
 
+/// The call writes the `#PROVISIONER` record: a put (a CLI apply's), or a
+/// transaction that puts it (a stack's claim or release, with its check
+/// that the namespace is not being purged).
+fn writes_record(call: &Call<'_>) -> bool {
+    let record = |item: &Item| item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER));
+    match call {
+        Call::Put(item) => record(item),
+        Call::Transact(writes) => writes
+            .iter()
+            .any(|write| matches!(write, TxWrite::Put { item, .. } if record(item))),
+        _ => false,
+    }
+}
+
 /// The `#PROVISIONER` record's first `puts` writes pass, later ones are
 /// refused: a Create that dies once its config is written, on the
 /// record's last write.
@@ -1094,8 +1108,7 @@ struct DeniedAfterRecordPuts {
 
 impl Faults for DeniedAfterRecordPuts {
     fn before(&self, call: &Call<'_>) -> Option<StoreError> {
-        let record = matches!(call, Call::Put(item)
-            if item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER)));
+        let record = writes_record(call);
         let n = self
             .seen
             .fetch_add(usize::from(record), std::sync::atomic::Ordering::SeqCst);
@@ -1179,8 +1192,7 @@ struct OwnerMovedMeanwhile {
 
 impl Faults for OwnerMovedMeanwhile {
     fn before(&self, call: &Call<'_>) -> Option<StoreError> {
-        let record = matches!(call, Call::Put(item)
-            if item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER)));
+        let record = writes_record(call);
         if record && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let mut state = self
                 .store
@@ -1351,8 +1363,7 @@ struct RecordWrittenMeanwhile {
 
 impl Faults for RecordWrittenMeanwhile {
     fn before(&self, call: &Call<'_>) -> Option<StoreError> {
-        let record = matches!(call, Call::Put(item)
-            if item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER)));
+        let record = writes_record(call);
         if record && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             for item in &self.items {
                 self.store.insert(item.clone());
@@ -1552,4 +1563,78 @@ async fn a_failed_claim_over_a_large_managed_set_is_rolled_back_deleting_nothing
         "nothing deleted"
     );
     assert_eq!(managed_of(&store).entities.len(), 4_500, "still managed");
+}
+
+/// Marks namespace `id` purging in the registry (the client's purge
+/// begins) the instant before the first `#PROVISIONER` write, after the
+/// request's registry read: moto cannot interleave there, so the store
+/// seam does.
+#[derive(Clone)]
+struct PurgeBegins {
+    store: Memory,
+    id: String,
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Faults for PurgeBegins {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        if writes_record(call) && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let sk = keys::sk_namespace_id(&self.id);
+            let mut entry = self
+                .store
+                .item(&keys::pk_registry(), &sk)
+                .expect("the id entry");
+            entry.insert("status".into(), Attr::s("purging"));
+            self.store.insert(entry);
+        }
+        None
+    }
+}
+
+/// Issue 40, item 11, the race: a purge that begins after a request read
+/// the registry gets no claim written into its partition. A stack's claim
+/// and a Delete's release are one transaction with a check that the id's
+/// registry entry is not `purging`: the Delete answers SUCCESS and the
+/// Create FAILED, both having written nothing.
+#[tokio::test]
+async fn a_purge_begun_after_the_registry_read_gets_no_claim_written() {
+    for kind in ["Delete", "Create"] {
+        let store = seeded();
+        let b = crate::registry::register(&*store, "tenant-b", 1_000)
+            .await
+            .unwrap()
+            .id;
+        let mut create = request("Create", "r1", None, STACK, "10");
+        create["ResourceProperties"]["NamespaceId"] = json!(b);
+        let mut next = create.clone();
+        if kind == "Delete" {
+            let created = send(&deps(store.clone()), create, MINUTE).await;
+            assert_eq!(created["Status"], "SUCCESS", "{created}");
+            next["RequestType"] = json!(kind);
+            next["PhysicalResourceId"] = json!(format!("rate-limits/{b}/limits-provisioner"));
+        }
+        next["RequestId"] = json!("r2");
+        let purge = deps(Injected {
+            inner: store.clone(),
+            faults: PurgeBegins {
+                store: store.clone(),
+                id: b.clone(),
+                done: Arc::default(),
+            },
+        });
+        let mut before = store.items();
+        let answer = send(&purge, next, MINUTE).await;
+        let status = if kind == "Delete" {
+            "SUCCESS"
+        } else {
+            "FAILED"
+        };
+        answered(&answer, status, "is being purged");
+        for item in &mut before {
+            if item["SK"] == Attr::s(keys::sk_namespace_id(&b)) {
+                item.insert("status".into(), Attr::s("purging"));
+            }
+        }
+        assert_eq!(store.items(), before, "{kind} wrote under {b}");
+    }
 }
