@@ -510,9 +510,11 @@ async fn read_and_apply(
             );
             return Ok(skipped(envelope, &why));
         }
-        // Purged since the registry read: nothing is left to remove.
+        // A purge begun since the registry read: the partition is going.
         Err(ApplyError::Purging { namespace }) if delete => {
-            let why = format!("namespace {namespace} is being purged; nothing written");
+            let why = format!(
+                "namespace {namespace} is being purged; its #PROVISIONER record was not written"
+            );
             return Ok(skipped(envelope, &why));
         }
         report => report?,
