@@ -6,7 +6,8 @@
 
 use crate::keys::{self, SK_PROVISIONER};
 use crate::level::Level;
-use crate::value::{Attr, Item};
+use crate::store::{Condition, ITEM_ABSENT, ITEM_EXISTS};
+use crate::value::{Attr, Item, MAX_ITEM_BYTES, item_size};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Pending-item attributes.
@@ -74,6 +75,11 @@ pub const CFN_OWNER: &str = "cfn_owner";
 /// The record attribute holding the owner's [`Rollback`]. This project's
 /// own: the 0.17.0 provisioner neither reads nor keeps it.
 pub const CFN_ROLLBACK: &str = "cfn_rollback";
+
+/// The largest record that carries its [`Rollback`]: three quarters of
+/// DynamoDB's item limit, so that no error in our size estimate can make a
+/// record that fitted without it fail with it.
+pub const ROLLBACK_BOUND: usize = MAX_ITEM_BYTES / 4 * 3;
 
 /// What a custom resource's claim found, so that the rollback of the
 /// request that made it undoes that request's writes and nothing more.
@@ -196,6 +202,55 @@ pub struct State {
     /// What the owner's rollback may undo; kept while the owner holds the
     /// namespace.
     pub rollback: Option<Rollback>,
+    /// The record as it was read (or last written by this apply): every
+    /// write of it is conditional on it, so a write made meanwhile by
+    /// another apply is never overwritten.
+    pub stamp: Stamp,
+}
+
+/// The record attribute every write of the record sets (the reference's too).
+const LAST_APPLIED: &str = "last_applied";
+
+/// Which version of the `#PROVISIONER` record an apply read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Stamp {
+    /// No record.
+    #[default]
+    Absent,
+    /// A record whose `last_applied` is this (microseconds, so two writes
+    /// of one namespace's record do not share it).
+    At(String),
+    /// A record without `last_applied`, which no provisioner writes.
+    Unstamped,
+}
+
+impl Stamp {
+    fn of(item: Option<&Item>) -> Stamp {
+        match item.map(|item| item.get(LAST_APPLIED).and_then(Attr::as_s)) {
+            None => Stamp::Absent,
+            Some(Some(at)) => Stamp::At(at.to_owned()),
+            Some(None) => Stamp::Unstamped,
+        }
+    }
+
+    /// The condition that holds while the record is still this version.
+    /// Its placeholders are `#la` and `:la`.
+    pub fn unchanged(&self) -> Condition {
+        let names = BTreeMap::from([("#la".to_owned(), LAST_APPLIED.to_owned())]);
+        match self {
+            Stamp::Absent => Condition::plain(ITEM_ABSENT),
+            Stamp::At(at) => Condition {
+                expression: "#la = :la".into(),
+                names,
+                values: BTreeMap::from([(":la".to_owned(), Attr::s(at))]),
+            },
+            Stamp::Unstamped => Condition {
+                expression: format!("{ITEM_EXISTS} AND attribute_not_exists(#la)"),
+                names,
+                values: BTreeMap::new(),
+            },
+        }
+    }
 }
 
 fn strings(attr: Option<&Attr>) -> Vec<String> {
@@ -249,6 +304,7 @@ impl State {
                 .and_then(Attr::as_s)
                 .map(str::to_owned),
             rollback: Rollback::decode(item.get(CFN_ROLLBACK)),
+            stamp: Stamp::of(Some(item)),
         }
     }
 
@@ -276,14 +332,23 @@ impl State {
                         .collect(),
                 ),
             ),
-            ("last_applied".to_owned(), Attr::s(applied_at)),
+            (LAST_APPLIED.to_owned(), Attr::s(applied_at)),
             ("applied_hash".to_owned(), Attr::s(applied_hash)),
         ]);
         if let Some(owner) = &self.owner {
             item.insert(CFN_OWNER.into(), Attr::s(owner));
         }
         if let Some(rollback) = &self.rollback {
-            item.insert(CFN_ROLLBACK.into(), rollback.encode());
+            let rollback = rollback.encode();
+            // It can double the record: past the bound it is left out, and
+            // the rollback then deletes nothing (as with an earlier build's
+            // record), rather than every write of the record failing.
+            let size = item_size(&item)
+                .saturating_add(CFN_ROLLBACK.len())
+                .saturating_add(rollback.size());
+            if size <= ROLLBACK_BOUND {
+                item.insert(CFN_ROLLBACK.into(), rollback);
+            }
         }
         item
     }
@@ -499,8 +564,14 @@ mod tests {
             cascade_pending: Vec::new(),
             applied_hash: Some("sha256:x".into()),
             rollback: None,
+            stamp: Stamp::Absent,
         };
-        let item = state.encode("a7x3kq", "2026-11-29T18:00:00.000000+00:00", "sha256:x");
+        let at = "2026-11-29T18:00:00.000000+00:00";
+        let item = state.encode("a7x3kq", at, "sha256:x");
+        let state = State {
+            stamp: Stamp::At(at.into()),
+            ..state
+        };
         assert_eq!(item["PK"], Attr::s("a7x3kq/SYSTEM#"));
         assert_eq!(item["GSI4SK"], Attr::s("a7x3kq/SYSTEM#"));
         assert_eq!(item["managed_resources"], Attr::L(vec![Attr::s("gpt-4")]));
@@ -534,7 +605,12 @@ mod tests {
             rollback: Some(rollback),
             ..State::default()
         };
-        let mut item = state.encode("a7x3kq", "2026-11-29T18:00:00.000000+00:00", "sha256:x");
+        let at = "2026-11-29T18:00:00.000000+00:00";
+        let mut item = state.encode("a7x3kq", at, "sha256:x");
+        let state = State {
+            stamp: Stamp::At(at.into()),
+            ..state
+        };
         assert_eq!(State::decode(Some(&item)), state);
         item.insert(CFN_ROLLBACK.into(), Attr::s("junk"));
         assert_eq!(State::decode(Some(&item)).rollback, None);

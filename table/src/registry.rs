@@ -64,10 +64,27 @@ pub fn namespace_id(entry: &Item) -> Option<&str> {
 /// The registry entry's status attribute: `active`, `deleted` (the
 /// client's soft delete, its data kept), or `purging` (its data going).
 const STATUS: &str = "status";
+const PURGING: &str = "purging";
 
 /// An id entry (`#NSID#<id>`) whose namespace the client is purging.
 pub fn purging(entry: &Item) -> bool {
-    entry.get(STATUS).and_then(Attr::as_s) == Some("purging")
+    entry.get(STATUS).and_then(Attr::as_s) == Some(PURGING)
+}
+
+/// A transaction's check that the client is not purging `namespace` (an
+/// id): its `#NSID#` entry absent, or its status anything but `purging`.
+/// A claim carries it, so a purge begun after the claim's registry read
+/// gets no record written into the partition it is emptying.
+pub fn not_purging(namespace: &str) -> TxWrite {
+    TxWrite::Check {
+        pk: keys::pk_registry(),
+        sk: keys::sk_namespace_id(namespace),
+        condition: Condition {
+            expression: "attribute_not_exists(#st) OR #st <> :purging".into(),
+            names: BTreeMap::from([("#st".to_owned(), STATUS.to_owned())]),
+            values: BTreeMap::from([(":purging".to_owned(), Attr::s(PURGING))]),
+        },
+    }
 }
 
 fn registry_keys(namespace: &str, values: &mut BTreeMap<String, Attr>) -> &'static str {

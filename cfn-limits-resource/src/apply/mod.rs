@@ -82,6 +82,22 @@ pub enum ApplyError {
          it. Run the apply again to record them"
     )]
     OwnerMovedAfter { namespace: String },
+    #[error(
+        "the #PROVISIONER record of namespace {namespace} was rewritten by another apply while \
+         this one ran (it recorded its managed levels); nothing was written. Run the apply again"
+    )]
+    RecordMoved { namespace: String },
+    #[error(
+        "the #PROVISIONER record of namespace {namespace} was rewritten by another apply after \
+         this one's writes; they landed, and the record was left as the other apply wrote it. \
+         Run the apply again to record them"
+    )]
+    RecordMovedAfter { namespace: String },
+    #[error(
+        "namespace {namespace} is being purged (the registry's entry for its id says so); \
+         the #PROVISIONER record was not written"
+    )]
+    Purging { namespace: String },
 }
 
 fn store_err(context: impl Into<String>) -> impl FnOnce(StoreError) -> ApplyError {

@@ -4,12 +4,11 @@
 
 use super::{Action, ApplyError, Caller, Ownership, Plan, Provisioner, store_err};
 use crate::manifest::Manifest;
-use std::collections::BTreeMap;
 use zae_table::Attr;
 use zae_table::keys;
-use zae_table::provisioner::{CFN_OWNER, ManagedSet, Rollback, State};
+use zae_table::provisioner::{CFN_OWNER, ManagedSet, Rollback, Stamp, State};
 use zae_table::registry;
-use zae_table::store::{Condition, Store, StoreError};
+use zae_table::store::{Condition, Store, StoreError, TxWrite};
 
 /// The id of a namespace name, from the client's registry (`_/SYSTEM#`,
 /// `#NAMESPACE#<name>`); `None` when the name is not registered.
@@ -73,12 +72,14 @@ fn rollback_after(plan: &Plan, caller: &Caller) -> Option<Rollback> {
     })
 }
 
-/// The condition every write of the record carries: a custom resource's
-/// claim or release holds where it or nobody owns the namespace; a CLI or
-/// direct-invoke apply writes only over the owner it read, so a stack's
-/// claim or release made meanwhile is neither dropped nor undone.
-fn owner_condition(caller: &Caller, before: &State) -> Condition {
-    let names = BTreeMap::from([("#o".to_owned(), CFN_OWNER.to_owned())]);
+/// The condition every write of the record carries: the record is still
+/// the version the apply read (or last wrote), so a write another apply
+/// made meanwhile (its managed set, a claim, a release) is never
+/// overwritten; and the owner is one this caller may write over (a custom
+/// resource's claim or release where it or nobody owns the namespace, a
+/// CLI or direct-invoke apply only over the owner it read), which also
+/// holds against `zae-limits release-owner`, which leaves the stamp as is.
+fn record_condition(caller: &Caller, before: &State) -> Condition {
     let (expression, owner) = match (&caller.ownership, &before.owner) {
         (Ownership::Claim(me) | Ownership::Release(me), _) => {
             ("attribute_not_exists(#o) OR #o = :me", Some(me))
@@ -86,13 +87,15 @@ fn owner_condition(caller: &Caller, before: &State) -> Condition {
         (Ownership::Keep, Some(read)) => ("#o = :me", Some(read)),
         (Ownership::Keep, None) => ("attribute_not_exists(#o)", None),
     };
-    Condition {
-        expression: expression.into(),
-        names,
-        values: owner
-            .map(|owner| BTreeMap::from([(":me".to_owned(), Attr::s(owner))]))
-            .unwrap_or_default(),
+    let mut condition = before.stamp.unchanged();
+    condition.expression = format!("({expression}) AND ({})", condition.expression);
+    condition
+        .names
+        .insert("#o".to_owned(), CFN_OWNER.to_owned());
+    if let Some(owner) = owner {
+        condition.values.insert(":me".to_owned(), Attr::s(owner));
     }
+    condition
 }
 
 impl<S: Store> Provisioner<'_, S> {
@@ -119,9 +122,10 @@ impl<S: Store> Provisioner<'_, S> {
             cascade_pending: before.cascade_pending.clone(),
             applied_hash: before.applied_hash.clone(),
             rollback: rollback_after(plan, caller),
+            stamp: before.stamp.clone(),
         };
-        self.write_record(&intent, before, caller).await?;
-        Ok(intent)
+        let stamp = self.write_record(&intent, before, caller).await?;
+        Ok(State { stamp, ..intent })
     }
 
     /// The last phase: the record names the manifest's managed set (or, on
@@ -147,51 +151,83 @@ impl<S: Store> Provisioner<'_, S> {
                 Ownership::Release(_) => None,
                 _ => before.rollback.clone(),
             },
+            stamp: before.stamp.clone(),
         };
         // Past the writes: a lost condition here is no longer "nothing written".
         match self.write_record(&state, before, caller).await {
+            Ok(_) => Ok(()),
             Err(ApplyError::Owned { namespace }) => Err(ApplyError::OwnedAfter { namespace }),
             Err(ApplyError::OwnerMoved { namespace }) => {
                 Err(ApplyError::OwnerMovedAfter { namespace })
             }
-            other => other,
+            Err(ApplyError::RecordMoved { namespace }) => {
+                Err(ApplyError::RecordMovedAfter { namespace })
+            }
+            Err(other) => Err(other),
         }
     }
 
     /// Writes the record when what it says changes, so a no-change apply
-    /// costs reads only (`last_applied` is the last apply that changed it).
-    /// Every write is conditional on the owner (`owner_condition`): of two
-    /// stacks applying at once, one wins and the other writes nothing; a
-    /// Delete's release never drops a claim another resource made since
-    /// the record was read; a CLI apply never drops or undoes one.
+    /// costs reads only (`last_applied` is the last apply that changed it),
+    /// and answers the version it now stands at. Every write is conditional
+    /// (`record_condition`): of two applies at once, one wins and the other
+    /// writes nothing; a Delete's release never drops a claim another
+    /// resource made since the record was read; a CLI apply never drops or
+    /// undoes one, nor another apply's managed set.
     async fn write_record(
         &self,
         state: &State,
         before: &State,
         caller: &Caller,
-    ) -> Result<(), ApplyError> {
+    ) -> Result<Stamp, ApplyError> {
         // A Delete's claim is always written: it is the check, before any
         // delete, that no other resource claimed the namespace since the read.
         let delete = matches!(caller.ownership, Ownership::Release(_));
         if state == before && !delete {
-            return Ok(());
+            return Ok(before.stamp.clone());
         }
+        let at = iso_now();
         let record = state.encode(
             self.namespace,
-            &iso_now(),
+            &at,
             state.applied_hash.as_deref().unwrap_or_default(),
         );
-        let condition = owner_condition(caller, before);
-        match self.store.put(&record, Some(&condition)).await {
-            Ok(_) => Ok(()),
-            Err(StoreError::ConditionFailed { .. }) => {
-                let namespace = self.namespace.to_owned();
-                Err(match caller.ownership {
-                    Ownership::Keep => ApplyError::OwnerMoved { namespace },
-                    _ => ApplyError::Owned { namespace },
-                })
+        let condition = record_condition(caller, before);
+        let written = match caller.ownership {
+            Ownership::Keep => self.store.put(&record, Some(&condition)).await.map(drop),
+            // A claim or release: only while the client is not purging the
+            // namespace (a purge may have begun since the registry read).
+            _ => {
+                let put = TxWrite::Put {
+                    item: record,
+                    condition: Some(condition),
+                };
+                let check = registry::not_purging(self.namespace);
+                self.store.transact(&[put, check]).await
             }
+        };
+        match written {
+            Ok(()) => Ok(Stamp::At(at)),
+            Err(StoreError::ConditionFailed { .. }) => Err(self.lost(before, caller).await),
+            Err(StoreError::Cancelled { .. }) => Err(ApplyError::Purging {
+                namespace: self.namespace.to_owned(),
+            }),
             Err(err) => Err(store_err("writing the #PROVISIONER record")(err)),
+        }
+    }
+
+    /// Why a record write's condition failed: the owner moved (a claim or
+    /// a release), or another apply recorded its levels.
+    async fn lost(&self, before: &State, caller: &Caller) -> ApplyError {
+        let now = match self.read_state().await {
+            Ok(now) => now,
+            Err(err) => return err,
+        };
+        let namespace = self.namespace.to_owned();
+        match (&caller.ownership, now.owner == before.owner) {
+            (_, true) => ApplyError::RecordMoved { namespace },
+            (Ownership::Keep, false) => ApplyError::OwnerMoved { namespace },
+            (_, false) => ApplyError::Owned { namespace },
         }
     }
 }

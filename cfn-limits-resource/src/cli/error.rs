@@ -132,8 +132,12 @@ impl From<ApplyError> for CliError {
                 .with_hint("deploy this project's stack (its TableInit stamps the version record), or run `zae-limits init`"),
             ApplyError::Owned { .. }
             | ApplyError::OwnedAfter { .. }
-            | ApplyError::OwnerMoved { .. } => CliError::new(Kind::Refused, message),
-            ApplyError::OwnerMovedAfter { .. } => CliError::new(Kind::ApplyErrors, message),
+            | ApplyError::OwnerMoved { .. }
+            | ApplyError::RecordMoved { .. }
+            | ApplyError::Purging { .. } => CliError::new(Kind::Refused, message),
+            ApplyError::OwnerMovedAfter { .. } | ApplyError::RecordMovedAfter { .. } => {
+                CliError::new(Kind::ApplyErrors, message)
+            }
             ApplyError::Gate(_) | ApplyError::Store { .. } => CliError::new(Kind::Aws, message),
             ApplyError::OutOfTime { .. } => CliError::new(Kind::ApplyErrors, message),
         }

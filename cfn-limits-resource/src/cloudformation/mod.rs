@@ -446,16 +446,44 @@ pub async fn handle(
         store,
         namespace: &namespace,
     };
+    // Another apply rewrote the record between this request's read and its
+    // first write, which therefore wrote nothing: read again and go on.
+    let mut attempt = 1;
+    loop {
+        match read_and_apply(&provisioner, envelope, (&ids, table), caller, rollback).await {
+            Err(CfnError::Apply(ApplyError::RecordMoved { .. })) if attempt < RECORD_ATTEMPTS => {
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+/// How often a request reads the record again when another apply rewrote
+/// it before this request's first write.
+const RECORD_ATTEMPTS: usize = 3;
+
+/// One attempt of a limits request: the record read once, the ownership
+/// check, the plan and the apply.
+async fn read_and_apply(
+    provisioner: &Provisioner<'_, impl Store>,
+    envelope: &Envelope,
+    (ids, table): (&Ids, &str),
+    caller: &Caller,
+    rollback: &RollbackId,
+) -> Result<Outcome, CfnError> {
+    let delete = envelope.kind == "Delete";
+    let namespace = provisioner.namespace;
     // Read once: the ownership check and the plan share it.
     let state = provisioner.read_state().await?;
     let me = envelope.owner();
     let (manifest, full) = if delete {
-        if let Some(why) = refuse_delete(envelope, &ids, &namespace, state.owner.as_deref()) {
+        if let Some(why) = refuse_delete(envelope, ids, namespace, state.owner.as_deref()) {
             return Ok(skipped(envelope, &why));
         }
-        (Manifest::empty(&namespace), false)
+        (Manifest::empty(namespace), false)
     } else {
-        claimed_manifest(envelope, &namespace, state.owner.as_deref())?
+        claimed_manifest(envelope, namespace, state.owner.as_deref())?
     };
     let caller = Caller {
         // Only the owner (or nobody) gets this far with a Delete.
@@ -482,9 +510,16 @@ pub async fn handle(
             );
             return Ok(skipped(envelope, &why));
         }
+        // A purge begun since the registry read: the partition is going.
+        Err(ApplyError::Purging { namespace }) if delete => {
+            let why = format!(
+                "namespace {namespace} is being purged; its #PROVISIONER record was not written"
+            );
+            return Ok(skipped(envelope, &why));
+        }
         report => report?,
     };
-    succeeded(envelope, &ids, table, report)
+    succeeded(envelope, ids, table, report)
 }
 
 /// The rollback of a request that failed after its claim undoes what that

@@ -1083,6 +1083,20 @@ async fn the_rollback_of_an_overlapping_create_leaves_the_clis_levels_and_manage
     assert_eq!(rpm_of(&store, "claude"), None, "claude left managed");
 }
 
+/// The call writes the `#PROVISIONER` record: a put (a CLI apply's), or a
+/// transaction that puts it (a stack's claim or release, with its check
+/// that the namespace is not being purged).
+fn writes_record(call: &Call<'_>) -> bool {
+    let record = |item: &Item| item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER));
+    match call {
+        Call::Put(item) => record(item),
+        Call::Transact(writes) => writes
+            .iter()
+            .any(|write| matches!(write, TxWrite::Put { item, .. } if record(item))),
+        _ => false,
+    }
+}
+
 /// The `#PROVISIONER` record's first `puts` writes pass, later ones are
 /// refused: a Create that dies once its config is written, on the
 /// record's last write.
@@ -1094,8 +1108,7 @@ struct DeniedAfterRecordPuts {
 
 impl Faults for DeniedAfterRecordPuts {
     fn before(&self, call: &Call<'_>) -> Option<StoreError> {
-        let record = matches!(call, Call::Put(item)
-            if item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER)));
+        let record = writes_record(call);
         let n = self
             .seen
             .fetch_add(usize::from(record), std::sync::atomic::Ordering::SeqCst);
@@ -1179,8 +1192,7 @@ struct OwnerMovedMeanwhile {
 
 impl Faults for OwnerMovedMeanwhile {
     fn before(&self, call: &Call<'_>) -> Option<StoreError> {
-        let record = matches!(call, Call::Put(item)
-            if item.get("SK") == Some(&Attr::s(keys::SK_PROVISIONER)));
+        let record = writes_record(call);
         if record && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let mut state = self
                 .store
@@ -1252,38 +1264,54 @@ async fn a_cli_apply_never_undoes_a_release_or_drops_a_claim_made_while_it_ran()
 }
 
 /// Issue 40, item 11: a stack's Delete naming the `NamespaceId` of a
-/// namespace purged since (its registry entries gone) writes nothing under
-/// that id: before, it wrote a claim and a record into the dead partition.
+/// namespace purged since (its registry entries gone) or being purged (the
+/// client's `status = purging` on its id entry, its items still there)
+/// writes nothing under that id: before, it wrote a claim and a record into
+/// the dead partition.
 #[tokio::test]
 async fn a_delete_of_a_purged_namespace_writes_nothing_there() {
-    let store = seeded();
-    let b = crate::registry::register(&*store, "tenant-b", 1_000)
-        .await
-        .unwrap()
-        .id;
-    let deps = deps(store.clone());
-    let mut create = request("Create", "r1", None, STACK, "10");
-    create["ResourceProperties"]["NamespaceId"] = json!(b);
-    let created = send(&deps, create.clone(), MINUTE).await;
-    assert_eq!(created["Status"], "SUCCESS", "{created}");
-    // The purge: every item of the namespace, and its registry entries.
+    for gone in [true, false] {
+        let store = seeded();
+        let b = crate::registry::register(&*store, "tenant-b", 1_000)
+            .await
+            .unwrap()
+            .id;
+        let deps = deps(store.clone());
+        let mut create = request("Create", "r1", None, STACK, "10");
+        create["ResourceProperties"]["NamespaceId"] = json!(b);
+        let created = send(&deps, create.clone(), MINUTE).await;
+        assert_eq!(created["Status"], "SUCCESS", "{created}");
+        match gone {
+            true => purged(&store, &b),
+            false => {
+                let sk = keys::sk_namespace_id(&b);
+                let mut entry = store.item(&keys::pk_registry(), &sk).expect("the id entry");
+                entry.insert("status".into(), Attr::s("purging"));
+                store.insert(entry);
+            }
+        }
+        let before = store.items();
+        let mut delete = create;
+        delete["RequestType"] = json!("Delete");
+        delete["RequestId"] = json!("r2");
+        delete["PhysicalResourceId"] = json!(format!("rate-limits/{b}/limits-provisioner"));
+        let answer = send(&deps, delete, MINUTE).await;
+        answered(&answer, "SUCCESS", "no longer");
+        assert_eq!(store.items(), before, "written under {b} (gone: {gone})");
+    }
+}
+
+/// The purge, done: every item of namespace `b` and its registry entries.
+fn purged(store: &MemoryStore, b: &str) {
     let prefix = format!("{b}/");
     for item in store.items() {
         let pk = item["PK"].as_s().unwrap_or_default().to_owned();
         let sk = item["SK"].as_s().unwrap_or_default().to_owned();
-        let entry = sk == keys::sk_namespace("tenant-b") || sk == keys::sk_namespace_id(&b);
+        let entry = sk == keys::sk_namespace("tenant-b") || sk == keys::sk_namespace_id(b);
         if pk.starts_with(&prefix) || entry {
             store.remove(&pk, &sk);
         }
     }
-    let before = store.items();
-    let mut delete = create;
-    delete["RequestType"] = json!("Delete");
-    delete["RequestId"] = json!("r2");
-    delete["PhysicalResourceId"] = json!(format!("rate-limits/{b}/limits-provisioner"));
-    let answer = send(&deps, delete, MINUTE).await;
-    answered(&answer, "SUCCESS", "no longer");
-    assert_eq!(store.items(), before, "something was written under {b}");
 }
 
 /// Issue 40, item 12: a Create refused for its `NamespaceId` also names its
@@ -1320,4 +1348,293 @@ async fn a_refusal_names_the_namespace_and_the_manifests_problems_at_once() {
         "'disabled' is not supported at the system level",
     );
     answered(&refused, "FAILED", "Resources.gpt-4.Limits.rpm.Capacity");
+}
+
+/// Writes another apply's `#PROVISIONER` record (and the config it wrote
+/// with it) the instant before this apply's first write of the record,
+/// after this apply read it: moto cannot interleave there, so the store
+/// seam does.
+#[derive(Clone)]
+struct RecordWrittenMeanwhile {
+    store: Memory,
+    items: Vec<Item>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Faults for RecordWrittenMeanwhile {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        let record = writes_record(call);
+        if record && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            for item in &self.items {
+                self.store.insert(item.clone());
+            }
+        }
+        None
+    }
+}
+
+/// `CLI_LEVELS` with `gpt-7` added.
+fn with_gpt7() -> String {
+    format!("{CLI_LEVELS}  gpt-7: {{limits: {{rpm: {{capacity: 7}}}}}}\n")
+}
+
+/// What a CLI apply of [`with_gpt7`] writes over `CLI_LEVELS`: its record
+/// and `gpt-7`'s config item, made on a store of their own.
+async fn cli_record_with_gpt7() -> Vec<Item> {
+    let other = seeded();
+    cli_apply(&other, CLI_LEVELS).await;
+    cli_apply(&other, &with_gpt7()).await;
+    vec![
+        other
+            .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
+            .expect("the CLI's record"),
+        other
+            .item(&keys::pk_resource(NS, "gpt-7"), keys::SK_CONFIG)
+            .expect("gpt-7"),
+    ]
+}
+
+fn injected_record(store: &Memory, items: Vec<Item>) -> Injected<Memory, RecordWrittenMeanwhile> {
+    Injected {
+        inner: store.clone(),
+        faults: RecordWrittenMeanwhile {
+            store: store.clone(),
+            items,
+            done: Arc::default(),
+        },
+    }
+}
+
+/// Review of issue 40, item 10: a stack's claim is conditional on the
+/// record as it read it, not only on its owner. A CLI apply that records
+/// `gpt-7` between the stack's read and its claim made the claim overwrite
+/// it: `gpt-7` dropped out of management (left enforced, nobody's) and the
+/// claim's `cfn_rollback` saved the stale set. Now the claim loses, reads
+/// again and claims over the set the CLI recorded: `gpt-7` is managed, so
+/// the stack's manifest (the namespace's whole truth) deletes it, and a
+/// rollback would put it back in the CLI's managed set.
+#[tokio::test]
+async fn a_stacks_claim_never_overwrites_a_managed_set_recorded_after_its_read() {
+    let store = seeded();
+    cli_apply(&store, CLI_LEVELS).await;
+    let deps = deps(injected_record(&store, cli_record_with_gpt7().await));
+    let answer = send(&deps, overlapping_create("r1"), MINUTE).await;
+    assert_eq!(answer["Status"], "SUCCESS", "{answer}");
+    let record = store.item(&keys::pk_system(NS), keys::SK_PROVISIONER);
+    let state = zae_table::provisioner::State::decode(record.as_ref());
+    let found = state.rollback.expect("the claim's rollback").managed;
+    assert!(found.resources.contains(&"gpt-7".to_owned()), "{found:?}");
+    assert_eq!(rpm_of(&store, "gpt-7"), None, "managed, so deleted");
+}
+
+/// The same race between two CLI applies: the one that read first writes
+/// no record over the other's, whose `gpt-7` stays managed and enforced.
+/// One that adds a level meets the race at its first record write, before
+/// any config (nothing written); one that only changes values, at its last
+/// (its writes landed, and it says so).
+#[tokio::test]
+async fn a_cli_apply_never_overwrites_a_managed_set_recorded_after_its_read() {
+    let adds = format!("{CLI_LEVELS}  gpt-8: {{limits: {{rpm: {{capacity: 8}}}}}}\n");
+    let values = CLI_LEVELS.replace("capacity: 70", "capacity: 71");
+    for (yaml, says, claude) in [
+        (
+            &adds,
+            "while this one ran (it recorded its managed levels); nothing was written",
+            70,
+        ),
+        (&values, "after this one's writes; they landed", 71),
+    ] {
+        let store = seeded();
+        cli_apply(&store, CLI_LEVELS).await;
+        let moved = injected_record(&store, cli_record_with_gpt7().await);
+        let provisioner = crate::apply::Provisioner {
+            store: &moved,
+            namespace: NS,
+        };
+        let manifest = crate::manifest::Manifest::from_yaml(yaml).unwrap();
+        let err = provisioner
+            .apply(&manifest, false, &Caller::local("cli"))
+            .await
+            .expect_err("the record moved under the apply")
+            .to_string();
+        assert!(
+            err.contains("rewritten by another apply") && err.contains(says),
+            "{err}"
+        );
+        assert_eq!(rpm_of(&store, "gpt-8"), None, "{says}");
+        assert_eq!(rpm_of(&store, "claude"), Some(Attr::n(claude)), "{says}");
+        assert_eq!(rpm_of(&store, "gpt-7"), Some(Attr::n(7)));
+        let managed = managed_of(&store);
+        assert!(
+            managed.resources.contains(&"gpt-7".to_owned()),
+            "{managed:?}"
+        );
+    }
+}
+
+/// A record whose managed set takes about 210 KB: 4,500 entity levels
+/// the CLI manages (their config items need not exist for the record).
+fn large_managed_record() -> Item {
+    use zae_table::provisioner::{ManagedSet, State};
+    let entities = (0..4_500)
+        .map(|i| {
+            (
+                format!("tenant-entity-with-a-long-name-{i:06}"),
+                vec!["gpt-4".to_owned()],
+            )
+        })
+        .collect();
+    let state = State {
+        managed: ManagedSet {
+            entities,
+            ..ManagedSet::default()
+        },
+        ..State::default()
+    };
+    state.encode(NS, "2026-11-29T18:00:00.000000+00:00", "sha256:cli")
+}
+
+/// Review of issue 40, item 9: `cfn_rollback` copies the managed set, so
+/// a record of about 210 KB passed DynamoDB's 400 KB limit on the claim's
+/// first write and every stack's Create of the namespace failed (the twin
+/// refuses such an item, as DynamoDB does). Past a bound the record now
+/// goes without its rollback; the claim succeeds and the record fits.
+#[tokio::test(start_paused = true)]
+async fn a_large_managed_set_never_makes_a_stacks_claim_fail() {
+    use zae_table::value::{MAX_ITEM_BYTES, item_size};
+    let store = seeded();
+    let record = large_managed_record();
+    let size = item_size(&record);
+    // Over half the limit, so that a copy of the set passes it.
+    assert!((MAX_ITEM_BYTES / 2..250 * 1024).contains(&size), "{size}");
+    store.insert(record);
+    let deps = deps(store.clone());
+    let answer = send(&deps, request("Create", "r1", None, STACK, "10"), MINUTE).await;
+    assert_eq!(answer["Status"], "SUCCESS", "{answer}");
+    assert_eq!(
+        owner_of(&store, NS),
+        Some(Attr::s(format!("{STACK}|TenantLimits")))
+    );
+    let record = store.item(&keys::pk_system(NS), keys::SK_PROVISIONER);
+    let record = record.expect("the record");
+    assert!(item_size(&record) <= MAX_ITEM_BYTES);
+    let mut update = request("Update", "r2", Some(PHYSICAL), STACK, "20");
+    update["OldResourceProperties"]["Resources"]["gpt-4"]["Limits"]["rpm"]["Capacity"] =
+        json!("10");
+    let answer = send(&deps, update, in_a_minute()).await;
+    assert_eq!(answer["Status"], "SUCCESS", "{answer}");
+}
+
+/// The same namespace, a Create that dies after its claim: the claim's
+/// record went without its rollback, so the rollback Delete releases the
+/// namespace and deletes nothing (docs/provisioner.md), as with a record
+/// an earlier build wrote.
+#[tokio::test(start_paused = true)]
+async fn a_failed_claim_over_a_large_managed_set_is_rolled_back_deleting_nothing() {
+    let store = seeded();
+    store.insert(large_managed_record());
+    let denied = deps(Injected {
+        inner: store.clone(),
+        faults: DeniedAfterRecordPuts {
+            puts: 1,
+            seen: Arc::default(),
+        },
+    });
+    let failed = send(
+        &denied,
+        request("Create", "r1", None, STACK, "10"),
+        in_a_minute(),
+    )
+    .await;
+    assert_eq!(failed["PhysicalResourceId"], FAILED_ID, "{failed}");
+    assert_eq!(
+        rpm_of(&store, "gpt-4"),
+        Some(Attr::n(10)),
+        "the Create wrote"
+    );
+    let mut rollback = request("Delete", "r2", Some(FAILED_ID), STACK, "10");
+    rollback["PhysicalResourceId"] = json!(FAILED_ID);
+    let rolled = send(&deps(store.clone()), rollback, in_a_minute()).await;
+    assert_eq!(rolled["Status"], "SUCCESS", "{rolled}");
+    assert_eq!(owner_of(&store, NS), None, "released");
+    assert_eq!(
+        rpm_of(&store, "gpt-4"),
+        Some(Attr::n(10)),
+        "nothing deleted"
+    );
+    assert_eq!(managed_of(&store).entities.len(), 4_500, "still managed");
+}
+
+/// Marks namespace `id` purging in the registry (the client's purge
+/// begins) the instant before the first `#PROVISIONER` write, after the
+/// request's registry read: moto cannot interleave there, so the store
+/// seam does.
+#[derive(Clone)]
+struct PurgeBegins {
+    store: Memory,
+    id: String,
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Faults for PurgeBegins {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        if writes_record(call) && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let sk = keys::sk_namespace_id(&self.id);
+            let mut entry = self
+                .store
+                .item(&keys::pk_registry(), &sk)
+                .expect("the id entry");
+            entry.insert("status".into(), Attr::s("purging"));
+            self.store.insert(entry);
+        }
+        None
+    }
+}
+
+/// Issue 40, item 11, the race: a purge that begins after a request read
+/// the registry gets no claim written into its partition. A stack's claim
+/// and a Delete's release are one transaction with a check that the id's
+/// registry entry is not `purging`: the Delete answers SUCCESS and the
+/// Create FAILED, both having written nothing.
+#[tokio::test]
+async fn a_purge_begun_after_the_registry_read_gets_no_claim_written() {
+    for kind in ["Delete", "Create"] {
+        let store = seeded();
+        let b = crate::registry::register(&*store, "tenant-b", 1_000)
+            .await
+            .unwrap()
+            .id;
+        let mut create = request("Create", "r1", None, STACK, "10");
+        create["ResourceProperties"]["NamespaceId"] = json!(b);
+        let mut next = create.clone();
+        if kind == "Delete" {
+            let created = send(&deps(store.clone()), create, MINUTE).await;
+            assert_eq!(created["Status"], "SUCCESS", "{created}");
+            next["RequestType"] = json!(kind);
+            next["PhysicalResourceId"] = json!(format!("rate-limits/{b}/limits-provisioner"));
+        }
+        next["RequestId"] = json!("r2");
+        let purge = deps(Injected {
+            inner: store.clone(),
+            faults: PurgeBegins {
+                store: store.clone(),
+                id: b.clone(),
+                done: Arc::default(),
+            },
+        });
+        let mut before = store.items();
+        let answer = send(&purge, next, MINUTE).await;
+        let status = if kind == "Delete" {
+            "SUCCESS"
+        } else {
+            "FAILED"
+        };
+        answered(&answer, status, "is being purged");
+        for item in &mut before {
+            if item["SK"] == Attr::s(keys::sk_namespace_id(&b)) {
+                item.insert("status".into(), Attr::s("purging"));
+            }
+        }
+        assert_eq!(store.items(), before, "{kind} wrote under {b}");
+    }
 }
