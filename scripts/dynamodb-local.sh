@@ -53,11 +53,20 @@ start_dynamodb_local() {
   "$ddbl_root/.venv/bin/python" "$ddbl_root/tests/harness/dynamodb_local.py" "$port" "$dir" --parent-pid $$ \
     >"$ddbl_root/.work/dynamodb-local-$version.log" 2>&1 &
   pid=$!
+  local up=0
   for _ in $(seq 1 300); do
-    if "$ddbl_root/.venv/bin/python" -c "import socket; socket.create_connection(('127.0.0.1',$port),1)" 2>/dev/null; then break; fi
+    if "$ddbl_root/.venv/bin/python" -c "import socket; socket.create_connection(('127.0.0.1',$port),1)" 2>/dev/null; then up=1; break; fi
     kill -0 "$pid" 2>/dev/null || { cat "$ddbl_root/.work/dynamodb-local-$version.log" >&2; echo "DynamoDB Local $version failed to start" >&2; exit 1; }
     sleep 0.1
   done
+  # Never export an endpoint nothing listens on: the tests would fail far
+  # from the cause.
+  if [ "$up" = 0 ]; then
+    kill "$pid" 2>/dev/null || true
+    cat "$ddbl_root/.work/dynamodb-local-$version.log" >&2
+    echo "DynamoDB Local $version did not listen on $port within about 30 s" >&2
+    exit 1
+  fi
   var="ZAE_DDBLOCAL${version//./}_ENDPOINT"
   export "$var=http://127.0.0.1:$port"
   ddbl_pids+=("$pid")

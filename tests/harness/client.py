@@ -9,6 +9,9 @@
                                               with --limits-applied the limits come from
                                               examples/limits.yaml, applied beforehand
     client.py read  --table T                 snapshots, summaries, audit events and buckets, as JSON
+    client.py keys  --table T                 create the table as setup does, then print every key
+                                              attribute of the table and its indexes, as
+                                              DescribeTable gives them: {name: [key type, attribute type]}
 
 Endpoint and credentials come from the AWS environment (AWS_ENDPOINT_URL, ...).
 """
@@ -228,9 +231,21 @@ async def drive_uniform(table: str, entities: int, requests: int) -> dict:
     return {"entities": entities, "requests": requests}
 
 
+def keys(table: str) -> dict:
+    """The table's key attributes and those of every index, as the service declares them."""
+    described = boto3.client("dynamodb", region_name=region(), endpoint_url=endpoint()).describe_table(TableName=table)["Table"]
+    types = {a["AttributeName"]: a["AttributeType"] for a in described["AttributeDefinitions"]}
+    schemas = [described["KeySchema"]] + [
+        index["KeySchema"]
+        for kind in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes")
+        for index in described.get(kind, [])
+    ]
+    return {k["AttributeName"]: [k["KeyType"], types[k["AttributeName"]]] for schema in schemas for k in schema}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["setup", "drive", "drive-uniform", "read"])
+    parser.add_argument("command", choices=["setup", "drive", "drive-uniform", "read", "keys"])
     parser.add_argument("--table", required=True)
     parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--entities", type=int, default=200)
@@ -242,6 +257,9 @@ def main() -> None:
         result = asyncio.run(drive(args.table, args.requests, args.limits_applied))
     elif args.command == "drive-uniform":
         result = asyncio.run(drive_uniform(args.table, args.entities, args.requests))
+    elif args.command == "keys":
+        asyncio.run(create(args.table))
+        result = keys(args.table)
     else:
         result = asyncio.run(read(args.table))
     json.dump(result, sys.stdout, default=str)

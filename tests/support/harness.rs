@@ -1,6 +1,8 @@
 //! What every end-to-end test shares: the test venv's Python, the harness
-//! scripts, one server per backend and test run (moto; AWS's DynamoDB Local
-//! 2.6 and 3.x), and unique table names.
+//! scripts, a server per backend (moto; AWS's DynamoDB Local 2.6 and 3.x),
+//! and unique table names. `scripts/test.sh` starts one of each per test
+//! run and exports its endpoint; a test process run without them (nextest
+//! runs each test in a process of its own) starts its own on first use.
 
 use serde_json::Value;
 use std::cell::Cell;

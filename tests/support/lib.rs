@@ -18,3 +18,17 @@ pub fn fuzz_cases(default: u32) -> u32 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(default)
 }
+
+/// Runs a store future to its end on this thread: the twin waits for
+/// nothing but a transaction's one yield, so its unit tests need no runtime.
+#[cfg(test)]
+pub(crate) fn block<F: std::future::Future>(future: F) -> F::Output {
+    let waker = std::task::Waker::noop();
+    let mut context = std::task::Context::from_waker(waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+    }
+}

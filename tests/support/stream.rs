@@ -216,19 +216,9 @@ mod tests {
     //! (PutItem, UpdateItem, DeleteItem, TransactWriteItems on a table with
     //! NEW_AND_OLD_IMAGES, then GetRecords from TRIM_HORIZON).
     use super::*;
+    use crate::block;
     use crate::memory::MemoryStore;
     use zae_table::store::UpdateBuilder;
-
-    fn block<F: std::future::Future>(future: F) -> F::Output {
-        let waker = std::task::Waker::noop();
-        let mut context = std::task::Context::from_waker(waker);
-        let mut future = std::pin::pin!(future);
-        loop {
-            if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
-                return output;
-            }
-        }
-    }
 
     fn item(pk: &str, v: i64) -> Item {
         Item::from([

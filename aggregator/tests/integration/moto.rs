@@ -915,6 +915,35 @@ fn a_poll_resumes_from_its_checkpoint_and_from_a_sequence_number() {
 // refill's: DynamoDB Local rounds `ApproximateCreationDateTime` down to the
 // minute (2.6.1 and 3.3.1; the service to the second, moto keeps the
 // milliseconds), and a refill credits time only up to its record's own.
+/// The key attributes the aggregator checks before a write, and the twin
+/// refuses past their limits (`keys::KEY_ATTRIBUTES`), are exactly those of
+/// the table the real client creates: a list of our own could miss an index
+/// and neither the twin nor our checks would see it.
+#[test]
+fn the_key_limits_cover_every_key_attribute_of_the_clients_table() {
+    use zae_table::keys::{KEY_ATTRIBUTES, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
+    let table = unique_table("keys");
+    let described = run_json("client.py", &["keys", "--table", &table]);
+    let described = described.as_object().expect("a map of key attributes");
+    let ours: BTreeMap<&str, usize> = KEY_ATTRIBUTES.into_iter().collect();
+    let mut theirs: Vec<&str> = described.keys().map(String::as_str).collect();
+    theirs.sort_unstable();
+    assert_eq!(
+        theirs,
+        ours.keys().copied().collect::<Vec<_>>(),
+        "key attributes of the client's table against ours"
+    );
+    for (name, declared) in described {
+        let (kind, ty) = (declared[0].as_str(), declared[1].as_str());
+        assert_eq!(ty, Some("S"), "{name} is declared {declared}");
+        let max = match kind {
+            Some("HASH") => MAX_PARTITION_KEY_BYTES,
+            _ => MAX_SORT_KEY_BYTES,
+        };
+        assert_eq!(ours[name.as_str()], max, "{name} is a {kind:?} key");
+    }
+}
+
 zae_test_support::also_on_dynamodb_local!(
     snapshots_overdraw_counters_and_audit_events_match_the_real_clients_traffic,
     replaying_the_whole_stream_with_a_fresh_checkpoint_changes_no_total,
@@ -927,4 +956,5 @@ zae_test_support::also_on_dynamodb_local!(
     a_shard_count_a_client_writes_out_of_range_stalls_nothing,
     a_bucket_copied_under_a_1100_character_entity_id_stalls_nothing,
     a_poll_resumes_from_its_checkpoint_and_from_a_sequence_number,
+    the_key_limits_cover_every_key_attribute_of_the_clients_table,
 );

@@ -630,18 +630,7 @@ impl MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn block<F: std::future::Future>(future: F) -> F::Output {
-        // The store waits for nothing but a transaction's one yield.
-        let waker = std::task::Waker::noop();
-        let mut context = std::task::Context::from_waker(waker);
-        let mut future = std::pin::pin!(future);
-        loop {
-            if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
-                return output;
-            }
-        }
-    }
+    use crate::block;
 
     fn item(pk: &str, sk: &str, extra: &[(&str, Attr)]) -> Item {
         let mut item = Item::from([("PK".into(), Attr::s(pk)), ("SK".into(), Attr::s(sk))]);
