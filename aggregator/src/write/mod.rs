@@ -19,6 +19,7 @@ use crate::plan::{ArchiveSkip, BatchPlan, SnapshotUpdate, Transition, plan_batch
 use futures::StreamExt;
 use std::sync::Mutex;
 use std::time::Instant;
+use zae_table::keys;
 use zae_table::store::{Store, StoreError};
 use zae_table::{SequenceNumber, Window};
 
@@ -74,6 +75,10 @@ pub struct BatchStats {
     pub demand_overflow: usize,
     pub canaries_sensed: usize,
     pub cascade_lookups_failed: usize,
+    /// Cascade parents whose id passes the client's cap (256 bytes): no
+    /// parent, never read (its key may pass DynamoDB's); once per batch,
+    /// counted in `records_skipped` as a bucket past the caps is.
+    pub parents_beyond_caps: usize,
     /// Adaptive stamps the aggregator repaired on buckets it saw (or put
     /// back to base, the controller stopped), and repairs that failed.
     pub stamps_repaired: usize,
@@ -431,7 +436,7 @@ impl BatchOutcome {
             (metrics::RECORDS_PROCESSED, records),
             (
                 metrics::RECORDS_SKIPPED,
-                plan.skipped.len() + self.stats.writes_refused,
+                plan.skipped.len() + self.stats.writes_refused + self.stats.parents_beyond_caps,
             ),
             (metrics::ARCHIVE_SKIPPED, self.stats.archive_skipped),
             (metrics::DEMAND_OVERFLOW, self.stats.demand_overflow),
@@ -451,8 +456,8 @@ impl BatchOutcome {
     fn skip_archive(&mut self, skip: ArchiveSkip) {
         tracing::warn!(
             sequence_number = skip.sequence.as_stream(),
-            pk = %skip.key,
-            reason = %skip.reason,
+            pk = %keys::shown(&skip.key, keys::KEY_SHOWN_BYTES),
+            reason = %keys::shown(&skip.reason, keys::MESSAGE_SHOWN_BYTES),
             events = skip.events,
             "audit removal left out of the archive"
         );
@@ -464,8 +469,8 @@ impl BatchOutcome {
     pub(crate) fn refuse(&mut self, refusal: &Refusal) {
         tracing::warn!(
             sequence_number = refusal.sequence.as_stream(),
-            pk = zae_table::keys::clip(&refusal.key, 128),
-            reason = zae_table::keys::clip(&refusal.reason, 256),
+            pk = %keys::shown(&refusal.key, keys::KEY_SHOWN_BYTES),
+            reason = %keys::shown(&refusal.reason, keys::MESSAGE_SHOWN_BYTES),
             "{} refused as invalid: skipped, not redelivered",
             refusal.what
         );
@@ -599,8 +604,8 @@ fn log_skipped(plan: &BatchPlan) {
             pk = skip
                 .partition_key
                 .as_deref()
-                .map(|pk| zae_table::keys::clip(pk, 128)),
-            reason = zae_table::keys::clip(&skip.reason.to_string(), 256),
+                .map(|pk| keys::shown(pk, keys::KEY_SHOWN_BYTES).into_owned()),
+            reason = %keys::shown(&skip.reason.to_string(), keys::MESSAGE_SHOWN_BYTES),
             "skipping malformed record"
         );
     }

@@ -456,6 +456,17 @@ impl<S: Store> Aggregator<S> {
                 ..s.bucket.clone()
             };
             let pk = key.pk();
+            if !stamps.contains_key(&pk) && key.check_client_caps().is_err() {
+                // Past the client's cap (a hand-written item): no parent,
+                // and no read whose key DynamoDB may refuse.
+                tracing::warn!(
+                    parent_id = %zae_table::keys::shown(&key.entity, zae_table::keys::KEY_SHOWN_BYTES),
+                    "cascade parent id past the client's cap: read as no parent"
+                );
+                outcome.stats.parents_beyond_caps += 1;
+                stamps.insert(pk, None);
+                break;
+            }
             if !stamps.contains_key(&pk) {
                 match self.parent_stamp(&pk, limits, deadline).await {
                     Ok(stamp) => stamps.insert(pk.clone(), stamp),

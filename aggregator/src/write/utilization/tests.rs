@@ -215,6 +215,61 @@ async fn an_unreadable_stamp_over_counts() {
     assert_eq!(used(&agg.store().inner, "r"), Some(221_000));
 }
 
+/// Records the length of every key the sensor reads; fails nothing.
+#[derive(Default)]
+struct ReadKeys(std::sync::Mutex<Vec<usize>>);
+impl Faults for ReadKeys {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        if let (Call::Get { pk, .. }, Ok(mut read)) = (call, self.0.lock()) {
+            read.push(pk.len());
+        }
+        None
+    }
+}
+
+/// A `parent_id` of 2 KB (a hand-written item: the 0.17.0 client caps it
+/// at 256) is no parent: no read DynamoDB would refuse (the key is past
+/// 2,048 bytes), the bucket's use counted once, the parent counted as
+/// skipped, and nothing the batch reports carries the 2 KB id.
+#[tokio::test]
+async fn a_parent_id_past_the_clients_cap_is_no_parent_and_is_never_read() {
+    let long = "p".repeat(2_048);
+    let table = MemoryStore::new();
+    table.insert(declaration("r"));
+    table.insert(bucket_item("key", Some(&long)));
+    let agg = Aggregator::new(
+        Injected {
+            inner: table,
+            faults: ReadKeys::default(),
+        },
+        settings(),
+    );
+    let mut batch = Batch::new();
+    batch
+        .debit("key", Some(&long), 7)
+        .debit("key", Some(&long), 3);
+    let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    let read = agg.store().faults.0.lock().unwrap().clone();
+    assert!(
+        read.iter().all(|&len| len <= 2_048),
+        "read keys of {read:?} bytes"
+    );
+    assert_eq!(outcome.stats.cascade_lookups_failed, 0, "no refused read");
+    assert_eq!(outcome.stats.parents_beyond_caps, 1, "once per batch");
+    assert_eq!(used(&agg.store().inner, "r"), Some(10_000));
+    assert!(outcome.errors.iter().all(|e| e.len() < 1_000));
+    let skipped = outcome.metrics.iter().find_map(|m| match m {
+        crate::metrics::MetricEvent::Count { name, count, .. }
+            if *name == crate::metrics::RECORDS_SKIPPED =>
+        {
+            Some(*count)
+        }
+        _ => None,
+    });
+    assert_eq!(skipped, Some(1), "counted as a bucket past the caps is");
+}
+
 #[tokio::test]
 async fn only_declared_resources_and_limits_are_sensed() {
     let table = MemoryStore::new();
