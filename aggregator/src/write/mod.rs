@@ -158,6 +158,25 @@ pub(crate) struct Refusal {
     pub sequence: SequenceNumber,
     pub key: String,
     pub reason: String,
+    /// For a sensor write: the resource-minute whose use it loses.
+    pub lost: Option<Lost>,
+}
+
+/// What a refused sensor write loses: a usage item, the batch's use of a
+/// resource in a minute for every entity; a listing, one entity's demand.
+pub(crate) struct Lost {
+    pub resource: String,
+    pub minute_ms: i64,
+    pub entity: Option<String>,
+}
+
+impl Lost {
+    fn minute(&self) -> String {
+        chrono::DateTime::from_timestamp_millis(self.minute_ms).map_or_else(
+            || self.minute_ms.to_string(),
+            |at| at.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        )
+    }
 }
 
 impl Refusal {
@@ -175,7 +194,16 @@ impl Refusal {
             sequence: sequence.clone(),
             key: key.clone(),
             reason: message.clone(),
+            lost: None,
         })
+    }
+
+    /// The same refusal, saying what it loses.
+    pub(crate) fn losing(self, lost: Lost) -> Refusal {
+        Refusal {
+            lost: Some(lost),
+            ..self
+        }
     }
 }
 
@@ -438,6 +466,7 @@ impl BatchOutcome {
                 metrics::RECORDS_SKIPPED,
                 plan.skipped.len() + self.stats.writes_refused + self.stats.parents_beyond_caps,
             ),
+            (metrics::WRITES_REFUSED, self.stats.writes_refused),
             (metrics::ARCHIVE_SKIPPED, self.stats.archive_skipped),
             (metrics::DEMAND_OVERFLOW, self.stats.demand_overflow),
             (metrics::USAGE_SKIPPED, usage_skipped),
@@ -467,12 +496,24 @@ impl BatchOutcome {
     /// A write DynamoDB refuses for good: logged (its key and reason cut
     /// short: a key may be 2 KB) and counted; the batch goes on.
     pub(crate) fn refuse(&mut self, refusal: &Refusal) {
+        let shown = |text: &str| keys::shown(text, keys::KEY_SHOWN_BYTES).into_owned();
+        let lost = refusal.lost.as_ref();
         tracing::warn!(
             sequence_number = refusal.sequence.as_stream(),
-            pk = %keys::shown(&refusal.key, keys::KEY_SHOWN_BYTES),
+            pk = %shown(&refusal.key),
             reason = %keys::shown(&refusal.reason, keys::MESSAGE_SHOWN_BYTES),
-            "{} refused as invalid: skipped, not redelivered",
-            refusal.what
+            resource = lost.map(|l| shown(&l.resource)),
+            minute = lost.map(Lost::minute),
+            entity = lost.and_then(|l| l.entity.as_deref().map(shown)),
+            "{} refused as invalid: skipped, not redelivered{}",
+            refusal.what,
+            match lost {
+                Some(Lost { entity: None, .. }) => {
+                    "; the batch's use of the resource in that minute is lost for every entity"
+                }
+                Some(_) => "; the entity's demand in that minute is not listed",
+                None => "",
+            }
         );
         self.stats.writes_refused += 1;
     }

@@ -171,16 +171,20 @@ impl<S: Store> Aggregator<S> {
         let mut demand = futures::stream::iter(listed)
             .map(|(key, e)| async move {
                 let listed = self.list(&key, &e.seen, e.allocated, admitting, deadline);
-                (listed.await, e.earliest)
+                (listed.await, e.earliest, key)
             })
             .buffer_unordered(self.settings.concurrency.max(1));
-        while let Some((result, earliest)) = demand.next().await {
+        while let Some((result, earliest, (_, resource, minute_ms, entity))) = demand.next().await {
             match result {
                 Ok(Listed::Yes) => outcome.stats.demand_listed += 1,
                 Ok(Listed::LeftOut) => outcome.stats.demand_overflow += 1,
                 Ok(Listed::LeftOutAgain) => {}
                 Err(e) => match super::Refusal::of("demand listing", &earliest, &e) {
-                    Some(refusal) => outcome.refuse(&refusal),
+                    Some(refusal) => outcome.refuse(&refusal.losing(super::Lost {
+                        resource,
+                        minute_ms,
+                        entity: Some(entity),
+                    })),
                     None => outcome.fail(&e, earliest),
                 },
             }
@@ -193,14 +197,19 @@ impl<S: Store> Aggregator<S> {
                 let result = self
                     .retrying(deadline, || self.store.update(&update, Returns::Nothing))
                     .await;
-                (result, m.earliest)
+                let lost = super::Lost {
+                    resource,
+                    minute_ms,
+                    entity: None,
+                };
+                (result, m.earliest, lost)
             })
             .buffer_unordered(self.settings.concurrency.max(1));
-        while let Some((result, earliest)) = writes.next().await {
+        while let Some((result, earliest, lost)) = writes.next().await {
             match result {
                 Ok(_) => outcome.stats.usage_writes += 1,
                 Err(e) => match super::Refusal::of("adaptive usage", &earliest, &e) {
-                    Some(refusal) => outcome.refuse(&refusal),
+                    Some(refusal) => outcome.refuse(&refusal.losing(lost)),
                     None => outcome.fail(&e, earliest),
                 },
             }

@@ -1081,3 +1081,82 @@ async fn a_demand_listing_or_usage_write_dynamodb_refuses_is_skipped_and_counted
         "the listing and the usage item"
     );
 }
+
+/// A log capture for one test's thread (a current-thread runtime).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut logs) = self.0.lock() {
+            logs.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn lines(&self) -> Vec<String> {
+        let logs = self.0.lock().map(|l| l.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&logs)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// A refused usage write loses the batch's use of the resource in that
+/// minute for every entity, not one record: its log line names the
+/// resource and the minute (the listing's, the entity too), and both are
+/// counted in `WritesRefused`. Injected at the store seam, as above.
+#[tokio::test]
+async fn a_refused_usage_or_listing_write_names_its_resource_and_minute_and_counts() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let agg = Aggregator::new(
+        Injected {
+            inner: demand_table(),
+            faults: ListingsRefused,
+        },
+        settings(),
+    );
+    let records = vec![admitted(0, "heavy", (0, 100), 40)];
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    // Quotes aside: the JSON logs of Lambda quote every string.
+    let refused: Vec<_> = (logs.lines().into_iter())
+        .filter(|l| l.contains("refused as invalid"))
+        .map(|l| l.replace('"', ""))
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:#?}");
+    for line in &refused {
+        assert!(line.contains("resource=r"), "{line}");
+        assert!(line.contains("minute=2026-11-30T10:00:00Z"), "{line}");
+    }
+    let usage = refused.iter().find(|l| l.contains("adaptive usage"));
+    assert!(
+        usage.is_some_and(|l| l.contains("every entity")),
+        "{refused:#?}"
+    );
+    let listing = refused.iter().find(|l| l.contains("demand listing"));
+    assert!(
+        listing.is_some_and(|l| l.contains("entity=heavy")),
+        "{refused:#?}"
+    );
+    let counted = outcome.metrics.iter().find_map(|m| match m {
+        crate::metrics::MetricEvent::Count { name, count, .. }
+            if *name == crate::metrics::WRITES_REFUSED =>
+        {
+            Some(*count)
+        }
+        _ => None,
+    });
+    assert_eq!(counted, Some(2));
+}
