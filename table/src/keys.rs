@@ -99,6 +99,24 @@ pub fn clip(text: &str, max_bytes: usize) -> &str {
     &text[..end]
 }
 
+/// The most of a key (or of any name a client chose: an entity id, a
+/// resource, a namespace) an error or a log line shows.
+pub const KEY_SHOWN_BYTES: usize = 160;
+/// The most of a message (DynamoDB's, the SDK's, the twin's) an error shows.
+pub const MESSAGE_SHOWN_BYTES: usize = 512;
+
+/// `text` as an error or a log line shows it: whole up to `max_bytes`, else
+/// its start, cut on a character, and how much was left out. The one place
+/// client-chosen text is bounded before we print it.
+pub fn shown(text: &str, max_bytes: usize) -> std::borrow::Cow<'_, str> {
+    let start = clip(text, max_bytes);
+    if start.len() == text.len() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let more = text.len() - start.len();
+    std::borrow::Cow::Owned(format!("{start}… ({more} more bytes)"))
+}
+
 /// An item's partition key, when it has one.
 pub fn pk_of(item: &crate::value::Item) -> Option<&str> {
     item.get(Index::TABLE.pk).and_then(crate::value::Attr::as_s)

@@ -43,10 +43,16 @@ pub fn is_namespace_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= MAX_NAMESPACE_BYTES && id.chars().all(id_char)
 }
 
-/// Limit names as the client validates them: `^[a-zA-Z][a-zA-Z0-9_.\-]*$`.
+/// The longest limit name the client takes (`MAX_NAME_LENGTH`).
+pub const MAX_LIMIT_BYTES: usize = 64;
+
+/// Limit names as the client validates them: `^[a-zA-Z][a-zA-Z0-9_.\-]*$`,
+/// at most [`MAX_LIMIT_BYTES`] (a longer bucket attribute is a hand-written
+/// one, and its name would reach logs, metrics and snapshot items).
 pub fn is_limit_name(name: &str) -> bool {
     let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic())
+    name.len() <= MAX_LIMIT_BYTES
+        && matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic())
         && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
@@ -135,5 +141,9 @@ mod tests {
         for bad in ["", "4x", "a#od", "a b", "_a"] {
             assert!(!is_limit_name(bad), "{bad}");
         }
+        // The client's cap (64), so a hand-written attribute name of 60 KB
+        // never becomes a limit named in logs, metrics and snapshot items.
+        assert!(is_limit_name(&"a".repeat(64)));
+        assert!(!is_limit_name(&"a".repeat(65)));
     }
 }

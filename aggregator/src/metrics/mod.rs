@@ -14,6 +14,10 @@ pub const DEFAULT_NAMESPACE: &str = "ZaeLimiter";
 pub const RECORDS_SKIPPED: &str = "RecordsSkipped";
 /// Stream records a batch handled (for the dashboard: what goes through).
 pub const RECORDS_PROCESSED: &str = "RecordsProcessed";
+/// Writes DynamoDB refused as invalid, or whose keys it would refuse:
+/// skipped, never redelivered (also in `RecordsSkipped`). A refused usage
+/// write loses a batch's use of a resource-minute for every entity.
+pub const WRITES_REFUSED: &str = "WritesRefused";
 /// Usage left out of the snapshots: a snapshot item DynamoDB rejected, or
 /// the counter of a limit whose name is a snapshot attribute.
 pub const USAGE_SKIPPED: &str = "UsageSkipped";

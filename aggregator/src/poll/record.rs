@@ -37,7 +37,7 @@ pub fn lambda_record(record: &aws_sdk_dynamodbstreams::types::Record, stream_arn
             change.insert("StreamViewType".into(), json!(view));
         }
     }
-    json!({
+    let mut lambda = json!({
         "eventID": record.event_id,
         "eventName": record.event_name.as_ref().map(|e| e.as_str()),
         "eventVersion": record.event_version,
@@ -45,7 +45,16 @@ pub fn lambda_record(record: &aws_sdk_dynamodbstreams::types::Record, stream_arn
         "awsRegion": record.aws_region,
         "dynamodb": Value::Object(change),
         "eventSourceARN": stream_arn,
-    })
+    });
+    // A TTL deletion is told by its identity (the archive's `removed_by_ttl`),
+    // so it is kept as the raw-body path keeps it, with Lambda's names.
+    if let (Some(who), Some(fields)) = (&record.user_identity, lambda.as_object_mut()) {
+        fields.insert(
+            "userIdentity".into(),
+            json!({"type": who.r#type, "principalId": who.principal_id}),
+        );
+    }
+    lambda
 }
 
 fn image_json(

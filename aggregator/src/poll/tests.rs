@@ -106,6 +106,46 @@ fn sdk_records_take_the_lambda_shape_with_millisecond_times() {
     assert!(json.contains("\"eventSourceARN\":\"arn:stream\""));
 }
 
+/// A TTL deletion read through the SDK keeps its `userIdentity`, as the
+/// raw-body path does: an archive line's `removed_by_ttl` must not depend on
+/// which path read the page.
+#[test]
+fn sdk_records_keep_the_user_identity_of_a_ttl_deletion() {
+    use aws_sdk_dynamodbstreams::types::{
+        AttributeValue, Identity, OperationType, Record, StreamRecord as SdkRecord,
+    };
+    let change = SdkRecord::builder()
+        .keys("PK", AttributeValue::S("ns/AUDIT#e".into()))
+        .keys("SK", AttributeValue::S("#AUDIT#01".into()))
+        .old_image("PK", AttributeValue::S("ns/AUDIT#e".into()))
+        .sequence_number("78")
+        .build();
+    let ttl = Identity::builder()
+        .r#type("Service")
+        .principal_id("dynamodb.amazonaws.com")
+        .build();
+    let record = Record::builder()
+        .event_name(OperationType::Remove)
+        .dynamodb(change.clone())
+        .user_identity(ttl)
+        .build();
+    let json = lambda_record(&record, "arn:stream").to_string();
+    let parsed = zae_table::StreamRecord::parse(&json).unwrap();
+    assert!(parsed.removed_by_ttl, "{json}");
+    // A delete by a principal has no identity, and is not TTL's.
+    let deleted = Record::builder()
+        .event_name(OperationType::Remove)
+        .dynamodb(change)
+        .build();
+    let json = lambda_record(&deleted, "arn:stream").to_string();
+    assert!(
+        !zae_table::StreamRecord::parse(&json)
+            .unwrap()
+            .removed_by_ttl
+    );
+    assert!(!json.contains("userIdentity"), "{json}");
+}
+
 // A stream as DynamoDB Streams serves it, scripted: moto has one shard that
 // never closes, no empty pages inside a shard, no trimming and no expiry, so
 // those behaviours are injected here, at the source seam.

@@ -19,6 +19,7 @@ use crate::plan::{ArchiveSkip, BatchPlan, SnapshotUpdate, Transition, plan_batch
 use futures::StreamExt;
 use std::sync::Mutex;
 use std::time::Instant;
+use zae_table::keys;
 use zae_table::store::{Store, StoreError};
 use zae_table::{SequenceNumber, Window};
 
@@ -74,6 +75,10 @@ pub struct BatchStats {
     pub demand_overflow: usize,
     pub canaries_sensed: usize,
     pub cascade_lookups_failed: usize,
+    /// Cascade parents whose id passes the client's cap (256 bytes): no
+    /// parent, never read (its key may pass DynamoDB's); once per batch,
+    /// counted in `records_skipped` as a bucket past the caps is.
+    pub parents_beyond_caps: usize,
     /// Adaptive stamps the aggregator repaired on buckets it saw (or put
     /// back to base, the controller stopped), and repairs that failed.
     pub stamps_repaired: usize,
@@ -153,6 +158,25 @@ pub(crate) struct Refusal {
     pub sequence: SequenceNumber,
     pub key: String,
     pub reason: String,
+    /// For a sensor write: the resource-minute whose use it loses.
+    pub lost: Option<Lost>,
+}
+
+/// What a refused sensor write loses: a usage item, the batch's use of a
+/// resource in a minute for every entity; a listing, one entity's demand.
+pub(crate) struct Lost {
+    pub resource: String,
+    pub minute_ms: i64,
+    pub entity: Option<String>,
+}
+
+impl Lost {
+    fn minute(&self) -> String {
+        chrono::DateTime::from_timestamp_millis(self.minute_ms).map_or_else(
+            || self.minute_ms.to_string(),
+            |at| at.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        )
+    }
 }
 
 impl Refusal {
@@ -170,7 +194,16 @@ impl Refusal {
             sequence: sequence.clone(),
             key: key.clone(),
             reason: message.clone(),
+            lost: None,
         })
+    }
+
+    /// The same refusal, saying what it loses.
+    pub(crate) fn losing(self, lost: Lost) -> Refusal {
+        Refusal {
+            lost: Some(lost),
+            ..self
+        }
     }
 }
 
@@ -431,8 +464,9 @@ impl BatchOutcome {
             (metrics::RECORDS_PROCESSED, records),
             (
                 metrics::RECORDS_SKIPPED,
-                plan.skipped.len() + self.stats.writes_refused,
+                plan.skipped.len() + self.stats.writes_refused + self.stats.parents_beyond_caps,
             ),
+            (metrics::WRITES_REFUSED, self.stats.writes_refused),
             (metrics::ARCHIVE_SKIPPED, self.stats.archive_skipped),
             (metrics::DEMAND_OVERFLOW, self.stats.demand_overflow),
             (metrics::USAGE_SKIPPED, usage_skipped),
@@ -451,8 +485,8 @@ impl BatchOutcome {
     fn skip_archive(&mut self, skip: ArchiveSkip) {
         tracing::warn!(
             sequence_number = skip.sequence.as_stream(),
-            pk = %skip.key,
-            reason = %skip.reason,
+            pk = %keys::shown(&skip.key, keys::KEY_SHOWN_BYTES),
+            reason = %keys::shown(&skip.reason, keys::MESSAGE_SHOWN_BYTES),
             events = skip.events,
             "audit removal left out of the archive"
         );
@@ -462,12 +496,24 @@ impl BatchOutcome {
     /// A write DynamoDB refuses for good: logged (its key and reason cut
     /// short: a key may be 2 KB) and counted; the batch goes on.
     pub(crate) fn refuse(&mut self, refusal: &Refusal) {
+        let shown = |text: &str| keys::shown(text, keys::KEY_SHOWN_BYTES).into_owned();
+        let lost = refusal.lost.as_ref();
         tracing::warn!(
             sequence_number = refusal.sequence.as_stream(),
-            pk = zae_table::keys::clip(&refusal.key, 128),
-            reason = zae_table::keys::clip(&refusal.reason, 256),
-            "{} refused as invalid: skipped, not redelivered",
-            refusal.what
+            pk = %shown(&refusal.key),
+            reason = %keys::shown(&refusal.reason, keys::MESSAGE_SHOWN_BYTES),
+            resource = lost.map(|l| shown(&l.resource)),
+            minute = lost.map(Lost::minute),
+            entity = lost.and_then(|l| l.entity.as_deref().map(shown)),
+            "{} refused as invalid: skipped, not redelivered{}",
+            refusal.what,
+            match lost {
+                Some(Lost { entity: None, .. }) => {
+                    "; the batch's use of the resource in that minute is lost for every entity"
+                }
+                Some(_) => "; the entity's demand in that minute is not listed",
+                None => "",
+            }
         );
         self.stats.writes_refused += 1;
     }
@@ -599,8 +645,8 @@ fn log_skipped(plan: &BatchPlan) {
             pk = skip
                 .partition_key
                 .as_deref()
-                .map(|pk| zae_table::keys::clip(pk, 128)),
-            reason = zae_table::keys::clip(&skip.reason.to_string(), 256),
+                .map(|pk| keys::shown(pk, keys::KEY_SHOWN_BYTES).into_owned()),
+            reason = %keys::shown(&skip.reason.to_string(), keys::MESSAGE_SHOWN_BYTES),
             "skipping malformed record"
         );
     }

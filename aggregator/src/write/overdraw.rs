@@ -123,6 +123,7 @@ impl<S: Store> Aggregator<S> {
                 sequence: transition.sequence.clone(),
                 key: keys::pk_of(&item).unwrap_or_default().to_owned(),
                 reason,
+                lost: None,
             }))
         };
         if let Err(e) = keys::check_item_keys(&item) {

@@ -181,6 +181,12 @@ fn simulate(s: &Scenario, stall: Option<std::ops::Range<usize>>) -> (Vec<f64>, V
         };
         let (old, new) = (in_force(minute.saturating_sub(1)), in_force(minute));
         let mut used = 0.0;
+        // The minute's last third as a rate per minute. Demand changes only
+        // on minute boundaries and is even within a minute; the factor is
+        // the new one by then (`adoption` < 1/3); saved tokens are spent at
+        // the minute's start. So a consumer its bucket held back runs at
+        // its new rate there, and any other at what it wanted.
+        let mut tail = 0.0;
         let mut saved_spent = 0.0;
         for (c, balance) in s.consumers.iter().zip(balances.iter_mut()) {
             let accrual = s.adoption * c.rate(old) + (1.0 - s.adoption) * c.rate(new);
@@ -192,6 +198,7 @@ fn simulate(s: &Scenario, stall: Option<std::ops::Range<usize>>) -> (Vec<f64>, V
                 Demand::Greedy => f64::INFINITY,
             };
             let took = wanted.min(available);
+            tail += if took < wanted { c.rate(new) } else { wanted };
             if c.adaptive {
                 saved_spent += (took - accrual).max(0.0);
             }
@@ -212,13 +219,13 @@ fn simulate(s: &Scenario, stall: Option<std::ops::Range<usize>>) -> (Vec<f64>, V
                     utilization: used,
                     factor,
                     mixed,
-                    tail: None,
+                    tail: Some(tail),
                 },
                 s.law(),
             );
             if std::env::var_os("ZAE_CONTROLLER_TRACE").is_some() {
                 eprintln!(
-                    "{minute} u={used:.4} f={factor:.4} mixed={mixed} -> {d:?} {estimator:?}"
+                    "{minute} u={used:.4} tail={tail:.4} f={factor:.4} mixed={mixed} -> {d:?} {estimator:?}"
                 );
             }
         }

@@ -26,14 +26,7 @@ pub fn error_text<E: std::error::Error>(err: &E) -> String {
 /// `text` cut to [`ERROR_TEXT_BOUND`] bytes at a character boundary, saying
 /// how much was left out.
 pub fn bounded(text: &str) -> String {
-    if text.len() <= ERROR_TEXT_BOUND {
-        return text.to_owned();
-    }
-    let mut end = ERROR_TEXT_BOUND;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
+    crate::keys::shown(text, ERROR_TEXT_BOUND).into_owned()
 }
 
 pub fn to_sdk(value: &Attr) -> AttributeValue {

@@ -20,13 +20,13 @@ use std::sync::Arc;
 /// three kinds callers act on differently.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
-    #[error("{operation} on {key}: condition check failed")]
+    #[error("{operation} on {}: condition check failed", shown_key(.key))]
     ConditionFailed {
         operation: &'static str,
         key: String,
     },
     /// Throttling, a 5xx, a timeout or a dropped connection: worth another try.
-    #[error("{operation} on {key}: {message} (retryable)")]
+    #[error("{operation} on {}: {} (retryable)", shown_key(.key), shown_message(.message))]
     Retryable {
         operation: &'static str,
         key: String,
@@ -35,7 +35,7 @@ pub enum StoreError {
     /// DynamoDB refused the request itself (a ValidationException: an
     /// expression it cannot take, an item over its size limit): the same
     /// request fails the same way every time.
-    #[error("{operation} on {key}: {message} (rejected)")]
+    #[error("{operation} on {}: {} (rejected)", shown_key(.key), shown_message(.message))]
     Rejected {
         operation: &'static str,
         key: String,
@@ -43,20 +43,20 @@ pub enum StoreError {
     },
     /// A transaction cancelled because the condition of a write other than
     /// the first failed: something it checked has moved.
-    #[error("{operation} on {key}: cancelled, {message}")]
+    #[error("{operation} on {}: cancelled, {}", shown_key(.key), shown_message(.message))]
     Cancelled {
         operation: &'static str,
         key: String,
         message: String,
     },
     /// The table (or the index) does not exist (`ResourceNotFoundException`).
-    #[error("{operation} on {key}: the table does not exist ({message})")]
+    #[error("{operation} on {}: the table does not exist ({})", shown_key(.key), shown_message(.message))]
     TableMissing {
         operation: &'static str,
         key: String,
         message: String,
     },
-    #[error("{operation} on {key}: {message}")]
+    #[error("{operation} on {}: {}", shown_key(.key), shown_message(.message))]
     Fatal {
         operation: &'static str,
         key: String,
@@ -240,9 +240,21 @@ impl TxWrite {
     }
 }
 
-/// How errors name an item.
+/// How errors name an item: each key cut to [`keys::KEY_SHOWN_BYTES`] (a
+/// client can make a partition key of 2 KB).
 pub fn key_text(pk: &str, sk: &str) -> String {
-    format!("{pk} {sk}")
+    let shown = |key| keys::shown(key, keys::KEY_SHOWN_BYTES);
+    format!("{} {}", shown(pk), shown(sk))
+}
+
+/// An error's key and message as its text shows them: bounded whoever
+/// built the error (a key may be 2 KB, a message may quote a response).
+fn shown_key(key: &str) -> std::borrow::Cow<'_, str> {
+    keys::shown(key, 2 * keys::KEY_SHOWN_BYTES)
+}
+
+fn shown_message(message: &str) -> std::borrow::Cow<'_, str> {
+    keys::shown(message, keys::MESSAGE_SHOWN_BYTES)
 }
 
 pub fn item_key_text(item: &Item) -> String {
@@ -430,5 +442,62 @@ impl<S: Store> Store for Arc<S> {
     }
     async fn backoff(&self, attempt: u32) {
         (**self).backoff(attempt).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client may make a key of 2 KB and DynamoDB's message may quote it:
+    /// what an error prints is bounded whatever the key and message.
+    #[test]
+    fn a_store_errors_text_is_bounded_whatever_its_key_and_message() {
+        let key = format!("ns/BUCKET#{}#r#0", "e".repeat(2_000));
+        let message = format!("refused {}", "m".repeat(200_000));
+        let errors = [
+            StoreError::ConditionFailed {
+                operation: "PutItem",
+                key: key.clone(),
+            },
+            StoreError::Rejected {
+                operation: "GetItem",
+                key: key.clone(),
+                message: message.clone(),
+            },
+            StoreError::Retryable {
+                operation: "GetItem",
+                key: key.clone(),
+                message: message.clone(),
+            },
+            StoreError::Fatal {
+                operation: "GetItem",
+                key: key.clone(),
+                message,
+            },
+        ];
+        for error in errors {
+            let text = error.to_string();
+            assert!(text.len() < 1_000, "{} bytes: {text:.200}", text.len());
+            assert!(text.starts_with("PutItem on ns/BUCKET#e") || text.contains(" on ns/BUCKET#e"));
+            assert!(text.contains("more bytes)"), "says it was cut: {text}");
+        }
+        let short = StoreError::ConditionFailed {
+            operation: "PutItem",
+            key: "ns/BUCKET#e#r#0 #STATE".into(),
+        };
+        assert_eq!(
+            short.to_string(),
+            "PutItem on ns/BUCKET#e#r#0 #STATE: condition check failed"
+        );
+    }
+
+    #[test]
+    fn key_text_is_bounded_and_cut_on_a_character() {
+        let pk = format!("ns/BUCKET#{}#r#0", "é".repeat(1_000));
+        let text = key_text(&pk, &"s".repeat(1_024));
+        assert!(text.len() < 400, "{} bytes", text.len());
+        assert!(text.starts_with("ns/BUCKET#é"), "{text:.40}");
+        assert_eq!(key_text("a", "b"), "a b");
     }
 }

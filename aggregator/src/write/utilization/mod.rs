@@ -171,16 +171,20 @@ impl<S: Store> Aggregator<S> {
         let mut demand = futures::stream::iter(listed)
             .map(|(key, e)| async move {
                 let listed = self.list(&key, &e.seen, e.allocated, admitting, deadline);
-                (listed.await, e.earliest)
+                (listed.await, e.earliest, key)
             })
             .buffer_unordered(self.settings.concurrency.max(1));
-        while let Some((result, earliest)) = demand.next().await {
+        while let Some((result, earliest, (_, resource, minute_ms, entity))) = demand.next().await {
             match result {
                 Ok(Listed::Yes) => outcome.stats.demand_listed += 1,
                 Ok(Listed::LeftOut) => outcome.stats.demand_overflow += 1,
                 Ok(Listed::LeftOutAgain) => {}
                 Err(e) => match super::Refusal::of("demand listing", &earliest, &e) {
-                    Some(refusal) => outcome.refuse(&refusal),
+                    Some(refusal) => outcome.refuse(&refusal.losing(super::Lost {
+                        resource,
+                        minute_ms,
+                        entity: Some(entity),
+                    })),
                     None => outcome.fail(&e, earliest),
                 },
             }
@@ -193,14 +197,19 @@ impl<S: Store> Aggregator<S> {
                 let result = self
                     .retrying(deadline, || self.store.update(&update, Returns::Nothing))
                     .await;
-                (result, m.earliest)
+                let lost = super::Lost {
+                    resource,
+                    minute_ms,
+                    entity: None,
+                };
+                (result, m.earliest, lost)
             })
             .buffer_unordered(self.settings.concurrency.max(1));
-        while let Some((result, earliest)) = writes.next().await {
+        while let Some((result, earliest, lost)) = writes.next().await {
             match result {
                 Ok(_) => outcome.stats.usage_writes += 1,
                 Err(e) => match super::Refusal::of("adaptive usage", &earliest, &e) {
-                    Some(refusal) => outcome.refuse(&refusal),
+                    Some(refusal) => outcome.refuse(&refusal.losing(lost)),
                     None => outcome.fail(&e, earliest),
                 },
             }
@@ -456,6 +465,17 @@ impl<S: Store> Aggregator<S> {
                 ..s.bucket.clone()
             };
             let pk = key.pk();
+            if !stamps.contains_key(&pk) && key.check_client_caps().is_err() {
+                // Past the client's cap (a hand-written item): no parent,
+                // and no read whose key DynamoDB may refuse.
+                tracing::warn!(
+                    parent_id = %zae_table::keys::shown(&key.entity, zae_table::keys::KEY_SHOWN_BYTES),
+                    "cascade parent id past the client's cap: read as no parent"
+                );
+                outcome.stats.parents_beyond_caps += 1;
+                stamps.insert(pk, None);
+                break;
+            }
             if !stamps.contains_key(&pk) {
                 match self.parent_stamp(&pk, limits, deadline).await {
                     Ok(stamp) => stamps.insert(pk.clone(), stamp),

@@ -215,6 +215,61 @@ async fn an_unreadable_stamp_over_counts() {
     assert_eq!(used(&agg.store().inner, "r"), Some(221_000));
 }
 
+/// Records the length of every key the sensor reads; fails nothing.
+#[derive(Default)]
+struct ReadKeys(std::sync::Mutex<Vec<usize>>);
+impl Faults for ReadKeys {
+    fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+        if let (Call::Get { pk, .. }, Ok(mut read)) = (call, self.0.lock()) {
+            read.push(pk.len());
+        }
+        None
+    }
+}
+
+/// A `parent_id` of 2 KB (a hand-written item: the 0.17.0 client caps it
+/// at 256) is no parent: no read DynamoDB would refuse (the key is past
+/// 2,048 bytes), the bucket's use counted once, the parent counted as
+/// skipped, and nothing the batch reports carries the 2 KB id.
+#[tokio::test]
+async fn a_parent_id_past_the_clients_cap_is_no_parent_and_is_never_read() {
+    let long = "p".repeat(2_048);
+    let table = MemoryStore::new();
+    table.insert(declaration("r"));
+    table.insert(bucket_item("key", Some(&long)));
+    let agg = Aggregator::new(
+        Injected {
+            inner: table,
+            faults: ReadKeys::default(),
+        },
+        settings(),
+    );
+    let mut batch = Batch::new();
+    batch
+        .debit("key", Some(&long), 7)
+        .debit("key", Some(&long), 3);
+    let outcome = agg.process(&batch.records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    let read = agg.store().faults.0.lock().unwrap().clone();
+    assert!(
+        read.iter().all(|&len| len <= 2_048),
+        "read keys of {read:?} bytes"
+    );
+    assert_eq!(outcome.stats.cascade_lookups_failed, 0, "no refused read");
+    assert_eq!(outcome.stats.parents_beyond_caps, 1, "once per batch");
+    assert_eq!(used(&agg.store().inner, "r"), Some(10_000));
+    assert!(outcome.errors.iter().all(|e| e.len() < 1_000));
+    let skipped = outcome.metrics.iter().find_map(|m| match m {
+        crate::metrics::MetricEvent::Count { name, count, .. }
+            if *name == crate::metrics::RECORDS_SKIPPED =>
+        {
+            Some(*count)
+        }
+        _ => None,
+    });
+    assert_eq!(skipped, Some(1), "counted as a bucket past the caps is");
+}
+
 #[tokio::test]
 async fn only_declared_resources_and_limits_are_sensed() {
     let table = MemoryStore::new();
@@ -1025,4 +1080,83 @@ async fn a_demand_listing_or_usage_write_dynamodb_refuses_is_skipped_and_counted
         outcome.stats.writes_refused, 2,
         "the listing and the usage item"
     );
+}
+
+/// A log capture for one test's thread (a current-thread runtime).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut logs) = self.0.lock() {
+            logs.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn lines(&self) -> Vec<String> {
+        let logs = self.0.lock().map(|l| l.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&logs)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// A refused usage write loses the batch's use of the resource in that
+/// minute for every entity, not one record: its log line names the
+/// resource and the minute (the listing's, the entity too), and both are
+/// counted in `WritesRefused`. Injected at the store seam, as above.
+#[tokio::test]
+async fn a_refused_usage_or_listing_write_names_its_resource_and_minute_and_counts() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let agg = Aggregator::new(
+        Injected {
+            inner: demand_table(),
+            faults: ListingsRefused,
+        },
+        settings(),
+    );
+    let records = vec![admitted(0, "heavy", (0, 100), 40)];
+    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
+    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    // Quotes aside: the JSON logs of Lambda quote every string.
+    let refused: Vec<_> = (logs.lines().into_iter())
+        .filter(|l| l.contains("refused as invalid"))
+        .map(|l| l.replace('"', ""))
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:#?}");
+    for line in &refused {
+        assert!(line.contains("resource=r"), "{line}");
+        assert!(line.contains("minute=2026-11-30T10:00:00Z"), "{line}");
+    }
+    let usage = refused.iter().find(|l| l.contains("adaptive usage"));
+    assert!(
+        usage.is_some_and(|l| l.contains("every entity")),
+        "{refused:#?}"
+    );
+    let listing = refused.iter().find(|l| l.contains("demand listing"));
+    assert!(
+        listing.is_some_and(|l| l.contains("entity=heavy")),
+        "{refused:#?}"
+    );
+    let counted = outcome.metrics.iter().find_map(|m| match m {
+        crate::metrics::MetricEvent::Count { name, count, .. }
+            if *name == crate::metrics::WRITES_REFUSED =>
+        {
+            Some(*count)
+        }
+        _ => None,
+    });
+    assert_eq!(counted, Some(2));
 }
