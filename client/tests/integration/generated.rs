@@ -80,8 +80,21 @@ fn spec() -> impl Strategy<Value = Value> {
     )
 }
 
+/// The test tiers replay the saved seeds and three cases of one fixed seed,
+/// the same on every run, so that a red run is a change's doing and not the
+/// draw's; the long run (`scripts/fuzz.sh`, which sets `ZAE_FUZZ_CASES`)
+/// draws new ones. Random draws here failed runs on client differences no
+/// change of theirs made (two known, docs/testing.md).
+fn rng_seed() -> proptest::test_runner::RngSeed {
+    use proptest::test_runner::RngSeed;
+    match std::env::var_os("ZAE_FUZZ_CASES") {
+        Some(_) => RngSeed::Random,
+        None => RngSeed::Fixed(40),
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: fuzz_cases(3), max_shrink_iters: 20, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: fuzz_cases(3), max_shrink_iters: 20, rng_seed: rng_seed(), ..ProptestConfig::default() })]
 
     #[test]
     fn generated_sequences_leave_the_same_buckets_and_answers_as_the_python_client(spec in spec()) {

@@ -1059,12 +1059,10 @@ impl Faults for ListingsRefused {
     }
 }
 
-/// A write of the sensor that DynamoDB refuses as invalid is skipped and
-/// counted, never a batch failure. Injected at the store seam: within the
-/// client's caps no key the sensor builds passes DynamoDB's limits, so
-/// neither the twin nor moto can show it.
-#[tokio::test]
-async fn a_demand_listing_or_usage_write_dynamodb_refuses_is_skipped_and_counted() {
+/// One admitted record on a `share: demand` resource, through a table
+/// that refuses the sensor's listing and usage writes as invalid; the
+/// batch must still complete.
+async fn a_batch_whose_sensor_writes_are_refused() -> crate::write::BatchOutcome {
     let agg = Aggregator::new(
         Injected {
             inner: demand_table(),
@@ -1075,6 +1073,16 @@ async fn a_demand_listing_or_usage_write_dynamodb_refuses_is_skipped_and_counted
     let records = vec![admitted(0, "heavy", (0, 100), 40)];
     let outcome = agg.process(&records, "p", MINUTE_S, None).await;
     assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    outcome
+}
+
+/// A write of the sensor that DynamoDB refuses as invalid is skipped and
+/// counted, never a batch failure. Injected at the store seam: within the
+/// client's caps no key the sensor builds passes DynamoDB's limits, so
+/// neither the twin nor moto can show it.
+#[tokio::test]
+async fn a_demand_listing_or_usage_write_dynamodb_refuses_is_skipped_and_counted() {
+    let outcome = a_batch_whose_sensor_writes_are_refused().await;
     assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
     assert_eq!(
         outcome.stats.writes_refused, 2,
@@ -1120,16 +1128,7 @@ async fn a_refused_usage_or_listing_write_names_its_resource_and_minute_and_coun
         .with_ansi(false)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let agg = Aggregator::new(
-        Injected {
-            inner: demand_table(),
-            faults: ListingsRefused,
-        },
-        settings(),
-    );
-    let records = vec![admitted(0, "heavy", (0, 100), 40)];
-    let outcome = agg.process(&records, "p", MINUTE_S, None).await;
-    assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
+    let outcome = a_batch_whose_sensor_writes_are_refused().await;
     // Quotes aside: the JSON logs of Lambda quote every string.
     let refused: Vec<_> = (logs.lines().into_iter())
         .filter(|l| l.contains("refused as invalid"))
