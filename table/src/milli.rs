@@ -48,11 +48,7 @@ fn abbreviate(text: &str) -> String {
     if text.len() <= MAX {
         text.to_owned()
     } else {
-        let cut = (0..=MAX)
-            .rev()
-            .find(|i| text.is_char_boundary(*i))
-            .unwrap_or(0);
-        format!("{}…", &text[..cut])
+        format!("{}…", crate::keys::clip(text, MAX))
     }
 }
 

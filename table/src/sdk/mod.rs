@@ -12,21 +12,18 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
-/// The most of an SDK error's text a log line or an error we print carries.
-/// The SDK's full context includes the raw response, body and all (a
-/// GetRecords page is up to 1 MB); the start says what failed.
-pub const ERROR_TEXT_BOUND: usize = 512;
-
 /// An SDK error (of any AWS client) with its sources, cut to
-/// [`ERROR_TEXT_BOUND`].
+/// [`MESSAGE_SHOWN_BYTES`](crate::keys::MESSAGE_SHOWN_BYTES): the SDK's full
+/// context includes the raw response, body and all (a GetRecords page is up
+/// to 1 MB); the start says what failed.
 pub fn error_text<E: std::error::Error>(err: &E) -> String {
     bounded(&DisplayErrorContext(err).to_string())
 }
 
-/// `text` cut to [`ERROR_TEXT_BOUND`] bytes at a character boundary, saying
-/// how much was left out.
+/// `text` cut to [`MESSAGE_SHOWN_BYTES`](crate::keys::MESSAGE_SHOWN_BYTES)
+/// bytes at a character boundary, saying how much was left out.
 pub fn bounded(text: &str) -> String {
-    crate::keys::shown(text, ERROR_TEXT_BOUND).into_owned()
+    crate::keys::shown(text, crate::keys::MESSAGE_SHOWN_BYTES).into_owned()
 }
 
 pub fn to_sdk(value: &Attr) -> AttributeValue {
@@ -127,17 +124,18 @@ impl HasStatus for aws_smithy_runtime_api::http::Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::MESSAGE_SHOWN_BYTES;
 
     #[test]
     fn error_text_is_bounded_at_a_character_boundary() {
         assert_eq!(bounded("short"), "short");
         let body = format!(
             "{}é{}",
-            "x".repeat(ERROR_TEXT_BOUND - 1),
+            "x".repeat(MESSAGE_SHOWN_BYTES - 1),
             "y".repeat(200_000)
         );
         let cut = bounded(&body);
-        assert!(cut.len() < ERROR_TEXT_BOUND + 40, "{} bytes", cut.len());
+        assert!(cut.len() < MESSAGE_SHOWN_BYTES + 40, "{} bytes", cut.len());
         assert!(cut.ends_with("more bytes)"), "{cut}");
         assert!(!cut.contains('é'), "a character is never split");
     }
