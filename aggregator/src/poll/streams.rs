@@ -249,7 +249,10 @@ mod tests {
         assert!(meta.contains(r#""metadata":{"M":{}}"#), "{meta}");
         let buckets = parsed
             .iter()
-            .filter(|r| r.partition_key().is_some_and(|pk| pk.contains("/BUCKET#")))
+            .filter(|r| {
+                r.partition_key()
+                    .is_some_and(|pk| pk.contains(&format!("/{}", zae_table::keys::BUCKET_PREFIX)))
+            })
             .count();
         assert_eq!(buckets, 4, "the bucket records, with their images");
         assert!(

@@ -1,6 +1,7 @@
 use super::*;
 use crate::cli::args::Cli;
 use clap::Parser;
+use zae_table::provisioner::{CFN_OWNER, CFN_ROLLBACK};
 use zae_table::store::StoreError;
 use zae_table::{Attr, keys};
 use zae_test_support::faults::{Call, Faults, Injected};
@@ -80,7 +81,7 @@ fn owner_of(store: &MemoryStore) -> Option<Attr> {
     let ns = crate::apply::tests::NS;
     store
         .item(&keys::pk_system(ns), keys::SK_PROVISIONER)
-        .and_then(|state| state.get("cfn_owner").cloned())
+        .and_then(|state| state.get(CFN_OWNER).cloned())
 }
 
 /// Puts `owner` in the namespace's `#PROVISIONER` record.
@@ -91,7 +92,7 @@ fn owned_by(store: &MemoryStore, owner: &str) {
         .unwrap_or_else(|| {
             crate::apply::tests::item(&keys::pk_system(ns), keys::SK_PROVISIONER, &[])
         });
-    record.insert("cfn_owner".into(), Attr::s(owner));
+    record.insert(CFN_OWNER.into(), Attr::s(owner));
     store.insert(record);
 }
 
@@ -127,13 +128,13 @@ async fn release_owner_removes_only_the_owner_it_showed_once_confirmed() {
     let mut record = memory
         .item(&keys::pk_system(ns), keys::SK_PROVISIONER)
         .unwrap();
-    record.insert("cfn_rollback".into(), Attr::M(Default::default()));
+    record.insert(CFN_ROLLBACK.into(), Attr::M(Default::default()));
     memory.insert(record);
     let released = release::release(&*memory, ns, |_| Ok(true)).await;
     assert_eq!(released.unwrap(), Ended::Clean);
     assert_eq!(owner_of(&memory), None);
     let record = memory.item(&keys::pk_system(ns), keys::SK_PROVISIONER);
-    assert!(!record.unwrap().contains_key("cfn_rollback"));
+    assert!(!record.unwrap().contains_key(CFN_ROLLBACK));
     let again = release::release(&*memory, ns, |_| panic!("nothing to confirm")).await;
     assert_eq!(again.unwrap(), Ended::Clean);
 }

@@ -9,6 +9,7 @@ use crate::continuation::Continuer;
 use serde_json::Value;
 use std::sync::Mutex;
 use std::time::Instant;
+use zae_table::provisioner::CFN_OWNER;
 use zae_table::store::{Condition, Query, Returns, StoreError, TxWrite, Update};
 use zae_table::{Attr, Item, keys};
 use zae_test_support::faults::{Call, Faults, Injected};
@@ -128,7 +129,7 @@ async fn a_create_answers_success_and_records_its_owner() {
     let state = store
         .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
         .unwrap();
-    assert_eq!(state["cfn_owner"], Attr::s(format!("{STACK}|TenantLimits")));
+    assert_eq!(state[CFN_OWNER], Attr::s(format!("{STACK}|TenantLimits")));
 
     // CloudFormation retries a request it heard nothing back from.
     let before = store.items();
@@ -198,7 +199,7 @@ async fn a_deleted_stack_releases_its_namespace_to_the_next() {
     let state = store
         .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
         .unwrap();
-    assert!(!state.contains_key("cfn_owner"), "{state:?}");
+    assert!(!state.contains_key(CFN_OWNER), "{state:?}");
     let next = "arn:aws:cloudformation:us-east-1:123456789012:stack/next/3";
     let taken = send(&deps, request("Create", "r3", None, next, "20"), MINUTE).await;
     assert_eq!(taken["Status"], "SUCCESS", "{taken}");
@@ -224,7 +225,7 @@ impl Faults for ClaimedMeanwhile {
                 .store
                 .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
                 .expect("the record");
-            record.insert("cfn_owner".into(), Attr::s(other));
+            record.insert(CFN_OWNER.into(), Attr::s(other));
             self.store.insert(record);
             let mut config = resource_config(&self.store).expect("gpt-4's config");
             config.insert("l_rpm_cp".into(), Attr::n(99));
@@ -506,7 +507,7 @@ async fn a_change_whose_config_writes_failed_is_answered_failed() {
     let state = store
         .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
         .unwrap();
-    assert!(!state.contains_key("cfn_owner"), "{state:?}");
+    assert!(!state.contains_key(CFN_OWNER), "{state:?}");
     assert_eq!(state["managed_resources"], Attr::L(vec![]));
 }
 
@@ -777,7 +778,7 @@ impl Faults for DeniedAfterTheClaim {
 fn owner_of(store: &MemoryStore, namespace: &str) -> Option<Attr> {
     store
         .item(&keys::pk_system(namespace), keys::SK_PROVISIONER)
-        .and_then(|state| state.get("cfn_owner").cloned())
+        .and_then(|state| state.get(CFN_OWNER).cloned())
 }
 
 /// Issue 28, item 5: a Create that dies after its claim (refused, panicked,
@@ -1199,8 +1200,8 @@ impl Faults for OwnerMovedMeanwhile {
                 .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
                 .expect("the record");
             match self.owner {
-                Some(owner) => state.insert("cfn_owner".into(), Attr::s(owner)),
-                None => state.remove("cfn_owner"),
+                Some(owner) => state.insert(CFN_OWNER.into(), Attr::s(owner)),
+                None => state.remove(CFN_OWNER),
             };
             self.store.insert(state);
         }
@@ -1231,7 +1232,7 @@ async fn a_cli_apply_never_undoes_a_release_or_drops_a_claim_made_while_it_ran()
                 let mut state = store
                     .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
                     .unwrap();
-                state.insert("cfn_owner".into(), Attr::s(owner));
+                state.insert(CFN_OWNER.into(), Attr::s(owner));
                 store.insert(state);
             }
             let moved = Injected {
