@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""The layout's rules, measured: lines per crate, functions by length, and
+import circles between a crate's modules.
+
+    scripts/layout.py            # report
+    scripts/layout.py --check    # exit 1 on a function over 100 lines or a circle
+
+A circle is two modules of one crate that use each other, directly or
+through others (a module and its own ancestors or descendants do not count:
+a child using its parent's items is how Rust nests). Test modules
+(`tests.rs`, `tests/`) and examples are left out of both rules. The parse is
+lexical (comments and string literals blanked, braces matched), which is
+enough for this tree's code; it is not a Rust parser.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_FN_LINES = 100
+FN = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)")
+
+
+def members():
+    text = (ROOT / "Cargo.toml").read_text()
+    listed = re.search(r"members\s*=\s*\[([^\]]*)\]", text).group(1)
+    return [m.strip().strip('"') for m in listed.split(",") if m.strip()]
+
+
+def is_test(path: Path) -> bool:
+    return path.name == "tests.rs" or "tests" in path.parts[:-1]
+
+
+def blank(source: str) -> str:
+    """Comments, strings and char literals replaced by spaces, lines kept."""
+    out, i, n = [], 0, len(source)
+    while i < n:
+        c = source[i]
+        if source.startswith("//", i):
+            j = source.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif source.startswith("/*", i):
+            j = source.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", source[i:j]))
+            i = j
+        elif m := re.match(r'r(#*)"', source[i:i + 10]) if c == "r" and (i == 0 or not (source[i - 1].isalnum() or source[i - 1] == "_")) else None:
+            end = '"' + m.group(1)
+            j = source.find(end, i + len(m.group(0)))
+            j = n if j < 0 else j + len(end)
+            out.append(re.sub(r"[^\n]", " ", source[i:j]))
+            i = j
+        elif c == '"':
+            j = i + 1
+            while j < n and source[j] != '"':
+                j += 2 if source[j] == "\\" else 1
+            out.append(re.sub(r"[^\n]", " ", source[i:j + 1]))
+            i = j + 1
+        elif c == "'" and (m := re.match(r"'(\\.[^']*|[^\\'])'", source[i:i + 12])):
+            out.append(" " * len(m.group(0)))
+            i += len(m.group(0))
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def without_test_modules(text: str) -> str:
+    """`#[cfg(test)] mod x { ... }` blanked (lines kept): tests, not layout."""
+    lines = text.split("\n")
+    k = 0
+    while k < len(lines):
+        if lines[k].strip() == "#[cfg(test)]" and k + 1 < len(lines) and re.match(r"\s*(pub\s+)?mod\s+\w+\s*\{", lines[k + 1]):
+            depth, j = 0, k + 1
+            while j < len(lines):
+                depth += lines[j].count("{") - lines[j].count("}")
+                lines[j] = ""
+                if depth <= 0:
+                    break
+                j += 1
+            k = j
+        k += 1
+    return "\n".join(lines)
+
+
+def source(path: Path) -> str:
+    return without_test_modules(blank(path.read_text()))
+
+
+def test_lines(path: Path) -> int:
+    text = blank(path.read_text())
+    return text.count("\n") - without_test_modules(text).count("\n") + sum(
+        1 for a, b in zip(text.split("\n"), without_test_modules(text).split("\n")) if a.strip() and not b.strip())
+
+
+def functions(path: Path):
+    """(name, first line, length in lines) of every fn with a body."""
+    lines = source(path).split("\n")
+    found = []
+    for k, line in enumerate(lines):
+        m = FN.match(line)
+        if not m:
+            continue
+        depth, started = 0, False
+        for j in range(k, len(lines)):
+            for ch in lines[j]:
+                if ch == ";" and not started and depth == 0:
+                    break  # a declaration without a body
+                if ch == "{":
+                    depth += 1
+                    started = True
+                elif ch == "}":
+                    depth -= 1
+            else:
+                if started and depth <= 0:
+                    found.append((m.group(1), k + 1, j - k + 1))
+                    break
+                continue
+            break
+    return found
+
+
+def module_of(src: Path, path: Path):
+    rel = path.relative_to(src).with_suffix("")
+    parts = list(rel.parts)
+    if parts in (["lib"], ["main"]):
+        return ()
+    if parts[-1] == "mod":
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+USE_GROUP = re.compile(r"\buse\s+((?:crate|super|self)(?:::\w+)*)::\{([^;]*)\}\s*;", re.S)
+PATH = re.compile(r"\b((?:crate|super|self)(?:::(?:super|\w+))+)")
+
+
+def references(text: str):
+    """Every `crate::`/`super::`/`self::` path, use groups expanded a level."""
+    paths = []
+    for m in USE_GROUP.finditer(text):
+        base = m.group(1)
+        for item in re.split(r",(?![^{]*\})", m.group(2)):
+            item = item.strip().split(" as ")[0].strip()
+            if item and item != "self":
+                paths.append(base + "::" + re.sub(r"\s+", "", item).split("::{")[0])
+            elif item == "self":
+                paths.append(base)
+    text = USE_GROUP.sub(" ", text)
+    paths += [m.group(1) for m in PATH.finditer(text)]
+    return paths
+
+
+def resolve(path: str, here: tuple, modules: set, is_dir_module: bool):
+    parts = path.split("::")
+    # `super` and `self` of a file module `a/b.rs` count from `a::b`.
+    base = list(here)
+    if parts[0] == "crate":
+        base, parts = [], parts[1:]
+    elif parts[0] == "self":
+        parts = parts[1:]
+    while parts and parts[0] == "super":
+        base = base[:-1]
+        parts = parts[1:]
+    full = tuple(base + parts)
+    for k in range(len(full), -1, -1):
+        if full[:k] in modules:
+            return full[:k]
+    return ()
+
+
+def circles(src: Path):
+    files = {module_of(src, p): p for p in src.rglob("*.rs")
+             if not is_test(p.relative_to(src)) and "bin" not in p.relative_to(src).parts[:-1]}
+    modules = set(files)
+    edges = {m: set() for m in modules}
+    for mod, path in files.items():
+        text = source(path)
+        for ref in references(text):
+            target = resolve(ref, mod, modules, path.name == "mod.rs")
+            related = target[:len(mod)] == mod or mod[:len(target)] == target
+            if not related:
+                edges[mod].add(target)
+    return [c for c in strongly_connected(edges) if len(c) > 1], edges
+
+
+def strongly_connected(edges):
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def name(crate, mod):
+    return crate + ("::" + "::".join(mod) if mod else "")
+
+
+def main():
+    check = "--check" in sys.argv
+    total, long_fns, all_circles = 0, [], []
+    print(f"{'crate':<28}{'lines':>8}{'of them tests':>15}")
+    for member in members():
+        src = ROOT / member / "src"
+        if not src.is_dir():
+            continue
+        lines = tests = 0
+        for p in sorted(src.rglob("*.rs")):
+            n = p.read_text().count("\n")
+            rel = p.relative_to(src)
+            lines += n
+            if is_test(rel):
+                tests += n
+                continue
+            tests += test_lines(p)
+            long_fns += [(n_, f"{member}/src/{rel}", l, name_) for name_, l, n_ in functions(p)]
+        total += lines - tests
+        print(f"{member:<28}{lines:>8}{tests:>15}")
+        found, _ = circles(src)
+        all_circles += [[name(member, m) for m in c] for c in found]
+    print(f"{'outside tests':<28}{total:>8}")
+    long_fns.sort(reverse=True)
+    print("\nlongest functions (lines):")
+    for n, f, l, fn in long_fns[:12]:
+        print(f"  {n:>4}  {f}:{l} {fn}")
+    over = [x for x in long_fns if x[0] > MAX_FN_LINES]
+    print(f"\nfunctions over {MAX_FN_LINES} lines: {len(over)}; over 80: "
+          f"{len([x for x in long_fns if x[0] > 80])}")
+    print(f"import circles: {len(all_circles)}")
+    for c in all_circles:
+        print("  " + " <-> ".join(c))
+    if check and (over or all_circles):
+        print("layout.py: the layout's rules are broken (see above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
