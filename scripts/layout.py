@@ -3,7 +3,8 @@
 import circles between a crate's modules.
 
     scripts/layout.py            # report
-    scripts/layout.py --check    # exit 1 on a function over 100 lines or a circle
+    scripts/layout.py --check    # exit 1 on a function over 100 lines, a circle,
+                                 # or a dependency between our crates outside ALLOWED
 
 A circle is two modules of one crate that use each other, directly or
 through others (a module and its own ancestors or descendants do not count:
@@ -19,6 +20,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_FN_LINES = 100
+
+# What each crate may depend on among ours (docs/architecture.md#the-crates).
+ALLOWED = {
+    "zae-table": set(),
+    "zae-runtime": {"zae-table"},
+    "zae-adaptive": {"zae-table"},
+    "zae-aggregator": {"zae-table", "zae-runtime", "zae-adaptive"},
+    "zae-provisioner": {"zae-table", "zae-runtime", "zae-adaptive"},
+    "cfn-limits-resource": {"zae-provisioner", "zae-table", "zae-runtime"},
+    "zae-limits": {"zae-provisioner", "zae-adaptive", "zae-table", "zae-runtime"},
+    "zae-client": {"zae-table", "zae-runtime"},
+    "zae-test-support": {"zae-table"},
+}
+# Products: nothing depends on them, not even a test (they meet as binaries).
+PRODUCTS = {"zae-aggregator", "cfn-limits-resource", "zae-limits"}
 FN = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)")
 
 
@@ -217,13 +233,44 @@ def strongly_connected(edges):
     return out
 
 
+def dependencies(member: str):
+    """(package, {section: [our crates]}) from a member's Cargo.toml."""
+    text = (ROOT / member / "Cargo.toml").read_text()
+    package = re.search(r'^name\s*=\s*"([^"]+)"', text, re.M).group(1)
+    ours = set(ALLOWED) | PRODUCTS
+    found, section = {}, None
+    for line in text.split("\n"):
+        if m := re.match(r"\[([^\]]+)\]", line.strip()):
+            section = m.group(1)
+            continue
+        if m := re.match(r"([\w-]+)(?:\.workspace)?\s*=", line.strip()):
+            if m.group(1) in ours and section and section.endswith("dependencies"):
+                found.setdefault(section, []).append(m.group(1))
+    return package, found
+
+
+def import_problems(member: str):
+    package, found = dependencies(member)
+    problems = []
+    allowed = ALLOWED.get(package)
+    if allowed is None:
+        return [f"{member}: package {package} is not in scripts/layout.py's ALLOWED"]
+    for section, crates in found.items():
+        for crate in crates:
+            if crate in PRODUCTS:
+                problems.append(f"{package} [{section}] depends on the product {crate}")
+            elif section == "dependencies" and crate not in allowed:
+                problems.append(f"{package} depends on {crate} (allowed: {sorted(allowed) or 'none'})")
+    return problems
+
+
 def name(crate, mod):
     return crate + ("::" + "::".join(mod) if mod else "")
 
 
 def main():
     check = "--check" in sys.argv
-    total, long_fns, all_circles = 0, [], []
+    total, long_fns, all_circles, imports = 0, [], [], []
     print(f"{'crate':<28}{'lines':>8}{'of them tests':>15}")
     for member in members():
         src = ROOT / member / "src"
@@ -241,6 +288,7 @@ def main():
             long_fns += [(n_, f"{member}/src/{rel}", l, name_) for name_, l, n_ in functions(p)]
         total += lines - tests
         print(f"{member:<28}{lines:>8}{tests:>15}")
+        imports += import_problems(member)
         found, _ = circles(src)
         all_circles += [[name(member, m) for m in c] for c in found]
     print(f"{'outside tests':<28}{total:>8}")
@@ -254,7 +302,10 @@ def main():
     print(f"import circles: {len(all_circles)}")
     for c in all_circles:
         print("  " + " <-> ".join(c))
-    if check and (over or all_circles):
+    print(f"crate imports outside the rules: {len(imports)}")
+    for problem in imports:
+        print("  " + problem)
+    if check and (over or all_circles or imports):
         print("layout.py: the layout's rules are broken (see above)", file=sys.stderr)
         return 1
     return 0
