@@ -3,6 +3,7 @@
 import circles between a crate's modules.
 
     scripts/layout.py            # report
+    scripts/layout.py --self-test  # the check finds what it is for
     scripts/layout.py --check    # exit 1 on a function over 100 lines, a circle,
                                  # or a dependency between our crates outside ALLOWED
 
@@ -38,8 +39,8 @@ PRODUCTS = {"zae-aggregator", "cfn-limits-resource", "zae-limits"}
 FN = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)")
 
 
-def members():
-    text = (ROOT / "Cargo.toml").read_text()
+def members(root: Path):
+    text = (root / "Cargo.toml").read_text()
     listed = re.search(r"members\s*=\s*\[([^\]]*)\]", text).group(1)
     return [m.strip().strip('"') for m in listed.split(",") if m.strip()]
 
@@ -189,7 +190,8 @@ def resolve(path: str, here: tuple, modules: set, is_dir_module: bool):
 
 def circles(src: Path):
     files = {module_of(src, p): p for p in src.rglob("*.rs")
-             if not is_test(p.relative_to(src)) and "bin" not in p.relative_to(src).parts[:-1]}
+             if not is_test(p.relative_to(src)) and "bin" not in p.relative_to(src).parts[:-1]
+             and p.relative_to(src) != Path("main.rs")}  # a binary's root, not the library's
     modules = set(files)
     edges = {m: set() for m in modules}
     for mod, path in files.items():
@@ -233,9 +235,9 @@ def strongly_connected(edges):
     return out
 
 
-def dependencies(member: str):
+def dependencies(root: Path, member: str):
     """(package, {section: [our crates]}) from a member's Cargo.toml."""
-    text = (ROOT / member / "Cargo.toml").read_text()
+    text = (root / member / "Cargo.toml").read_text()
     package = re.search(r'^name\s*=\s*"([^"]+)"', text, re.M).group(1)
     ours = set(ALLOWED) | PRODUCTS
     found, section = {}, None
@@ -249,8 +251,8 @@ def dependencies(member: str):
     return package, found
 
 
-def import_problems(member: str):
-    package, found = dependencies(member)
+def import_problems(root: Path, member: str):
+    package, found = dependencies(root, member)
     problems = []
     allowed = ALLOWED.get(package)
     if allowed is None:
@@ -268,12 +270,12 @@ def name(crate, mod):
     return crate + ("::" + "::".join(mod) if mod else "")
 
 
-def main():
-    check = "--check" in sys.argv
+def measure(root: Path, out=print):
+    """(functions over the bound, circles, import problems), reported."""
     total, long_fns, all_circles, imports = 0, [], [], []
-    print(f"{'crate':<28}{'lines':>8}{'of them tests':>15}")
-    for member in members():
-        src = ROOT / member / "src"
+    out(f"{'crate':<28}{'lines':>8}{'of them tests':>15}")
+    for member in members(root):
+        src = root / member / "src"
         if not src.is_dir():
             continue
         lines = tests = 0
@@ -287,25 +289,60 @@ def main():
             tests += test_lines(p)
             long_fns += [(n_, f"{member}/src/{rel}", l, name_) for name_, l, n_ in functions(p)]
         total += lines - tests
-        print(f"{member:<28}{lines:>8}{tests:>15}")
-        imports += import_problems(member)
+        out(f"{member:<28}{lines:>8}{tests:>15}")
+        imports += import_problems(root, member)
         found, _ = circles(src)
         all_circles += [[name(member, m) for m in c] for c in found]
-    print(f"{'outside tests':<28}{total:>8}")
+    out(f"{'outside tests':<28}{total:>8}")
     long_fns.sort(reverse=True)
-    print("\nlongest functions (lines):")
+    out("\nlongest functions (lines):")
     for n, f, l, fn in long_fns[:12]:
-        print(f"  {n:>4}  {f}:{l} {fn}")
+        out(f"  {n:>4}  {f}:{l} {fn}")
     over = [x for x in long_fns if x[0] > MAX_FN_LINES]
-    print(f"\nfunctions over {MAX_FN_LINES} lines: {len(over)}; over 80: "
+    out(f"\nfunctions over {MAX_FN_LINES} lines: {len(over)}; over 80: "
           f"{len([x for x in long_fns if x[0] > 80])}")
-    print(f"import circles: {len(all_circles)}")
+    out(f"import circles: {len(all_circles)}")
     for c in all_circles:
-        print("  " + " <-> ".join(c))
-    print(f"crate imports outside the rules: {len(imports)}")
+        out("  " + " <-> ".join(c))
+    out(f"crate imports outside the rules: {len(imports)}")
     for problem in imports:
-        print("  " + problem)
-    if check and (over or all_circles or imports):
+        out("  " + problem)
+    return over, all_circles, imports
+
+
+def self_test():
+    """The check finds each kind of break in a tree made to have one."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "Cargo.toml").write_text('[workspace]\nmembers = ["table", "client"]\n')
+        files = {
+            "table/Cargo.toml": '[package]\nname = "zae-table"\n[dependencies]\nzae-client.workspace = true\n',
+            "table/src/lib.rs": "pub mod a;\npub mod b;\n",
+            "table/src/a.rs": "use crate::b::B;\npub struct A;\n",
+            "table/src/b.rs": "pub struct B;\npub fn f() -> crate::a::A { crate::a::A }\n",
+            "client/Cargo.toml": '[package]\nname = "zae-client"\n[dependencies]\nzae-table.workspace = true\n',
+            "client/src/lib.rs": "pub mod parent;\n",
+            "client/src/parent/mod.rs": "pub mod child;\nuse child::C;\n",
+            "client/src/parent/child.rs": "pub struct C;\nuse super::helper;\n"
+            + "pub fn long() {\n" + "    let _ = \"}\";\n" * 101 + "}\n",
+        }
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        over, circles_found, imports = measure(root, out=lambda *a, **k: None)
+        assert [f[3] for f in over] == ["long"], over
+        assert circles_found == [["table::a", "table::b"]], circles_found
+        assert len(imports) == 1 and "zae-table depends on zae-client" in imports[0], imports
+    print("layout.py self-test: a long function, a circle and a forbidden import are each found")
+
+
+def main():
+    if "--self-test" in sys.argv:
+        self_test()
+        return 0
+    over, all_circles, imports = measure(ROOT)
+    if "--check" in sys.argv and (over or all_circles or imports):
         print("layout.py: the layout's rules are broken (see above)", file=sys.stderr)
         return 1
     return 0

@@ -8,7 +8,7 @@ usage() {
   cat <<'EOF'
 Usage: ./scripts/test.sh [--full] [-- NEXTEST-ARGS...]
 
-default   fmt; clippy (-D warnings) on every workspace target the tests
+default   fmt; the layout's rules (scripts/layout.py); clippy (-D warnings) on every workspace target the tests
           build, in the same compilation as the test build; the template
           and migration checks; the link check of README.md and docs/; every unit, property and model test; the
           end-to-end tests with the real zae-limiter 0.17.0 client on moto
@@ -63,6 +63,12 @@ fi
 
 phase "cargo fmt" "seconds"
 cargo fmt --all --check
+
+# docs/architecture.md's rules: the crates' imports, no function over 100
+# lines, no import circle between a crate's modules.
+phase "the layout's rules (scripts/layout.py --check)" "a second"
+python3 "$ROOT/scripts/layout.py" --self-test
+python3 "$ROOT/scripts/layout.py" --check >"$ROOT/.work/layout.log" || { cat "$ROOT/.work/layout.log"; exit 1; }
 
 # The Python side and the template checks need no Rust: they run beside
 # the build, and the build waits for neither.
