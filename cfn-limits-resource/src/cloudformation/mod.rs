@@ -14,16 +14,16 @@ pub mod table;
 
 pub use responder::{HttpResponder, Responder, answer};
 
-use crate::apply::state::namespace_id as registered_id;
-use crate::apply::{ApplyError, Caller, Ownership, Provisioner, Report};
 use crate::continuation::Continuation;
-use crate::manifest::Manifest;
-use crate::manifest::cloudformation::{coerce_bool, parse_properties};
-use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
 use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest;
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
 use yaml_serde::Value as Tree;
+use zae_provisioner::apply::state::namespace_id as registered_id;
+use zae_provisioner::apply::{ApplyError, Caller, Ownership, Provisioner, Report};
+use zae_provisioner::manifest::Manifest;
+use zae_provisioner::manifest::problem::{Invalid, Path, Problem, Spelling};
+use zae_provisioner::manifest::stack::{coerce_bool, parse_properties};
 use zae_table::keys;
 use zae_table::names::MAX_NAMESPACE_BYTES;
 use zae_table::provisioner::Rollback;
@@ -67,7 +67,7 @@ pub enum CfnError {
     )]
     BadNamespaceId { id: String, bytes: usize },
     #[error("{0}")]
-    Registry(#[from] crate::registry::RegistryError),
+    Registry(#[from] zae_provisioner::init::RegistryError),
     #[error("restoring the version record: {0}")]
     Unstamp(#[source] StoreError),
     #[error("looking up namespace '{name}': {source}")]
@@ -529,7 +529,7 @@ async fn read_and_apply(
 /// wrote, managed again by whoever managed them before (docs/provisioner.md
 /// says why). A claim recorded without what it found (an earlier build's)
 /// deletes nothing.
-fn only_what_it_created(plan: &mut crate::apply::Plan) {
+fn only_what_it_created(plan: &mut zae_provisioner::apply::Plan) {
     let found = plan.state.rollback.clone().unwrap_or_else(|| Rollback {
         managed: plan.state.managed.clone(),
         applied_hash: plan.state.applied_hash.clone(),
@@ -683,7 +683,7 @@ fn unknown_properties(envelope: &Envelope, allowed: &[&str]) -> Vec<Problem> {
         .into_iter()
         .filter(|key| !allowed.contains(&key.as_str()) && !old.contains(key))
         .map(|key| {
-            let near = crate::suggest::closest(&key, allowed.iter().copied())
+            let near = zae_provisioner::suggest::closest(&key, allowed.iter().copied())
                 .map(|near| format!(" (did you mean '{near}'?)"))
                 .unwrap_or_default();
             Problem::new(
