@@ -104,28 +104,59 @@ fn tenant_properties(table: &str, tpm_soft: &str) -> Value {
     })
 }
 
-fn answered(rx: &mpsc::Receiver<Value>) -> Value {
-    rx.recv_timeout(Duration::from_secs(120))
-        .expect("CloudFormation got no answer")
+/// CloudFormation's side of one custom resource: the function it invokes,
+/// the built provisioner serving it, and a local `ResponseURL` with the
+/// answers that reach it.
+struct Cfn {
+    function: String,
+    lambda: Lambda,
+    url: String,
+    answers: mpsc::Receiver<Value>,
+}
+
+impl Cfn {
+    /// The built provisioner for `table` ([`provisioner`]).
+    fn start(table: &str) -> Cfn {
+        let (function, lambda) = provisioner(table);
+        Cfn::serving(function, lambda)
+    }
+
+    fn serving(function: String, lambda: Lambda) -> Cfn {
+        let (url, answers) = response_receiver();
+        Cfn {
+            function,
+            lambda,
+            url,
+            answers,
+        }
+    }
+
+    /// `event` to the Lambda, and the answer CloudFormation receives.
+    fn send(&self, event: &Value) -> Value {
+        self.lambda.invoke(&self.function, event);
+        self.answers
+            .recv_timeout(Duration::from_secs(120))
+            .expect("CloudFormation got no answer")
+    }
+
+    /// A `Custom::ZaeLimiterLimits` request ([`cfn_event`]) and its answer.
+    fn request(
+        &self,
+        kind: &str,
+        request: &str,
+        physical: Option<&str>,
+        properties: Value,
+    ) -> Value {
+        self.send(&cfn_event(kind, &self.url, request, physical, properties))
+    }
 }
 
 #[test]
 fn a_stack_creates_restamps_and_deletes_its_levels() {
     let table = setup("limits-cfn");
-    let (function, lambda) = provisioner(&table);
-    let (url, rx) = response_receiver();
+    let cfn = Cfn::start(&table);
 
-    lambda.invoke(
-        &function,
-        &cfn_event(
-            "Create",
-            &url,
-            "c1",
-            None,
-            tenant_properties(&table, "true"),
-        ),
-    );
-    let created = answered(&rx);
+    let created = cfn.request("Create", "c1", None, tenant_properties(&table, "true"));
     assert_eq!(created["Status"], "SUCCESS", "{created}");
     assert!(created.to_string().len() <= 4096);
     let physical = created["PhysicalResourceId"].as_str().unwrap().to_owned();
@@ -149,17 +180,7 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
     );
 
     // CloudFormation's own retry of the same request: answered alike, nothing rewritten.
-    lambda.invoke(
-        &function,
-        &cfn_event(
-            "Create",
-            &url,
-            "c1",
-            None,
-            tenant_properties(&table, "true"),
-        ),
-    );
-    let retried = answered(&rx);
+    let retried = cfn.request("Create", "c1", None, tenant_properties(&table, "true"));
     assert_eq!(retried["Status"], "SUCCESS", "{retried}");
     assert_eq!(retried["PhysicalResourceId"], physical.as_str());
     assert_eq!(
@@ -176,14 +197,13 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
     // Another stack may not take the namespace over, nor delete it.
     let mut intruder = cfn_event(
         "Create",
-        &url,
+        &cfn.url,
         "c9",
         None,
         tenant_properties(&table, "false"),
     );
     intruder["StackId"] = json!("arn:aws:cloudformation:us-east-1:123456789012:stack/other/guid");
-    lambda.invoke(&function, &intruder);
-    let refused = answered(&rx);
+    let refused = cfn.send(&intruder);
     assert_eq!(refused["Status"], "FAILED", "{refused}");
     assert!(
         refused["Reason"]
@@ -193,23 +213,19 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
     );
     let mut stray = cfn_event(
         "Delete",
-        &url,
+        &cfn.url,
         "d9",
         Some(&physical),
         tenant_properties(&table, "false"),
     );
     stray["StackId"] = json!("arn:aws:cloudformation:us-east-1:123456789012:stack/other/guid");
-    lambda.invoke(&function, &stray);
-    assert_eq!(answered(&rx)["Status"], "SUCCESS");
-    let elsewhere = cfn_event(
-        "Delete",
-        &url,
-        "d8",
-        Some("other-table/ns/limits-provisioner"),
-        tenant_properties(&table, "false"),
+    assert_eq!(cfn.send(&stray)["Status"], "SUCCESS");
+    let elsewhere = Some("other-table/ns/limits-provisioner");
+    let properties = tenant_properties(&table, "false");
+    assert_eq!(
+        cfn.request("Delete", "d8", elsewhere, properties)["Status"],
+        "SUCCESS"
     );
-    lambda.invoke(&function, &elsewhere);
-    assert_eq!(answered(&rx)["Status"], "SUCCESS");
     let still = read_levels(&table, "default", &["resource:gpt-4"]);
     assert_eq!(
         still["levels"]["resource:gpt-4"]["limits"]
@@ -242,17 +258,12 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
         "{soft}"
     );
 
-    lambda.invoke(
-        &function,
-        &cfn_event(
-            "Update",
-            &url,
-            "u1",
-            Some(&physical),
-            tenant_properties(&table, "false"),
-        ),
+    let updated = cfn.request(
+        "Update",
+        "u1",
+        Some(&physical),
+        tenant_properties(&table, "false"),
     );
-    let updated = answered(&rx);
     assert_eq!(updated["Status"], "SUCCESS", "{updated}");
     assert_eq!(updated["PhysicalResourceId"], physical.as_str());
     let bucket = items(&table)
@@ -268,17 +279,12 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
     assert_eq!(hard["rejected"], 1, "{hard}");
     assert_eq!(hard["violated"], json!(["tpm"]));
 
-    lambda.invoke(
-        &function,
-        &cfn_event(
-            "Delete",
-            &url,
-            "d1",
-            Some(&physical),
-            tenant_properties(&table, "false"),
-        ),
+    let deleted = cfn.request(
+        "Delete",
+        "d1",
+        Some(&physical),
+        tenant_properties(&table, "false"),
     );
-    let deleted = answered(&rx);
     assert_eq!(deleted["Status"], "SUCCESS", "{deleted}");
     assert_eq!(deleted["Data"]["deleted"], 1);
     let read = read_levels(&table, "default", &["resource:gpt-4"]);
@@ -287,14 +293,13 @@ fn a_stack_creates_restamps_and_deletes_its_levels() {
     // The Delete released the namespace: the next stack that declares it takes it.
     let mut successor = cfn_event(
         "Create",
-        &url,
+        &cfn.url,
         "c10",
         None,
         tenant_properties(&table, "false"),
     );
     successor["StackId"] = json!("arn:aws:cloudformation:us-east-1:123456789012:stack/next/guid");
-    lambda.invoke(&function, &successor);
-    let taken = answered(&rx);
+    let taken = cfn.send(&successor);
     assert_eq!(taken["Status"], "SUCCESS", "{taken}");
     let record = items(&table)
         .into_iter()
@@ -322,16 +327,11 @@ fn a_failed_create_and_its_rollback_leave_the_namespace_alone() {
         &table,
     ]));
     let before = items(&table);
-    let (function, lambda) = provisioner(&table);
-    let (url, rx) = response_receiver();
+    let cfn = Cfn::start(&table);
 
     let mut bad = tenant_properties(&table, "true");
     bad["Resources"]["gpt-4"]["Limits"]["rpm"]["Capacity"] = json!("lots");
-    lambda.invoke(
-        &function,
-        &cfn_event("Create", &url, "c2", None, bad.clone()),
-    );
-    let failed = answered(&rx);
+    let failed = cfn.request("Create", "c2", None, bad.clone());
     assert_eq!(failed["Status"], "FAILED");
     assert!(
         failed["Reason"]
@@ -343,11 +343,7 @@ fn a_failed_create_and_its_rollback_leave_the_namespace_alone() {
     let marker = failed["PhysicalResourceId"].as_str().unwrap().to_owned();
     assert_eq!(items(&table), before, "a failed Create wrote something");
 
-    lambda.invoke(
-        &function,
-        &cfn_event("Delete", &url, "d2", Some(&marker), bad),
-    );
-    let rollback = answered(&rx);
+    let rollback = cfn.request("Delete", "d2", Some(&marker), bad);
     assert_eq!(rollback["Status"], "SUCCESS", "{rollback}");
     assert_eq!(
         items(&table),
@@ -540,10 +536,8 @@ fn table_event(kind: &str, url: &str, request: &str, table: &str, physical: Opti
 #[test]
 fn the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_updating_lambdas() {
     let table = schema_only_table("schema-stack");
-    let (function, lambda) = provisioner(&table);
-    let (url, rx) = response_receiver();
-    lambda.invoke(&function, &table_event("Create", &url, "t1", &table, None));
-    let created = answered(&rx);
+    let cfn = Cfn::start(&table);
+    let created = cfn.send(&table_event("Create", &cfn.url, "t1", &table, None));
     assert_eq!(created["Status"], "SUCCESS", "{created}");
     assert_eq!(created["PhysicalResourceId"], format!("{table}/table"));
     let ids = created["Data"]["NamespaceIds"].clone();
@@ -551,8 +545,7 @@ fn the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_upda
 
     let mut stray = tenant_properties(&table, "true");
     stray["Namespace"] = json!("tenant-b");
-    lambda.invoke(&function, &cfn_event("Create", &url, "t2", None, stray));
-    let refused = answered(&rx);
+    let refused = cfn.request("Create", "t2", None, stray);
     assert_eq!(refused["Status"], "FAILED", "{refused}");
     let reason = refused["Reason"].as_str().unwrap();
     assert!(
@@ -560,8 +553,10 @@ fn the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_upda
         "{reason}"
     );
     let tenant = tenant_properties(&table, "true");
-    lambda.invoke(&function, &cfn_event("Create", &url, "t3", None, tenant));
-    assert_eq!(answered(&rx)["Status"], "SUCCESS");
+    assert_eq!(
+        cfn.request("Create", "t3", None, tenant)["Status"],
+        "SUCCESS"
+    );
     let read = read_levels(&table, "default", &["resource:gpt-4"]);
     assert_eq!(read["namespace_id"], ids["default"]);
     assert_eq!(
@@ -590,13 +585,12 @@ fn the_stack_initialises_its_table_and_the_unchanged_client_uses_it_without_upda
 
     let delete = table_event(
         "Delete",
-        &url,
+        &cfn.url,
         "t4",
         &table,
         Some(&format!("{table}/table")),
     );
-    lambda.invoke(&function, &delete);
-    assert_eq!(answered(&rx)["Status"], "SUCCESS");
+    assert_eq!(cfn.send(&delete)["Status"], "SUCCESS");
     assert_eq!(version_record(&table)["lambda_version"], "0.17.0");
     let kept = client(&["register", "--table", &table, "--namespace", "tenant-a"]);
     assert_eq!(kept["namespace_id"], ids["tenant-a"]);
@@ -637,11 +631,12 @@ const GATES: [&str; 5] = [
 #[test]
 fn a_table_an_earlier_build_stamped_is_restamped_and_the_unchanged_client_passes_every_gate() {
     let table = schema_only_table("restamp");
-    let (function, lambda) = provisioner(&table);
-    let (url, rx) = response_receiver();
-    lambda.invoke(&function, &table_event("Create", &url, "r1", &table, None));
-    assert_eq!(answered(&rx)["Status"], "SUCCESS");
-    let first = first_log_line(&function);
+    let cfn = Cfn::start(&table);
+    assert_eq!(
+        cfn.send(&table_event("Create", &cfn.url, "r1", &table, None))["Status"],
+        "SUCCESS"
+    );
+    let first = first_log_line(&cfn.function);
     assert_eq!(first["version"], VERSION, "{first}");
     assert_eq!(first["table_stamp"], STAMP, "{first}");
 
@@ -656,9 +651,8 @@ fn a_table_an_earlier_build_stamped_is_restamped_and_the_unchanged_client_passes
     };
     earlier();
     let physical = format!("{table}/table");
-    let update = table_event("Update", &url, "r2", &table, Some(&physical));
-    lambda.invoke(&function, &update);
-    let updated = answered(&rx);
+    let update = table_event("Update", &cfn.url, "r2", &table, Some(&physical));
+    let updated = cfn.send(&update);
     assert_eq!(updated["Status"], "SUCCESS", "{updated}");
     let record = version_record(&table);
     assert_eq!(record["lambda_version"], STAMP, "{record}");
@@ -676,9 +670,8 @@ fn a_table_an_earlier_build_stamped_is_restamped_and_the_unchanged_client_passes
     }
 
     earlier();
-    let delete = table_event("Delete", &url, "r3", &table, Some(&physical));
-    lambda.invoke(&function, &delete);
-    assert_eq!(answered(&rx)["Status"], "SUCCESS");
+    let delete = table_event("Delete", &cfn.url, "r3", &table, Some(&physical));
+    assert_eq!(cfn.send(&delete)["Status"], "SUCCESS");
     assert_eq!(version_record(&table)["lambda_version"], "0.17.0");
 
     client(&["lambda-version", "--table", &table, "--version", VERSION]);
@@ -790,19 +783,16 @@ fn the_rollback_of_a_failed_create_leaves_the_clis_overlapping_levels() {
         &table,
     ]));
     let before = managed_record(&table);
-    let function = format!("{table}-limits-provisioner");
-    let (url, rx) = response_receiver();
     let mut properties = tenant_properties(&table, "false");
     properties["Resources"] = json!({"gpt-5": {"Limits": {"rpm": {"Capacity": "100"}}}});
-    {
+    let failed = {
         let (proxy, _proxy) = denying_proxy(1);
+        let function = format!("{table}-limits-provisioner");
         let log = scratch(&format!("{function}-denied.log"));
         let env = [("AWS_ENDPOINT_URL_DYNAMODB", proxy.as_str())];
         let denied = Lambda::start(&function, LAMBDA, &env, &log);
-        let create = cfn_event("Create", &url, "c1", None, properties.clone());
-        denied.invoke(&function, &create);
-    }
-    let failed = answered(&rx);
+        Cfn::serving(function, denied).request("Create", "c1", None, properties.clone())
+    };
     assert_eq!(failed["Status"], "FAILED", "{failed}");
     assert!(
         failed["Reason"].as_str().unwrap().contains("AccessDenied"),
@@ -813,10 +803,8 @@ fn the_rollback_of_a_failed_create_leaves_the_clis_overlapping_levels() {
     let stack = "arn:aws:cloudformation:us-east-1:123456789012:stack/tenant/guid|TenantLimits";
     assert_eq!(managed_record(&table).3["S"], stack, "the claim landed");
 
-    let (_, lambda) = provisioner(&table);
-    let rollback = cfn_event("Delete", &url, "d1", Some(&failed_id), properties);
-    lambda.invoke(&function, &rollback);
-    let rolled = answered(&rx);
+    let cfn = Cfn::start(&table);
+    let rolled = cfn.request("Delete", "d1", Some(&failed_id), properties);
     assert_eq!(rolled["Status"], "SUCCESS", "{rolled}");
     let levels = ["system", "resource:gpt-5", "resource:claude"];
     let read = read_levels(&table, "default", &levels);
