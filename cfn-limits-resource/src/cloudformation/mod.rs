@@ -105,43 +105,40 @@ pub struct Envelope {
     pub old_properties: Tree,
 }
 
+/// An [`Envelope`] from request `$r` of type `$kind`: the three request
+/// types are distinct structs that name their shared fields alike.
+macro_rules! envelope {
+    ($kind:literal, $r:ident, $physical:expr, $old:expr) => {
+        Envelope {
+            kind: $kind,
+            resource_type: $r.resource_type,
+            request_id: $r.request_id,
+            response_url: $r.response_url,
+            stack_id: $r.stack_id,
+            logical_resource_id: $r.logical_resource_id,
+            physical_resource_id: $physical,
+            properties: $r.resource_properties,
+            old_properties: $old,
+        }
+    };
+}
+
 impl Envelope {
     /// `None` for a request type this build does not know.
     pub fn from_request(request: Request) -> Option<Envelope> {
         Some(match request {
-            CloudFormationCustomResourceRequest::Create(r) => Envelope {
-                kind: "Create",
-                resource_type: r.resource_type,
-                request_id: r.request_id,
-                response_url: r.response_url,
-                stack_id: r.stack_id,
-                logical_resource_id: r.logical_resource_id,
-                physical_resource_id: None,
-                properties: r.resource_properties,
-                old_properties: Tree::Null,
-            },
-            CloudFormationCustomResourceRequest::Update(r) => Envelope {
-                kind: "Update",
-                resource_type: r.resource_type,
-                request_id: r.request_id,
-                response_url: r.response_url,
-                stack_id: r.stack_id,
-                logical_resource_id: r.logical_resource_id,
-                physical_resource_id: Some(r.physical_resource_id),
-                properties: r.resource_properties,
-                old_properties: r.old_resource_properties,
-            },
-            CloudFormationCustomResourceRequest::Delete(r) => Envelope {
-                kind: "Delete",
-                resource_type: r.resource_type,
-                request_id: r.request_id,
-                response_url: r.response_url,
-                stack_id: r.stack_id,
-                logical_resource_id: r.logical_resource_id,
-                physical_resource_id: Some(r.physical_resource_id),
-                properties: r.resource_properties,
-                old_properties: Tree::Null,
-            },
+            CloudFormationCustomResourceRequest::Create(r) => {
+                envelope!("Create", r, None, Tree::Null)
+            }
+            CloudFormationCustomResourceRequest::Update(r) => envelope!(
+                "Update",
+                r,
+                Some(r.physical_resource_id),
+                r.old_resource_properties
+            ),
+            CloudFormationCustomResourceRequest::Delete(r) => {
+                envelope!("Delete", r, Some(r.physical_resource_id), Tree::Null)
+            }
             _ => return None,
         })
     }
