@@ -14,7 +14,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 "$ROOT/scripts/setup-venv.sh"
-cargo build --quiet --release -p zae-aggregator -p cfn-limits-resource --example bench_plan --example bench_control --bin aggregator --bin zae-limits
+cargo build --quiet --release -p zae-aggregator -p zae-limits --example bench_plan --example bench_control --bin aggregator --bin zae-limits
 py="$ROOT/.venv/bin/python"
 out="${BENCH_OUT:-$(mktemp -d)}"
 mkdir -p "$out"

@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 "$ROOT/scripts/setup-venv.sh"
-cargo build --quiet --release -p cfn-limits-resource --bin zae-limits
+cargo build --quiet --release -p zae-limits --bin zae-limits
 . "$ROOT/scripts/moto.sh"
 py="$ROOT/.venv/bin/python"
 prefix="fanout-$$"

@@ -24,7 +24,7 @@ done
 phase "Python venv: moto and the zae-limiter 0.17.0 client" "first time: about 1 min"
 "$ROOT/scripts/setup-venv.sh" demo
 phase "release build of aggregator and zae-limits" "cold or after a change: 5 to 10 min on 2 cores, cargo shows its progress; warm: seconds"
-cargo build --release -p zae-aggregator -p cfn-limits-resource --bin aggregator --bin zae-limits
+cargo build --release -p zae-aggregator -p zae-limits --bin aggregator --bin zae-limits
 if [ "$backend" = moto ]; then
   . "$ROOT/scripts/moto.sh"
   where="moto at $ZAE_MOTO_ENDPOINT"

@@ -31,7 +31,7 @@ fuzz() {
 phase "parser, planner, decoder and manifest properties, $cases cases each" "about 4 min at 200,000"
 fuzz "$cases" 'package(zae-aggregator) & kind(lib) & test(/^plan::tests::the_/)
   | package(zae-table) & test(/^schedule::tests::any_stored_string/)
-  | package(cfn-limits-resource) & kind(lib) & test(/^manifest::properties::/)'
+  | package(zae-provisioner) & kind(lib) & test(/^manifest::properties::/)'
 phase "the demand share's water-filling and the controller's simulation, ${CONTROLLER_CASES:-300000} scenarios each" "about 5 min"
 fuzz "${CONTROLLER_CASES:-300000}" 'package(zae-table) & test(/^adaptive::share::/)
   | binary_id(zae-aggregator::integration) & test(/^controller_model::/)'

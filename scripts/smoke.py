@@ -49,7 +49,7 @@ Exit codes:
 Needs: AWS credentials allowed cloudformation:DescribeStacks on the stack and
 the table's item calls (the stack's <stack>-full policy grants those); with
 AdaptiveLimits=enabled,
-the zae-limits binary (cargo install --locked --path cfn-limits-resource --bin zae-limits).
+the zae-limits binary (cargo install --locked --path limits-cli --bin zae-limits).
 On AWS the controller ticks once a minute: keep --timeout above 75 s."""
 
 RESOURCE = "zae-smoke"
@@ -216,7 +216,7 @@ def find_zae_limits(args: argparse.Namespace) -> str:
             return path
     raise CannotRun(
         "AdaptiveLimits is enabled, and the controller's tick is read with zae-limits, which is not "
-        "on PATH nor built here: cargo install --locked --path cfn-limits-resource --bin zae-limits "
+        "on PATH nor built here: cargo install --locked --path limits-cli --bin zae-limits "
         "(or pass --zae-limits PATH)"
     )
 

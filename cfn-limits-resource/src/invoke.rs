@@ -3,13 +3,13 @@
 //! the plan or apply report out. An error becomes the Lambda error payload,
 //! whose `errorMessage` the CLI prints.
 
-use crate::apply::gate::GateError;
-use crate::apply::state::namespace_id;
-use crate::apply::{ApplyError, Caller, Provisioner, Report};
-use crate::manifest::Manifest;
-use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
 use serde_json::Value;
 use yaml_serde::Value as Tree;
+use zae_provisioner::apply::gate::GateError;
+use zae_provisioner::apply::state::namespace_id;
+use zae_provisioner::apply::{ApplyError, Caller, Provisioner, Report};
+use zae_provisioner::manifest::Manifest;
+use zae_provisioner::manifest::problem::{Invalid, Path, Problem, Spelling};
 use zae_table::store::{Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]

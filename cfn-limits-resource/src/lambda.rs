@@ -3,8 +3,6 @@
 //! through the [`Tables`] seam, so the whole entry runs on the in-memory
 //! store in unit tests.
 
-use crate::apply::Report;
-use crate::apply::{Caller, Ownership, Provisioner};
 use crate::cloudformation::{self, Envelope, Outcome, Responder};
 use crate::continuation::{self, Continuation, Continuer};
 use crate::invoke::{self, InvokeError, InvokeRequest};
@@ -12,6 +10,8 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use yaml_serde::Value as Tree;
+use zae_provisioner::apply::Report;
+use zae_provisioner::apply::{Caller, Ownership, Provisioner};
 use zae_table::sdk::DynamoStore;
 use zae_table::store::Store;
 

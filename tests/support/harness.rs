@@ -382,6 +382,26 @@ pub fn read_http(stream: &mut TcpStream) -> (String, Vec<u8>) {
     (head, body)
 }
 
+/// `binary` of the workspace's package `package`, built beside the running
+/// test executable (`target/<profile>/deps/..`): a test of one package that
+/// runs another's binary. `cargo nextest run --workspace` and `cargo build
+/// --workspace` build every workspace binary; a narrower build may not.
+pub fn workspace_binary(binary: &str, package: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a test executable lives in target/<profile>/deps");
+    let path = dir.join(format!("{binary}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.is_file(),
+        "the `{binary}` binary is not built at {}: build it with `cargo build -p {package} --bin {binary}`, \
+         or run the tests with `cargo nextest run --workspace`",
+        path.display()
+    );
+    path
+}
+
 /// What `aggregator poll` printed: its EMF documents and its summary.
 pub struct Poll {
     pub emf: Vec<Value>,

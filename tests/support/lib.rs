@@ -1,13 +1,17 @@
 //! Test-only code that both crates' tests share: the in-memory twin of the
 //! table ([`memory`]) and faults injected around it ([`faults`]), the end-to-end harness (the test venv's Python, one
-//! moto server per test run, unique table names) and the EMF validator. A
+//! moto server per test run, unique table names), the provisioner's seeded
+//! table ([`provisioner`]) and its end-to-end tests' helpers ([`limits`]),
+//! and the EMF validator. A
 //! dev-dependency only; nothing shipped links it.
 
 pub mod adaptive;
 pub mod emf;
 pub mod faults;
 pub mod harness;
+pub mod limits;
 pub mod memory;
+pub mod provisioner;
 pub mod stream;
 
 /// Cases per property test: `default` in the test command, `ZAE_FUZZ_CASES`

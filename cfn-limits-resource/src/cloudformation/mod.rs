@@ -14,16 +14,16 @@ pub mod table;
 
 pub use responder::{HttpResponder, Responder, answer};
 
-use crate::apply::state::namespace_id as registered_id;
-use crate::apply::{ApplyError, Caller, Ownership, Provisioner, Report};
 use crate::continuation::Continuation;
-use crate::manifest::Manifest;
-use crate::manifest::cloudformation::{coerce_bool, parse_properties};
-use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
 use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest;
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
 use yaml_serde::Value as Tree;
+use zae_provisioner::apply::state::namespace_id as registered_id;
+use zae_provisioner::apply::{ApplyError, Caller, Ownership, Provisioner, Report};
+use zae_provisioner::manifest::Manifest;
+use zae_provisioner::manifest::problem::{Invalid, Path, Problem, Spelling};
+use zae_provisioner::manifest::stack::{coerce_bool, parse_properties};
 use zae_table::keys;
 use zae_table::names::MAX_NAMESPACE_BYTES;
 use zae_table::provisioner::Rollback;
@@ -67,7 +67,7 @@ pub enum CfnError {
     )]
     BadNamespaceId { id: String, bytes: usize },
     #[error("{0}")]
-    Registry(#[from] crate::registry::RegistryError),
+    Registry(#[from] zae_provisioner::init::RegistryError),
     #[error("restoring the version record: {0}")]
     Unstamp(#[source] StoreError),
     #[error("looking up namespace '{name}': {source}")]
@@ -105,43 +105,40 @@ pub struct Envelope {
     pub old_properties: Tree,
 }
 
+/// An [`Envelope`] from request `$r` of type `$kind`: the three request
+/// types are distinct structs that name their shared fields alike.
+macro_rules! envelope {
+    ($kind:literal, $r:ident, $physical:expr, $old:expr) => {
+        Envelope {
+            kind: $kind,
+            resource_type: $r.resource_type,
+            request_id: $r.request_id,
+            response_url: $r.response_url,
+            stack_id: $r.stack_id,
+            logical_resource_id: $r.logical_resource_id,
+            physical_resource_id: $physical,
+            properties: $r.resource_properties,
+            old_properties: $old,
+        }
+    };
+}
+
 impl Envelope {
     /// `None` for a request type this build does not know.
     pub fn from_request(request: Request) -> Option<Envelope> {
         Some(match request {
-            CloudFormationCustomResourceRequest::Create(r) => Envelope {
-                kind: "Create",
-                resource_type: r.resource_type,
-                request_id: r.request_id,
-                response_url: r.response_url,
-                stack_id: r.stack_id,
-                logical_resource_id: r.logical_resource_id,
-                physical_resource_id: None,
-                properties: r.resource_properties,
-                old_properties: Tree::Null,
-            },
-            CloudFormationCustomResourceRequest::Update(r) => Envelope {
-                kind: "Update",
-                resource_type: r.resource_type,
-                request_id: r.request_id,
-                response_url: r.response_url,
-                stack_id: r.stack_id,
-                logical_resource_id: r.logical_resource_id,
-                physical_resource_id: Some(r.physical_resource_id),
-                properties: r.resource_properties,
-                old_properties: r.old_resource_properties,
-            },
-            CloudFormationCustomResourceRequest::Delete(r) => Envelope {
-                kind: "Delete",
-                resource_type: r.resource_type,
-                request_id: r.request_id,
-                response_url: r.response_url,
-                stack_id: r.stack_id,
-                logical_resource_id: r.logical_resource_id,
-                physical_resource_id: Some(r.physical_resource_id),
-                properties: r.resource_properties,
-                old_properties: Tree::Null,
-            },
+            CloudFormationCustomResourceRequest::Create(r) => {
+                envelope!("Create", r, None, Tree::Null)
+            }
+            CloudFormationCustomResourceRequest::Update(r) => envelope!(
+                "Update",
+                r,
+                Some(r.physical_resource_id),
+                r.old_resource_properties
+            ),
+            CloudFormationCustomResourceRequest::Delete(r) => {
+                envelope!("Delete", r, Some(r.physical_resource_id), Tree::Null)
+            }
             _ => return None,
         })
     }
@@ -529,7 +526,7 @@ async fn read_and_apply(
 /// wrote, managed again by whoever managed them before (docs/provisioner.md
 /// says why). A claim recorded without what it found (an earlier build's)
 /// deletes nothing.
-fn only_what_it_created(plan: &mut crate::apply::Plan) {
+fn only_what_it_created(plan: &mut zae_provisioner::apply::Plan) {
     let found = plan.state.rollback.clone().unwrap_or_else(|| Rollback {
         managed: plan.state.managed.clone(),
         applied_hash: plan.state.applied_hash.clone(),
@@ -683,7 +680,7 @@ fn unknown_properties(envelope: &Envelope, allowed: &[&str]) -> Vec<Problem> {
         .into_iter()
         .filter(|key| !allowed.contains(&key.as_str()) && !old.contains(key))
         .map(|key| {
-            let near = crate::suggest::closest(&key, allowed.iter().copied())
+            let near = zae_provisioner::suggest::closest(&key, allowed.iter().copied())
                 .map(|near| format!(" (did you mean '{near}'?)"))
                 .unwrap_or_default();
             Problem::new(

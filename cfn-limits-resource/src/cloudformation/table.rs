@@ -11,10 +11,10 @@
 //! and the table outlives the stack.
 
 use super::{CfnError, Envelope, Outcome, skipped, unknown_properties};
-use crate::manifest::problem::{Invalid, Path, Problem, Spelling};
-use crate::registry::{self, LAMBDA_VERSION_STAMP};
 use serde_json::json;
 use yaml_serde::Value as Tree;
+use zae_provisioner::init::{self, LAMBDA_VERSION_STAMP};
+use zae_provisioner::manifest::problem::{Invalid, Path, Problem, Spelling};
 use zae_table::store::{Store, StoreError};
 
 pub const RESOURCE_TYPE: &str = "Custom::ZaeLimiterTable";
@@ -53,7 +53,7 @@ pub async fn handle(
             return Ok(skipped(envelope, "this resource never initialised a table"));
         }
         let owner = envelope.owner();
-        let why = match registry::unstamp(store, &stamped_by(), Some(&owner), now_ms).await {
+        let why = match init::unstamp(store, &stamped_by(), Some(&owner), now_ms).await {
             Ok(true) => "version record back to the Python Lambdas' 0.17.0; namespaces kept",
             Ok(false) => {
                 "version record not this resource's (another owns it, or it was stamped since): left as it is"
@@ -72,12 +72,12 @@ pub async fn handle(
     // Only this stack's own Update adopts a stamp made before owners existed.
     let adopt =
         envelope.kind == "Update" && envelope.physical_resource_id.as_deref() == Some(id.as_str());
-    let stamper = registry::Stamper::Stack {
+    let stamper = init::Stamper::Stack {
         by: &by,
         owner: &owner,
         adopt,
     };
-    let registered = registry::initialise(store, &names, &stamper, now_ms).await?;
+    let registered = init::initialise(store, &names, &stamper, now_ms).await?;
     let created: Vec<&str> = registered
         .iter()
         .filter(|r| r.created)

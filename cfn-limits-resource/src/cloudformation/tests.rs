@@ -239,7 +239,7 @@ async fn the_table_resource_takes_an_update_with_or_without_version() {
             .unwrap();
         assert_eq!(
             record[zae_table::registry::LAMBDA_VERSION].as_s(),
-            Some(crate::registry::LAMBDA_VERSION_STAMP),
+            Some(zae_provisioner::init::LAMBDA_VERSION_STAMP),
             "{what}"
         );
     }

@@ -4,7 +4,6 @@
 //! no moto and no network.
 
 use super::*;
-use crate::apply::tests::{NS, SlowDiscovery, bucket, bucket_item, seeded};
 use crate::continuation::Continuer;
 use serde_json::Value;
 use std::sync::Mutex;
@@ -14,6 +13,7 @@ use zae_table::store::{Condition, Query, Returns, StoreError, TxWrite, Update};
 use zae_table::{Attr, Item, keys};
 use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
+use zae_test_support::provisioner::{NS, SlowDiscovery, bucket, bucket_item, seeded};
 
 /// Every table name opens the same store.
 struct Fixed<S>(S);
@@ -244,12 +244,12 @@ impl Faults for ClaimedMeanwhile {
 #[tokio::test]
 async fn a_delete_never_deletes_what_another_stack_claimed_while_it_ran() {
     let store = seeded();
-    let provisioner = crate::apply::Provisioner {
+    let provisioner = zae_provisioner::apply::Provisioner {
         store: &*store,
         namespace: NS,
     };
     let cli = "namespace: default\nresources: {gpt-4: {limits: {rpm: {capacity: 10}}}}\n";
-    let cli = crate::manifest::Manifest::from_yaml(cli).unwrap();
+    let cli = zae_provisioner::manifest::Manifest::from_yaml(cli).unwrap();
     provisioner
         .apply(&cli, false, &Caller::local("cli"))
         .await
@@ -649,7 +649,9 @@ async fn a_fan_out_too_large_for_one_invocation_goes_on_in_follow_ups() {
     }
     assert_eq!(ran, 3, "16 pages: 5 in the Create, 11 in three follow-ups");
     assert_eq!(soft_stamped(&memory), 200);
-    let left = crate::apply::pending::read(&memory, NS).await.unwrap();
+    let left = zae_provisioner::apply::pending::read(&memory, NS)
+        .await
+        .unwrap();
     assert!(left.is_empty(), "{left:?}");
 }
 
@@ -661,7 +663,9 @@ async fn a_follow_up_that_cannot_start_leaves_the_work_to_the_next_apply_and_say
             && reason.contains("the next apply goes on from there"),
         "{reason}"
     );
-    let left = crate::apply::pending::read(&memory, NS).await.unwrap();
+    let left = zae_provisioner::apply::pending::read(&memory, NS)
+        .await
+        .unwrap();
     assert!(
         left.iter().any(|p| p.cursor.is_some()),
         "the place is recorded: {left:?}"
@@ -690,7 +694,9 @@ async fn a_direct_invoke_whose_follow_up_cannot_start_reports_it_in_errors() {
         "{applied}"
     );
     assert_eq!(deps.continuer.asked.lock().unwrap().len(), 1);
-    let left = crate::apply::pending::read(&memory, NS).await.unwrap();
+    let left = zae_provisioner::apply::pending::read(&memory, NS)
+        .await
+        .unwrap();
     assert!(left.iter().any(|p| p.cursor.is_some()), "{left:?}");
 }
 
@@ -833,12 +839,12 @@ async fn a_create_that_dies_after_its_claim_is_rolled_back_and_frees_the_namespa
 #[tokio::test(start_paused = true)]
 async fn the_rollback_of_a_failed_create_keeps_the_levels_managed_before_its_claim() {
     let store = seeded();
-    let provisioner = crate::apply::Provisioner {
+    let provisioner = zae_provisioner::apply::Provisioner {
         store: &*store,
         namespace: NS,
     };
     let cli = "namespace: default\nresources: {claude: {limits: {rpm: {capacity: 7}}}}\n";
-    let cli = crate::manifest::Manifest::from_yaml(cli).unwrap();
+    let cli = zae_provisioner::manifest::Manifest::from_yaml(cli).unwrap();
     provisioner
         .apply(&cli, false, &Caller::local("cli"))
         .await
@@ -892,7 +898,7 @@ async fn a_failed_ids_delete_never_releases_another_resources_claim() {
 #[tokio::test]
 async fn an_update_to_another_namespace_that_dies_after_its_claim_frees_it_on_rollback() {
     let store = seeded();
-    let b = crate::registry::register(&*store, "tenant-b", 1_000)
+    let b = zae_provisioner::init::register(&*store, "tenant-b", 1_000)
         .await
         .unwrap()
         .id;
@@ -983,7 +989,7 @@ async fn a_namespace_id_outside_the_registry_is_refused_before_any_write() {
         assert_eq!(refused["PhysicalResourceId"], "failed-create/r1");
         assert_eq!(store.items(), before, "{id}: something was written");
     }
-    let b = crate::registry::register(&*store, "tenant-b", 1_000)
+    let b = zae_provisioner::init::register(&*store, "tenant-b", 1_000)
         .await
         .unwrap()
         .id;
@@ -1007,11 +1013,11 @@ resources:
 ";
 
 async fn cli_apply(store: &MemoryStore, yaml: &str) {
-    let provisioner = crate::apply::Provisioner {
+    let provisioner = zae_provisioner::apply::Provisioner {
         store,
         namespace: NS,
     };
-    let manifest = crate::manifest::Manifest::from_yaml(yaml).unwrap();
+    let manifest = zae_provisioner::manifest::Manifest::from_yaml(yaml).unwrap();
     provisioner
         .apply(&manifest, false, &Caller::local("cli"))
         .await
@@ -1243,11 +1249,11 @@ async fn a_cli_apply_never_undoes_a_release_or_drops_a_claim_made_while_it_ran()
                     done: Arc::default(),
                 },
             };
-            let provisioner = crate::apply::Provisioner {
+            let provisioner = zae_provisioner::apply::Provisioner {
                 store: &moved,
                 namespace: NS,
             };
-            let manifest = crate::manifest::Manifest::from_yaml(yaml).unwrap();
+            let manifest = zae_provisioner::manifest::Manifest::from_yaml(yaml).unwrap();
             let result = provisioner
                 .apply(&manifest, false, &Caller::local("cli"))
                 .await;
@@ -1273,7 +1279,7 @@ async fn a_cli_apply_never_undoes_a_release_or_drops_a_claim_made_while_it_ran()
 async fn a_delete_of_a_purged_namespace_writes_nothing_there() {
     for gone in [true, false] {
         let store = seeded();
-        let b = crate::registry::register(&*store, "tenant-b", 1_000)
+        let b = zae_provisioner::init::register(&*store, "tenant-b", 1_000)
             .await
             .unwrap()
             .id;
@@ -1448,11 +1454,11 @@ async fn a_cli_apply_never_overwrites_a_managed_set_recorded_after_its_read() {
         let store = seeded();
         cli_apply(&store, CLI_LEVELS).await;
         let moved = injected_record(&store, cli_record_with_gpt7().await);
-        let provisioner = crate::apply::Provisioner {
+        let provisioner = zae_provisioner::apply::Provisioner {
             store: &moved,
             namespace: NS,
         };
-        let manifest = crate::manifest::Manifest::from_yaml(yaml).unwrap();
+        let manifest = zae_provisioner::manifest::Manifest::from_yaml(yaml).unwrap();
         let err = provisioner
             .apply(&manifest, false, &Caller::local("cli"))
             .await
@@ -1601,7 +1607,7 @@ impl Faults for PurgeBegins {
 async fn a_purge_begun_after_the_registry_read_gets_no_claim_written() {
     for kind in ["Delete", "Create"] {
         let store = seeded();
-        let b = crate::registry::register(&*store, "tenant-b", 1_000)
+        let b = zae_provisioner::init::register(&*store, "tenant-b", 1_000)
             .await
             .unwrap()
             .id;

@@ -279,7 +279,7 @@ async fn past_the_cap_an_unlisted_raised_entity_is_idle_and_eases_down() {
 
 /// `system` of the table's levels, `r` sized as in `table`, as a manifest
 /// (`adaptive` and `share` added by the caller).
-fn manifest(system: &str, resource: &str) -> cfn_limits_resource::manifest::Manifest {
+fn manifest(system: &str, resource: &str) -> zae_provisioner::manifest::Manifest {
     let yaml = format!(
         "namespace: default
 system:
@@ -289,11 +289,11 @@ resources:
   r:
 {resource}"
     );
-    cfn_limits_resource::manifest::Manifest::from_yaml(&yaml).unwrap()
+    zae_provisioner::manifest::Manifest::from_yaml(&yaml).unwrap()
 }
 
-async fn apply(store: &MemoryStore, manifest: &cfn_limits_resource::manifest::Manifest) {
-    use cfn_limits_resource::apply::{Caller, Provisioner};
+async fn apply(store: &MemoryStore, manifest: &zae_provisioner::manifest::Manifest) {
+    use zae_provisioner::apply::{Caller, Provisioner};
     let provisioner = Provisioner {
         store,
         namespace: NS,
@@ -361,9 +361,7 @@ async fn a_reset_from_a_clock_behind_the_controllers_returns_the_raised_entities
     let mut bucket = store.item(&pk, "#STATE").unwrap();
     bucket.insert(generation_attr("tpm"), zae_table::value::Attr::n(ahead));
     store.insert(bucket);
-    let reset = cfn_limits_resource::adaptive::reset(&store, NS)
-        .await
-        .unwrap();
+    let reset = zae_limits::adaptive::reset(&store, NS).await.unwrap();
     assert_eq!(reset[0].stamps_lost, 0, "{reset:?}");
     assert_eq!(ra(&store, "e0"), 1_000_000, "{reset:?}");
     assert!(allocations(&store).await.is_empty());
@@ -532,9 +530,7 @@ async fn run_step(
             *shared = *demand;
         }
         Step::Reset => {
-            let done = cfn_limits_resource::adaptive::reset(store, NS)
-                .await
-                .unwrap();
+            let done = zae_limits::adaptive::reset(store, NS).await.unwrap();
             assert!(
                 done.iter().all(|r| r.stamps_lost == 0 && !r.superseded),
                 "{done:?}"

@@ -9,60 +9,7 @@ use zae_table::store::{Counted, Returns, Update};
 use zae_table::{Attr, Item, keys};
 use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
-
-pub(crate) const NS: &str = "ns1";
-
-/// A table as the client leaves it: namespace `default` registered as
-/// [`NS`], and the version record of 0.17.0 Lambdas.
-pub(crate) fn seeded() -> Arc<MemoryStore> {
-    let store = MemoryStore::new();
-    store.insert(item(
-        &keys::pk_registry(),
-        &keys::sk_namespace("default"),
-        &[("namespace_id", Attr::s(NS))],
-    ));
-    store.insert(item(
-        &keys::pk_registry(),
-        keys::SK_VERSION,
-        &[("lambda_version", Attr::s("0.17.0"))],
-    ));
-    Arc::new(store)
-}
-
-pub(crate) fn item(pk: &str, sk: &str, extra: &[(&str, Attr)]) -> Item {
-    let mut item = Item::from([("PK".into(), Attr::s(pk)), ("SK".into(), Attr::s(sk))]);
-    item.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
-    item
-}
-
-/// A bucket of (entity, resource) with the client's index keys and a limit.
-pub(crate) fn bucket(store: &MemoryStore, entity: &str, resource: &str) {
-    let key = BucketKey {
-        namespace: NS.into(),
-        entity: entity.into(),
-        resource: resource.into(),
-        shard: 0,
-    };
-    store.insert(item(
-        &key.pk(),
-        keys::SK_STATE,
-        &[
-            ("GSI2PK", Attr::s(keys::pk_resource(NS, resource))),
-            ("GSI2SK", Attr::s(format!("BUCKET#{entity}#0"))),
-            ("GSI3PK", Attr::s(keys::pk_entity(NS, entity))),
-            ("GSI3SK", Attr::s(format!("BUCKET#{resource}#0"))),
-            ("GSI4PK", Attr::s(NS)),
-            ("GSI4SK", Attr::s(format!("BUCKET#{entity}#{resource}#0"))),
-            ("b_rpm_cp", Attr::n(9000)),
-            ("b_rpm_tk", Attr::n(9000)),
-        ],
-    ));
-}
-
-pub(crate) fn bucket_item(store: &MemoryStore, entity: &str, resource: &str) -> Item {
-    let pk = format!("{NS}/BUCKET#{entity}#{resource}#0");
-    store.item(&pk, keys::SK_STATE).expect("the bucket exists")
-}
+use zae_test_support::provisioner::{NS, SlowDiscovery, bucket, bucket_item, item, seeded};
 
 fn manifest(yaml: &str) -> Manifest {
     Manifest::from_yaml(yaml).expect("a valid manifest")
@@ -521,18 +468,6 @@ async fn an_apply_that_dies_midway_leaves_what_it_wrote_managed() {
         .item(&keys::pk_system(NS), keys::SK_PROVISIONER)
         .unwrap();
     assert_eq!(state["managed_resources"], Attr::L(vec![Attr::s("gpt-4")]));
-}
-
-/// Each page of bucket discovery takes 10 s of tokio's paused clock: a
-/// namespace too large for one invocation, without waiting for it.
-#[derive(Clone)]
-pub(crate) struct SlowDiscovery;
-
-impl Faults for SlowDiscovery {
-    fn delay(&self, call: &Call<'_>) -> Option<std::time::Duration> {
-        matches!(call, Call::Query(query) if query.index.name.is_some())
-            .then_some(std::time::Duration::from_secs(10))
-    }
 }
 
 #[tokio::test(start_paused = true)]

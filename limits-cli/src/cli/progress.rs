@@ -4,13 +4,13 @@
 //! fan-out phase is one line redrawn in place, with a bar; elsewhere (a CI
 //! log) it prints at every tenth of the way.
 
-use crate::apply::PROGRESS;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
+use zae_provisioner::apply::PROGRESS;
 
 pub struct Progress {
     show: bool,

@@ -1,21 +1,21 @@
 //! The limits manifest: its model, how it is parsed and validated
 //! ([`parse`], [`schedule`], with every problem at its path: [`problem`]),
-//! CloudFormation's spelling of it ([`cloudformation`]), its canonical form
+//! CloudFormation's spelling of it ([`stack`]), its canonical form
 //! ([`canonical`]), and the config each declared level becomes.
 //!
 //! A manifest arrives as a YAML file, as the `manifest` of a direct invoke,
-//! or (after [`cloudformation`] has coerced its strings) as CloudFormation
+//! or (after [`stack`] has coerced its strings) as CloudFormation
 //! properties. All three become a [`Tree`] and pass through
 //! [`Manifest::parse`], which reports every problem with its exact path
 //! before anything is read or written.
 
 pub mod canonical;
-pub mod cloudformation;
 mod parse;
 pub mod problem;
 #[cfg(test)]
 mod properties;
 mod schedule;
+pub mod stack;
 mod tree;
 mod written;
 

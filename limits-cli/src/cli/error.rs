@@ -2,11 +2,11 @@
 //! kind per cause (`args::EXIT_CODES`), as text on stderr or, under
 //! `--json`, as one JSON object on stdout.
 
-use crate::apply::ApplyError;
-use crate::apply::gate::GateError;
-use crate::manifest::problem::{Invalid, Spelling};
 use serde::Serialize;
 use serde_json::{Value, json};
+use zae_provisioner::apply::ApplyError;
+use zae_provisioner::apply::gate::GateError;
+use zae_provisioner::manifest::problem::{Invalid, Spelling};
 use zae_table::store::StoreError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

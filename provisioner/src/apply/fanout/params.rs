@@ -60,6 +60,27 @@ pub fn param_update(
             update.remove(&attr(field::SOFT));
         }
     }
+    set_schedules(&mut update, config);
+    // Forces the client's one materialising pass for the new parameters.
+    update.set(VALID_UNTIL, Attr::n(0));
+    // Entity-configured buckets persist; buckets on fallback limits expire
+    // after seven recovery horizons, which is how later default changes reach them.
+    if entity_decided {
+        update.remove(TTL);
+    } else if let Some(horizon) = recovery_seconds(&config.limits) {
+        update.set(TTL, Attr::n(t_ms / 1000 + (horizon * 7.0) as i64));
+    }
+    for name in stale {
+        for stale_field in field::ALL {
+            update.remove(&limit_attr(name, stale_field));
+        }
+    }
+    update
+}
+
+/// A bucket's schedules: the time zone, and each kind's default on the item
+/// with the limits that differ from it; removed where no limit has one.
+fn set_schedules(update: &mut UpdateBuilder, config: &LevelConfig) {
     let scheduled = config
         .limits
         .iter()
@@ -97,21 +118,6 @@ pub fn param_update(
             }
         }
     }
-    // Forces the client's one materialising pass for the new parameters.
-    update.set(VALID_UNTIL, Attr::n(0));
-    // Entity-configured buckets persist; buckets on fallback limits expire
-    // after seven recovery horizons, which is how later default changes reach them.
-    if entity_decided {
-        update.remove(TTL);
-    } else if let Some(horizon) = recovery_seconds(&config.limits) {
-        update.set(TTL, Attr::n(t_ms / 1000 + (horizon * 7.0) as i64));
-    }
-    for name in stale {
-        for stale_field in field::ALL {
-            update.remove(&limit_attr(name, stale_field));
-        }
-    }
-    update
 }
 
 /// The slowest recovery among the limits: time to refill from empty for a

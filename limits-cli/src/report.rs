@@ -1,7 +1,7 @@
 //! What `zae-limits` prints: plan, apply and diff reports in the Python
 //! CLI's wording.
 
-use crate::apply::{ChangeLine, Report};
+use zae_provisioner::apply::{ChangeLine, Report};
 
 fn symbol(action: &str) -> char {
     match action {

@@ -1,7 +1,7 @@
 //! `zae-limits`: plan and apply limits manifests on a table directly. The
-//! command line and its exit codes live in `cfn_limits_resource::cli`.
+//! command line and its exit codes live in `zae_limits::cli`.
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    cfn_limits_resource::cli::main().await
+    zae_limits::cli::main().await
 }

@@ -436,25 +436,7 @@ impl<'a, S: Store> Provisioner<'a, S> {
                 tracing::info!(target: PROGRESS, phase = "fan-out", done = done - 1, total);
             }
             let carried = run.cursors.get(&fan_out);
-            let previous = written.previous.get(&fan_out.level);
-            let directive = Directive {
-                reassert: None,
-                soft_changed: with_carried(
-                    written
-                        .soft_changed
-                        .get(&fan_out.level)
-                        .into_iter()
-                        .flatten()
-                        .cloned(),
-                    carried.map(|c| &c.soft_changed),
-                ),
-                previous: with_carried(
-                    previous
-                        .into_iter()
-                        .flat_map(|c| c.limits.iter().map(|l| l.name.clone())),
-                    carried.map(|c| &c.previous),
-                ),
-            };
+            let directive = directive(written, &fan_out, carried);
             if caller.out_of_time() {
                 // Not started: the next run starts it, with what this one knew.
                 stopped += 1;
@@ -656,6 +638,30 @@ impl<'a, S: Store> Provisioner<'a, S> {
 }
 
 /// The names the write knew, with those a stopped run carried.
+/// What a fan-out of `fan_out`'s level carries to its buckets: what this
+/// apply wrote, with what a stopped run before it had carried.
+fn directive(written: &Written, fan_out: &FanOut, carried: Option<&Cursor>) -> Directive {
+    let previous = written.previous.get(&fan_out.level);
+    Directive {
+        reassert: None,
+        soft_changed: with_carried(
+            written
+                .soft_changed
+                .get(&fan_out.level)
+                .into_iter()
+                .flatten()
+                .cloned(),
+            carried.map(|c| &c.soft_changed),
+        ),
+        previous: with_carried(
+            previous
+                .into_iter()
+                .flat_map(|c| c.limits.iter().map(|l| l.name.clone())),
+            carried.map(|c| &c.previous),
+        ),
+    }
+}
+
 fn with_carried(
     written: impl Iterator<Item = String>,
     carried: Option<&BTreeSet<String>>,

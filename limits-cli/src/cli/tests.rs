@@ -39,8 +39,8 @@ fn command(args: &[&str]) -> Command {
 
 #[tokio::test]
 async fn an_apply_whose_fan_out_fails_ends_with_errors_and_exit_code_1() {
-    let memory = crate::apply::tests::seeded();
-    crate::apply::tests::bucket(&memory, "u1", "gpt-4");
+    let memory = zae_test_support::provisioner::seeded();
+    zae_test_support::provisioner::bucket(&memory, "u1", "gpt-4");
     let manifest = Manifest::from_yaml(MANIFEST).unwrap();
     let plan = command(&["plan", "-f", "m.yaml", "-t", "t"]);
     assert_eq!(
@@ -68,7 +68,7 @@ async fn create_namespace_initialises_an_empty_table_and_refuses_a_reserved_name
         on_store(&apply, &memory, &manifest).await.unwrap(),
         Ended::Clean
     );
-    assert!(crate::registry::initialised(&memory).await.unwrap());
+    assert!(zae_provisioner::init::initialised(&memory).await.unwrap());
     let reserved = Manifest {
         namespace: "_".into(),
         ..manifest
@@ -78,7 +78,7 @@ async fn create_namespace_initialises_an_empty_table_and_refuses_a_reserved_name
 }
 
 fn owner_of(store: &MemoryStore) -> Option<Attr> {
-    let ns = crate::apply::tests::NS;
+    let ns = zae_test_support::provisioner::NS;
     store
         .item(&keys::pk_system(ns), keys::SK_PROVISIONER)
         .and_then(|state| state.get(CFN_OWNER).cloned())
@@ -86,11 +86,11 @@ fn owner_of(store: &MemoryStore) -> Option<Attr> {
 
 /// Puts `owner` in the namespace's `#PROVISIONER` record.
 fn owned_by(store: &MemoryStore, owner: &str) {
-    let ns = crate::apply::tests::NS;
+    let ns = zae_test_support::provisioner::NS;
     let mut record = store
         .item(&keys::pk_system(ns), keys::SK_PROVISIONER)
         .unwrap_or_else(|| {
-            crate::apply::tests::item(&keys::pk_system(ns), keys::SK_PROVISIONER, &[])
+            zae_test_support::provisioner::item(&keys::pk_system(ns), keys::SK_PROVISIONER, &[])
         });
     record.insert(CFN_OWNER.into(), Attr::s(owner));
     store.insert(record);
@@ -101,8 +101,8 @@ fn owned_by(store: &MemoryStore, owner: &str) {
 /// and the write stays (the write names the owner it showed).
 #[tokio::test]
 async fn release_owner_removes_only_the_owner_it_showed_once_confirmed() {
-    let ns = crate::apply::tests::NS;
-    let memory = crate::apply::tests::seeded();
+    let ns = zae_test_support::provisioner::NS;
+    let memory = zae_test_support::provisioner::seeded();
     let dead = "arn:aws:cloudformation:us-east-1:1:stack/tenant-a/1|Limits";
     owned_by(&memory, dead);
     let declined = release::release(&*memory, ns, |_| Ok(false)).await;

@@ -6,16 +6,17 @@ pub mod error;
 pub mod progress;
 pub mod release;
 
-use crate::apply::state::namespace_id;
-use crate::apply::{Caller, Provisioner, Report};
-use crate::manifest::Manifest;
-use crate::manifest::cloudformation::cfn_template;
-use crate::{registry, report};
+use crate::report;
 use args::{AdaptiveCommand, Cli, Command, Table, Target};
 use clap::Parser;
 use error::{CliError, Kind};
 use std::path::Path;
 use std::process::ExitCode;
+use zae_provisioner::apply::state::namespace_id;
+use zae_provisioner::apply::{Caller, Provisioner, Report};
+use zae_provisioner::init;
+use zae_provisioner::manifest::Manifest;
+use zae_provisioner::manifest::stack::cfn_template;
 use zae_runtime::aws::Timeouts;
 use zae_table::keys::{self, Index};
 use zae_table::sdk::DynamoStore;
@@ -149,7 +150,7 @@ pub(crate) async fn resolve_namespace(
         return Ok(id);
     }
     let registered = registered_namespaces(store).await.unwrap_or_default();
-    let near = crate::suggest::closest(name, registered.iter().map(String::as_str))
+    let near = zae_provisioner::suggest::closest(name, registered.iter().map(String::as_str))
         .map(|n| format!(" Did you mean '{n}'?"))
         .unwrap_or_default();
     Err(CliError::new(
@@ -183,20 +184,20 @@ async fn registered_namespaces(store: &impl Store) -> Result<Vec<String>, CliErr
 /// `--create-namespace`: registers the namespace, first stamping the
 /// version record of a table nobody has initialised.
 async fn create_namespace(store: &impl Store, name: &str) -> Result<(), CliError> {
-    let initialised = registry::initialised(store)
+    let initialised = init::initialised(store)
         .await
         .map_err(|e| CliError::aws("reading the version record", &e))?;
     let now = chrono::Utc::now().timestamp_millis();
     if !initialised {
         eprintln!(
             "the table has no version record: initialising it, stamped {}",
-            registry::LAMBDA_VERSION_STAMP
+            init::LAMBDA_VERSION_STAMP
         );
-        registry::initialise(store, &[], &registry::Stamper::Cli("zae-limits-cli"), now)
+        init::initialise(store, &[], &init::Stamper::Cli("zae-limits-cli"), now)
             .await
             .map_err(registry_error)?;
     }
-    let registered = registry::register(store, name, now)
+    let registered = init::register(store, name, now)
         .await
         .map_err(registry_error)?;
     if registered.created {
@@ -208,9 +209,9 @@ async fn create_namespace(store: &impl Store, name: &str) -> Result<(), CliError
     Ok(())
 }
 
-fn registry_error(err: registry::RegistryError) -> CliError {
+fn registry_error(err: init::RegistryError) -> CliError {
     match err {
-        registry::RegistryError::BadName(..) => CliError::new(Kind::InvalidInput, err.to_string()),
+        init::RegistryError::BadName(..) => CliError::new(Kind::InvalidInput, err.to_string()),
         _ => CliError::new(Kind::Aws, err.to_string()),
     }
 }
@@ -218,10 +219,10 @@ fn registry_error(err: registry::RegistryError) -> CliError {
 async fn init(table: &Table, namespaces: &[String], json: bool) -> Result<Ended, CliError> {
     let store = open(table).await;
     let now = chrono::Utc::now().timestamp_millis();
-    let registered = registry::initialise(
+    let registered = init::initialise(
         &store,
         namespaces,
-        &registry::Stamper::Cli("zae-limits-cli"),
+        &init::Stamper::Cli("zae-limits-cli"),
         now,
     )
     .await
@@ -229,7 +230,7 @@ async fn init(table: &Table, namespaces: &[String], json: bool) -> Result<Ended,
     if json {
         let out = serde_json::json!({
             "table": table.table_name(),
-            "lambda_version": registry::LAMBDA_VERSION_STAMP,
+            "lambda_version": init::LAMBDA_VERSION_STAMP,
             "namespaces": registered,
         });
         println!("{out}");
@@ -238,7 +239,7 @@ async fn init(table: &Table, namespaces: &[String], json: bool) -> Result<Ended,
     println!(
         "Version record of '{}' stamped {}.",
         table.table_name(),
-        registry::LAMBDA_VERSION_STAMP
+        init::LAMBDA_VERSION_STAMP
     );
     for r in &registered {
         let what = if r.created {
@@ -331,7 +332,7 @@ async fn plan_or_apply(
     namespace: &str,
 ) -> Result<Report, CliError> {
     let provisioner = Provisioner { store, namespace };
-    tracing::info!(target: crate::apply::PROGRESS, phase = "plan", "reading namespace {namespace}");
+    tracing::info!(target: zae_provisioner::apply::PROGRESS, phase = "plan", "reading namespace {namespace}");
     let state = provisioner.read_state().await?;
     if let Some(owner) = &state.owner {
         tracing::warn!(

@@ -7,8 +7,8 @@
 //! a problem at the path of every field the oracle finds wrong. Cases:
 //! `ZAE_FUZZ_CASES`, as for the other properties (`scripts/fuzz.sh`).
 
-use super::cloudformation::{parse_properties, to_manifest_tree};
 use super::problem::{Path, Spelling};
+use super::stack::{parse_properties, to_manifest_tree};
 use super::{Manifest, Tree};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
