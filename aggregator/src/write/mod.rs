@@ -4,7 +4,7 @@
 //! must redeliver from if anything could not be written.
 
 pub mod archive;
-mod bounded;
+mod cache;
 pub mod overdraw;
 mod refill;
 pub mod retry;
@@ -120,7 +120,7 @@ pub struct Aggregator<S> {
     store: S,
     settings: Settings,
     /// Audit retention per namespace: bounded, a client may write under any prefix.
-    retention_days: Mutex<bounded::Bounded<String, i64, { utilization::repair::NAMESPACES_KEPT }>>,
+    retention_days: Mutex<cache::Bounded<String, i64, { utilization::repair::NAMESPACES_KEPT }>>,
     clock: Clock,
     archive: Option<std::sync::Arc<dyn archive::Archive>>,
     declarations: utilization::DeclarationCache,
