@@ -19,7 +19,7 @@ use crate::plan::{ArchiveSkip, BatchPlan, SnapshotUpdate, Transition, plan_batch
 use futures::StreamExt;
 use std::sync::Mutex;
 use std::time::Instant;
-use zae_table::keys;
+use zae_table::shown;
 use zae_table::store::{Store, StoreError};
 use zae_table::{SequenceNumber, Window};
 
@@ -485,8 +485,8 @@ impl BatchOutcome {
     fn skip_archive(&mut self, skip: ArchiveSkip) {
         tracing::warn!(
             sequence_number = skip.sequence.as_stream(),
-            pk = %keys::shown(&skip.key, keys::KEY_SHOWN_BYTES),
-            reason = %keys::shown(&skip.reason, keys::MESSAGE_SHOWN_BYTES),
+            pk = %shown::shown(&skip.key, shown::KEY_SHOWN_BYTES),
+            reason = %shown::shown(&skip.reason, shown::MESSAGE_SHOWN_BYTES),
             events = skip.events,
             "audit removal left out of the archive"
         );
@@ -496,12 +496,12 @@ impl BatchOutcome {
     /// A write DynamoDB refuses for good: logged (its key and reason cut
     /// short: a key may be 2 KB) and counted; the batch goes on.
     pub(crate) fn refuse(&mut self, refusal: &Refusal) {
-        let shown = |text: &str| keys::shown(text, keys::KEY_SHOWN_BYTES).into_owned();
+        let shown = |text: &str| shown::shown(text, shown::KEY_SHOWN_BYTES).into_owned();
         let lost = refusal.lost.as_ref();
         tracing::warn!(
             sequence_number = refusal.sequence.as_stream(),
             pk = %shown(&refusal.key),
-            reason = %keys::shown(&refusal.reason, keys::MESSAGE_SHOWN_BYTES),
+            reason = %shown::shown(&refusal.reason, shown::MESSAGE_SHOWN_BYTES),
             resource = lost.map(|l| shown(&l.resource)),
             minute = lost.map(Lost::minute),
             entity = lost.and_then(|l| l.entity.as_deref().map(shown)),
@@ -645,8 +645,8 @@ fn log_skipped(plan: &BatchPlan) {
             pk = skip
                 .partition_key
                 .as_deref()
-                .map(|pk| keys::shown(pk, keys::KEY_SHOWN_BYTES).into_owned()),
-            reason = %keys::shown(&skip.reason.to_string(), keys::MESSAGE_SHOWN_BYTES),
+                .map(|pk| shown::shown(pk, shown::KEY_SHOWN_BYTES).into_owned()),
+            reason = %shown::shown(&skip.reason.to_string(), shown::MESSAGE_SHOWN_BYTES),
             "skipping malformed record"
         );
     }

@@ -469,7 +469,7 @@ impl<S: Store> Aggregator<S> {
                 // Past the client's cap (a hand-written item): no parent,
                 // and no read whose key DynamoDB may refuse.
                 tracing::warn!(
-                    parent_id = %zae_table::keys::shown(&key.entity, zae_table::keys::KEY_SHOWN_BYTES),
+                    parent_id = %zae_table::shown::shown(&key.entity, zae_table::shown::KEY_SHOWN_BYTES),
                     "cascade parent id past the client's cap: read as no parent"
                 );
                 outcome.stats.parents_beyond_caps += 1;
