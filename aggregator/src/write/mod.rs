@@ -33,6 +33,29 @@ pub struct Settings {
     pub refill: bool,
 }
 
+/// The one fixture the unit and the end-to-end tests build settings from
+/// (feature `test-fixtures`, which the crate's dev-dependency on itself
+/// turns on for its integration tests; never in the Lambda).
+#[cfg(any(test, feature = "test-fixtures"))]
+impl Settings {
+    /// `windows`, 90 days of snapshots, four writes at a time, `max_attempts`
+    /// tries per write with millisecond backoff (a failing table costs the
+    /// tests no time), and the refill pass on or off.
+    pub fn for_tests(windows: &[Window], max_attempts: u32, refill: bool) -> Settings {
+        Settings {
+            windows: windows.to_vec(),
+            snapshot_ttl_days: 90,
+            concurrency: 4,
+            retry: RetryPolicy {
+                max_attempts,
+                base: std::time::Duration::from_millis(1),
+                cap: std::time::Duration::from_millis(2),
+            },
+            refill,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct BatchStats {
     pub records: usize,

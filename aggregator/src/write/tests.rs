@@ -110,19 +110,9 @@ fn snapshot(table: &Faulty, pk: &str, sk: &str) -> BTreeMap<String, Attr> {
 }
 
 fn settings() -> Settings {
-    Settings {
-        windows: vec![Window::Hourly, Window::Daily],
-        snapshot_ttl_days: 90,
-        concurrency: 4,
-        retry: RetryPolicy {
-            max_attempts: 3,
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(2),
-        },
-        // These tests are about snapshots and audit events; the refill
-        // pass has its own (`refill/tests.rs`).
-        refill: false,
-    }
+    // These tests are about snapshots and audit events; the refill
+    // pass has its own (`refill/tests.rs`).
+    Settings::for_tests(&[Window::Hourly, Window::Daily], 3, false)
 }
 
 /// Records for two entities' buckets; each debits 1 token of its soft `tpm`
