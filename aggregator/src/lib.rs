@@ -1,11 +1,13 @@
 //! The zae-limiter stream aggregator: exact usage snapshots and soft-limit
-//! overdraw signals from a 0.17.0 table's DynamoDB stream.
+//! overdraw signals from a 0.17.0 table's DynamoDB stream, and the adaptive
+//! controller's tick.
 //!
-//! A batch flows from an entry ([`lambda`], or [`poll`] outside Lambda)
-//! through [`plan`] (records to snapshot updates and overdraw transitions,
-//! pure) to [`write`] (the batch writer: snapshot writes, audit events,
-//! retries), which talks to the table through `zae_table::store::Store`;
-//! [`metrics`] publishes what it found. [`settings`] reads the environment.
+//! [`settings`] reads the environment. A batch flows from an entry
+//! ([`lambda`], or [`poll`] outside Lambda) through [`plan`] (records to
+//! snapshot updates and overdraw transitions, pure) to [`write`] (the batch
+//! writer: snapshot writes, audit events, retries), which talks to the table
+//! through `zae_table::store::Store`; [`metrics`] publishes what it found.
+//! [`control`]: the adaptive controller's tick (canaries, targets, stamps).
 
 pub mod control;
 pub mod lambda;

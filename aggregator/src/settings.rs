@@ -3,6 +3,7 @@
 
 use crate::metrics::DEFAULT_NAMESPACE;
 use crate::write::{RetryPolicy, Settings};
+use std::ops::RangeInclusive;
 use zae_table::Window;
 
 #[derive(Debug, thiserror::Error)]
@@ -49,60 +50,18 @@ pub fn from_lookup(
         value: windows_text.clone(),
         reason: e.to_string(),
     })?;
-    let int =
-        |variable: &'static str, default: i64, range: std::ops::RangeInclusive<i64>| match lookup(
-            variable,
-        ) {
-            None => Ok(default),
-            Some(value) => match value.trim().parse::<i64>() {
-                Ok(n) if range.contains(&n) => Ok(n),
-                _ => Err(SettingsError::Invalid {
-                    variable,
-                    value,
-                    reason: format!(
-                        "expected a whole number from {} to {}",
-                        range.start(),
-                        range.end()
-                    ),
-                }),
-            },
-        };
-    let mut snapshot_ttl_days = int("SNAPSHOT_TTL_DAYS", 90, 1..=36_500)?;
+    let int = |variable, default, range| whole_number(&lookup, variable, default, range);
     let mut warnings = Vec::new();
-    // Never refused: an in-place upgrade must not stop the stream.
-    let needed = windows.iter().map(|w| w.longest_days()).max().unwrap_or(1);
-    if snapshot_ttl_days < needed {
-        warnings.push(format!(
-            "SNAPSHOT_TTL_DAYS={snapshot_ttl_days} is shorter than the longest window in \
-             SNAPSHOT_WINDOWS={windows_text:?}; raised to {needed} days so no snapshot expires \
-             while its window still counts"
-        ));
-        snapshot_ttl_days = needed;
-    }
+    let snapshot_ttl_days = ttl_days(
+        int("SNAPSHOT_TTL_DAYS", 90, 1..=36_500)?,
+        &windows,
+        &windows_text,
+        &mut warnings,
+    );
     let concurrency = int("WRITE_CONCURRENCY", 16, 1..=256)? as usize;
     let max_attempts = int("WRITE_MAX_ATTEMPTS", 8, 1..=20)? as u32;
-    let refill = match lookup("REFILL").as_deref().map(str::trim) {
-        None | Some("on") => true,
-        Some("off") => false,
-        Some(other) => {
-            return Err(SettingsError::Invalid {
-                variable: "REFILL",
-                value: other.to_owned(),
-                reason: "expected on or off".into(),
-            });
-        }
-    };
-    let metric_namespace = lookup("METRICS_NAMESPACE")
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
-    if metric_namespace.len() > 255 {
-        return Err(SettingsError::Invalid {
-            variable: "METRICS_NAMESPACE",
-            value: metric_namespace,
-            reason: "longer than 255 characters".into(),
-        });
-    }
+    let refill = refill(&lookup)?;
+    let metric_namespace = metric_namespace(&lookup)?;
     let day_ms = 86_400_000;
     let clock_skew_ms = int("ZAE_CLOCK_SKEW_MS", 0, -day_ms..=day_ms)?;
     let archive_bucket = lookup("ARCHIVE_BUCKET")
@@ -125,6 +84,75 @@ pub fn from_lookup(
             refill,
         },
     })
+}
+
+/// `variable` as a whole number within `range`; `default` when unset.
+fn whole_number(
+    lookup: impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    default: i64,
+    range: RangeInclusive<i64>,
+) -> Result<i64, SettingsError> {
+    let Some(value) = lookup(variable) else {
+        return Ok(default);
+    };
+    match value.trim().parse::<i64>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(SettingsError::Invalid {
+            variable,
+            value,
+            reason: format!(
+                "expected a whole number from {} to {}",
+                range.start(),
+                range.end()
+            ),
+        }),
+    }
+}
+
+/// The snapshots' time to live, raised to the longest window's days when
+/// shorter, with a warning. Never refused: an in-place upgrade must not
+/// stop the stream.
+fn ttl_days(days: i64, windows: &[Window], windows_text: &str, warnings: &mut Vec<String>) -> i64 {
+    let needed = windows.iter().map(|w| w.longest_days()).max().unwrap_or(1);
+    if days >= needed {
+        return days;
+    }
+    warnings.push(format!(
+        "SNAPSHOT_TTL_DAYS={days} is shorter than the longest window in \
+         SNAPSHOT_WINDOWS={windows_text:?}; raised to {needed} days so no snapshot expires \
+         while its window still counts"
+    ));
+    needed
+}
+
+/// `REFILL`: on (the default) or off.
+fn refill(lookup: impl Fn(&str) -> Option<String>) -> Result<bool, SettingsError> {
+    match lookup("REFILL").as_deref().map(str::trim) {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(SettingsError::Invalid {
+            variable: "REFILL",
+            value: other.to_owned(),
+            reason: "expected on or off".into(),
+        }),
+    }
+}
+
+/// `METRICS_NAMESPACE`, trimmed; the default when unset or empty.
+fn metric_namespace(lookup: impl Fn(&str) -> Option<String>) -> Result<String, SettingsError> {
+    let namespace = lookup("METRICS_NAMESPACE")
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
+    if namespace.len() > 255 {
+        return Err(SettingsError::Invalid {
+            variable: "METRICS_NAMESPACE",
+            value: namespace,
+            reason: "longer than 255 characters".into(),
+        });
+    }
+    Ok(namespace)
 }
 
 pub fn from_env(table_name: Option<String>) -> Result<Environment, SettingsError> {

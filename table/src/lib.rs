@@ -7,6 +7,7 @@
 //! client applies to names ([`names`]) and schedules ([`schedule`]); the
 //! stream-record codec ([`stream`]), millitoken arithmetic ([`milli`]) and
 //! snapshot windows ([`window`]).
+//! Client-chosen text and messages, bounded for errors and logs: [`shown`].
 
 pub mod adaptive;
 pub mod archive;
@@ -24,6 +25,7 @@ pub mod resolve;
 pub mod schedule;
 #[cfg(feature = "sdk")]
 pub mod sdk;
+pub mod shown;
 pub mod snapshot;
 pub mod store;
 pub mod stream;

@@ -48,7 +48,7 @@ fn abbreviate(text: &str) -> String {
     if text.len() <= MAX {
         text.to_owned()
     } else {
-        format!("{}…", crate::keys::clip(text, MAX))
+        format!("{}…", crate::shown::clip(text, MAX))
     }
 }
 

@@ -231,93 +231,141 @@ impl Grouping {
 
 /// Plans a batch. `records` is the raw JSON of each record, in stream order.
 pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan {
-    let mut plan = BatchPlan::default();
-    let mut grouping = Grouping::default();
-    let mut sensor = utilization::Sensor::default();
+    let mut planner = Planner {
+        windows,
+        plan: BatchPlan::default(),
+        grouping: Grouping::default(),
+        sensor: utilization::Sensor::default(),
+    };
     for (index, text) in records.iter().enumerate() {
-        let record = match StreamRecord::parse(text.as_ref()) {
+        planner.record(index, text.as_ref());
+    }
+    let Planner {
+        mut plan,
+        grouping,
+        sensor,
+        ..
+    } = planner;
+    plan.snapshots = grouping.into_updates();
+    plan.sensed = sensor.into_sensed();
+    plan
+}
+
+/// A batch's plan as its records are read one by one.
+struct Planner<'w> {
+    windows: &'w [Window],
+    plan: BatchPlan,
+    grouping: Grouping,
+    sensor: utilization::Sensor,
+}
+
+/// What a parsed record is, by its event and key.
+enum RecordKind<'r> {
+    AuditRemoval,
+    Canary((i64, u32)),
+    Bucket(&'r str),
+    /// Other items, removals, and earlier controllers' canaries: not errors.
+    Ignored,
+}
+
+fn kind<'r>(record: &'r StreamRecord<'_>) -> RecordKind<'r> {
+    if archive::is_audit_removal(record) {
+        return RecordKind::AuditRemoval;
+    }
+    let is_bucket_change = matches!(record.event_name, EventName::Insert | EventName::Modify)
+        && record.sort_key() == Some(SK_STATE);
+    let pk = record.partition_key().filter(|_| is_bucket_change);
+    if let Some(canary) = pk.and_then(keys::parse_canary) {
+        return RecordKind::Canary(canary);
+    }
+    // A canary of an earlier controller's, per namespace: nothing waits for it.
+    if record.partition_key().is_some_and(keys::is_legacy_canary) {
+        return RecordKind::Ignored;
+    }
+    pk.map_or(RecordKind::Ignored, RecordKind::Bucket)
+}
+
+impl Planner<'_> {
+    /// Plans one record, or counts it skipped or ignored.
+    fn record(&mut self, index: usize, text: &str) {
+        let record = match StreamRecord::parse(text) {
             Ok(r) => r,
             Err(e) => {
-                plan.skipped.push(Skipped {
+                self.plan.skipped.push(Skipped {
                     index,
                     sequence: None,
                     partition_key: None,
                     reason: e.into(),
                 });
-                continue;
+                return;
             }
         };
-        let skip = |reason: SkipReason| Skipped {
-            index,
-            sequence: Some(record.sequence_number.clone()),
-            partition_key: record.partition_key().map(str::to_owned),
-            reason,
-        };
-        if archive::is_audit_removal(&record) {
-            match serde_json::from_str(text.as_ref())
-                .map_err(RecordError::from)
-                .map_err(SkipReason::from)
-                .and_then(|raw| archive::archived(&record, &raw).map_err(SkipReason::from))
-            {
-                Ok(a) => plan.removed_audit.push((record.sequence_number.clone(), a)),
-                Err(SkipReason::Archive(e @ archive::ArchiveError::NotAuditKey(..))) => {
-                    plan.archive_skipped.push(ArchiveSkip {
-                        sequence: record.sequence_number.clone(),
-                        key: record.partition_key().unwrap_or_default().to_owned(),
-                        reason: e.to_string(),
-                        events: 1,
-                    })
-                }
-                Err(reason) => plan.skipped.push(skip(reason)),
+        let planned = match kind(&record) {
+            RecordKind::AuditRemoval => self.audit_removal(&record, text),
+            RecordKind::Canary(canary) => read_canary(&record, canary).map(|c| {
+                self.plan.canaries.push(c);
+            }),
+            RecordKind::Bucket(pk) => self.bucket_record(index, &record, pk),
+            RecordKind::Ignored => {
+                self.plan.ignored += 1;
+                Ok(())
             }
-            continue;
+        };
+        if let Err(reason) = planned {
+            self.plan.skipped.push(Skipped {
+                index,
+                sequence: Some(record.sequence_number.clone()),
+                partition_key: record.partition_key().map(str::to_owned),
+                reason,
+            });
         }
-        let is_bucket_change = matches!(record.event_name, EventName::Insert | EventName::Modify)
-            && record.sort_key() == Some(SK_STATE);
-        if let Some(canary) = record
-            .partition_key()
-            .filter(|_| is_bucket_change)
-            .and_then(keys::parse_canary)
-        {
-            match read_canary(&record, canary) {
-                Ok(c) => plan.canaries.push(c),
-                Err(reason) => plan.skipped.push(skip(reason)),
+    }
+
+    /// A removed audit item: an archive line, or an archive skip when its
+    /// key is not the table's own audit key.
+    fn audit_removal(&mut self, record: &StreamRecord<'_>, text: &str) -> Result<(), SkipReason> {
+        let archived = serde_json::from_str(text)
+            .map_err(RecordError::from)
+            .map_err(SkipReason::from)
+            .and_then(|raw| archive::archived(record, &raw).map_err(SkipReason::from));
+        match archived {
+            Ok(a) => self
+                .plan
+                .removed_audit
+                .push((record.sequence_number.clone(), a)),
+            Err(SkipReason::Archive(e @ archive::ArchiveError::NotAuditKey(..))) => {
+                self.plan.archive_skipped.push(ArchiveSkip {
+                    sequence: record.sequence_number.clone(),
+                    key: record.partition_key().unwrap_or_default().to_owned(),
+                    reason: e.to_string(),
+                    events: 1,
+                })
             }
-            continue;
+            Err(reason) => return Err(reason),
         }
-        // A canary of an earlier controller's, per namespace: nothing waits for it.
-        if record.partition_key().is_some_and(keys::is_legacy_canary) {
-            plan.ignored += 1;
-            continue;
-        }
-        let Some(pk) = record.partition_key().filter(|_| is_bucket_change) else {
-            plan.ignored += 1;
-            continue;
-        };
-        let (item, bucket) = match grouping.bucket(pk) {
-            Ok(found) => found,
-            Err(e) => {
-                plan.skipped.push(skip(e.into()));
-                continue;
-            }
-        };
+        Ok(())
+    }
+
+    /// An INSERT or MODIFY of the bucket `pk`: its snapshot contribution,
+    /// then what the sensor, the shard propagation and the refill pass take
+    /// from it. Nothing is planned from a record skipped.
+    fn bucket_record(
+        &mut self,
+        index: usize,
+        record: &StreamRecord<'_>,
+        pk: &str,
+    ) -> Result<(), SkipReason> {
+        let (item, bucket) = self.grouping.bucket(pk)?;
         let shard = bucket.shard;
-        let y = match read_bucket_record(&record, bucket) {
-            Ok(y) => y,
-            Err(reason) => {
-                plan.skipped.push(skip(reason));
-                continue;
-            }
-        };
-        if let Some(contribution) = y.contribution
-            && let Err(reason) = grouping.add(item, shard, y.at_ms, windows, contribution)
-        {
-            plan.skipped.push(skip(reason));
-            continue;
+        let y = read_bucket_record(record, bucket)?;
+        if let Some(contribution) = y.contribution {
+            self.grouping
+                .add(item, shard, y.at_ms, self.windows, contribution)?;
         }
+        let plan = &mut self.plan;
         plan.bucket_records += 1;
-        let key = &grouping.buckets[pk].1;
-        sensor.record(
+        let key = &self.grouping.buckets[pk].1;
+        self.sensor.record(
             key,
             y.cascades_to.as_deref(),
             y.at_ms,
@@ -325,18 +373,16 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
             &record.sequence_number,
         );
         if let Some((from, to)) = y.raised.filter(|_| shard == 0) {
-            let key = grouping.buckets[pk].1.clone();
-            let sequence = record.sequence_number.clone();
             plan.raises.push(shard::Raise {
-                key,
+                key: key.clone(),
                 from,
                 to,
-                sequence,
+                sequence: record.sequence_number.clone(),
             });
         }
         activity(
             &mut plan.buckets,
-            &mut grouping.activity,
+            &mut self.grouping.activity,
             (pk, shard),
             index,
             &y.consumed,
@@ -344,10 +390,8 @@ pub fn plan_batch<S: AsRef<str>>(records: &[S], windows: &[Window]) -> BatchPlan
         plan.transitions.extend(y.transitions);
         plan.counters_left_out
             .extend(y.left_out.into_iter().map(|limit| (pk.to_owned(), limit)));
+        Ok(())
     }
-    plan.snapshots = grouping.into_updates();
-    plan.sensed = sensor.into_sensed();
-    plan
 }
 
 /// Reads a canary record: its tick and index are in its key, and its tick
@@ -398,9 +442,47 @@ fn read_bucket_record(
         Some(ms) => ms,
         None => new_image.int(REFILLED_AT)?.ok_or(SkipReason::NoTime)?,
     };
+    let counted = count(&record.sequence_number, &old, &new);
+    let transitions = transitions(bucket, &record.sequence_number, at_ms, &old, &new);
+    let readings = counted
+        .consumed
+        .iter()
+        .filter(|(limit, delta)| *delta > 0 && limit != WCU_LIMIT)
+        .filter_map(|(limit, delta)| {
+            let reading = adaptive::demand::read(&new, limit, at_ms, *delta)?;
+            Some((limit.clone(), reading))
+        })
+        .collect();
+    let raised = match (record.event_name, old.shard_count, new.shard_count) {
+        (EventName::Modify, Some(from), Some(to)) if to > from => Some((from, to)),
+        _ => None,
+    };
+    Ok(RecordYield {
+        at_ms,
+        consumed: counted.consumed,
+        raised,
+        cascades_to: cascade_parent(new_image),
+        readings,
+        contribution: counted.contribution,
+        transitions,
+        left_out: counted.left_out,
+    })
+}
 
+/// What a bucket record's counters say, from the old image to the new one.
+struct Counted {
+    /// Net consumption per limit, `wcu` included, millitokens.
+    consumed: Vec<(String, i64)>,
+    /// The snapshot counters and overdraws, when any counter moved.
+    contribution: Option<Contribution>,
+    /// Limits whose counter moved but has no place in the snapshot.
+    left_out: Vec<String>,
+}
+
+/// Each limit's consumption and snapshot contribution between two images.
+fn count(sequence: &SequenceNumber, old: &BucketImage<'_>, new: &BucketImage<'_>) -> Counted {
     let mut contribution = Contribution {
-        sequence: record.sequence_number.clone(),
+        sequence: sequence.clone(),
         counters: BTreeMap::new(),
         overdrawn: BTreeMap::new(),
         events: 0,
@@ -435,40 +517,25 @@ fn read_bucket_record(
             }
         }
     }
-    let transitions = transitions(bucket, &record.sequence_number, at_ms, &old, &new);
-    let contribution = (contribution.events > 0).then_some(contribution);
-    // An unreadable stamp is no cascade: the sensor then counts the bucket's
-    // use once more (over, never under), and the snapshots are untouched.
-    let cascades_to = match new_image.boolean(CASCADE) {
+    Counted {
+        consumed,
+        contribution: (contribution.events > 0).then_some(contribution),
+        left_out,
+    }
+}
+
+/// The parent a bucket's requests are also debited to, by its cascade stamp.
+/// An unreadable stamp is no cascade: the sensor then counts the bucket's
+/// use once more (over, never under), and the snapshots are untouched.
+fn cascade_parent(new_image: &zae_table::Image<'_>) -> Option<String> {
+    match new_image.boolean(CASCADE) {
         Ok(Some(true)) => new_image
             .string(PARENT_ID)
             .ok()
             .flatten()
             .map(str::to_owned),
         _ => None,
-    };
-    let readings = consumed
-        .iter()
-        .filter(|(limit, delta)| *delta > 0 && limit != WCU_LIMIT)
-        .filter_map(|(limit, delta)| {
-            let reading = adaptive::demand::read(&new, limit, at_ms, *delta)?;
-            Some((limit.clone(), reading))
-        })
-        .collect();
-    let raised = match (record.event_name, old.shard_count, new.shard_count) {
-        (EventName::Modify, Some(from), Some(to)) if to > from => Some((from, to)),
-        _ => None,
-    };
-    Ok(RecordYield {
-        at_ms,
-        consumed,
-        raised,
-        cascades_to,
-        readings,
-        contribution,
-        transitions,
-        left_out,
-    })
+    }
 }
 
 #[cfg(test)]

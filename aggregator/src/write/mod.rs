@@ -4,7 +4,7 @@
 //! must redeliver from if anything could not be written.
 
 pub mod archive;
-mod bounded;
+mod cache;
 pub mod overdraw;
 mod refill;
 pub mod retry;
@@ -19,7 +19,7 @@ use crate::plan::{ArchiveSkip, BatchPlan, SnapshotUpdate, Transition, plan_batch
 use futures::StreamExt;
 use std::sync::Mutex;
 use std::time::Instant;
-use zae_table::keys;
+use zae_table::shown;
 use zae_table::store::{Store, StoreError};
 use zae_table::{SequenceNumber, Window};
 
@@ -31,6 +31,29 @@ pub struct Settings {
     pub retry: RetryPolicy,
     /// Run the refill pass after each batch's snapshots.
     pub refill: bool,
+}
+
+/// The one fixture the unit and the end-to-end tests build settings from
+/// (feature `test-fixtures`, which the crate's dev-dependency on itself
+/// turns on for its integration tests; never in the Lambda).
+#[cfg(any(test, feature = "test-fixtures"))]
+impl Settings {
+    /// `windows`, 90 days of snapshots, four writes at a time, `max_attempts`
+    /// tries per write with millisecond backoff (a failing table costs the
+    /// tests no time), and the refill pass on or off.
+    pub fn for_tests(windows: &[Window], max_attempts: u32, refill: bool) -> Settings {
+        Settings {
+            windows: windows.to_vec(),
+            snapshot_ttl_days: 90,
+            concurrency: 4,
+            retry: RetryPolicy {
+                max_attempts,
+                base: std::time::Duration::from_millis(1),
+                cap: std::time::Duration::from_millis(2),
+            },
+            refill,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -120,7 +143,7 @@ pub struct Aggregator<S> {
     store: S,
     settings: Settings,
     /// Audit retention per namespace: bounded, a client may write under any prefix.
-    retention_days: Mutex<bounded::Bounded<String, i64, { utilization::repair::NAMESPACES_KEPT }>>,
+    retention_days: Mutex<cache::Bounded<String, i64, { utilization::repair::NAMESPACES_KEPT }>>,
     clock: Clock,
     archive: Option<std::sync::Arc<dyn archive::Archive>>,
     declarations: utilization::DeclarationCache,
@@ -485,8 +508,8 @@ impl BatchOutcome {
     fn skip_archive(&mut self, skip: ArchiveSkip) {
         tracing::warn!(
             sequence_number = skip.sequence.as_stream(),
-            pk = %keys::shown(&skip.key, keys::KEY_SHOWN_BYTES),
-            reason = %keys::shown(&skip.reason, keys::MESSAGE_SHOWN_BYTES),
+            pk = %shown::shown(&skip.key, shown::KEY_SHOWN_BYTES),
+            reason = %shown::shown(&skip.reason, shown::MESSAGE_SHOWN_BYTES),
             events = skip.events,
             "audit removal left out of the archive"
         );
@@ -496,12 +519,12 @@ impl BatchOutcome {
     /// A write DynamoDB refuses for good: logged (its key and reason cut
     /// short: a key may be 2 KB) and counted; the batch goes on.
     pub(crate) fn refuse(&mut self, refusal: &Refusal) {
-        let shown = |text: &str| keys::shown(text, keys::KEY_SHOWN_BYTES).into_owned();
+        let shown = |text: &str| shown::shown(text, shown::KEY_SHOWN_BYTES).into_owned();
         let lost = refusal.lost.as_ref();
         tracing::warn!(
             sequence_number = refusal.sequence.as_stream(),
             pk = %shown(&refusal.key),
-            reason = %keys::shown(&refusal.reason, keys::MESSAGE_SHOWN_BYTES),
+            reason = %shown::shown(&refusal.reason, shown::MESSAGE_SHOWN_BYTES),
             resource = lost.map(|l| shown(&l.resource)),
             minute = lost.map(Lost::minute),
             entity = lost.and_then(|l| l.entity.as_deref().map(shown)),
@@ -645,8 +668,8 @@ fn log_skipped(plan: &BatchPlan) {
             pk = skip
                 .partition_key
                 .as_deref()
-                .map(|pk| keys::shown(pk, keys::KEY_SHOWN_BYTES).into_owned()),
-            reason = %keys::shown(&skip.reason.to_string(), keys::MESSAGE_SHOWN_BYTES),
+                .map(|pk| shown::shown(pk, shown::KEY_SHOWN_BYTES).into_owned()),
+            reason = %shown::shown(&skip.reason.to_string(), shown::MESSAGE_SHOWN_BYTES),
             "skipping malformed record"
         );
     }

@@ -110,23 +110,37 @@ fn snapshot(table: &Faulty, pk: &str, sk: &str) -> BTreeMap<String, Attr> {
 }
 
 fn settings() -> Settings {
-    Settings {
-        windows: vec![Window::Hourly, Window::Daily],
-        snapshot_ttl_days: 90,
-        concurrency: 4,
-        retry: RetryPolicy {
-            max_attempts: 3,
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(2),
-        },
-        // These tests are about snapshots and audit events; the refill
-        // pass has its own (`refill/tests.rs`).
-        refill: false,
-    }
+    // These tests are about snapshots and audit events; the refill
+    // pass has its own (`refill/tests.rs`).
+    Settings::for_tests(&[Window::Hourly, Window::Daily], 3, false)
 }
 
 /// Records for two entities' buckets; each debits 1 token of its soft `tpm`
 /// per record, going into debt at the 3rd.
+/// An aggregator writing one item at a time, so that faults meet the
+/// items in record order.
+fn one_at_a_time(table: Faulty) -> Aggregator<Faulty> {
+    Aggregator::new(
+        table,
+        Settings {
+            concurrency: 1,
+            ..settings()
+        },
+    )
+}
+
+/// A batch given a deadline already come: it is to be redelivered from its
+/// first record, and no `what` (an attempt, a round) reached the table.
+async fn stops_at_a_deadline_come(agg: &Aggregator<Faulty>, what: &str) {
+    let outcome = agg.process(&records(), "p", 0, Some(Instant::now())).await;
+    assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
+    assert_eq!(
+        agg.store().faults.calls.load(Ordering::SeqCst),
+        0,
+        "no {what} starts at or after the deadline"
+    );
+}
+
 fn records() -> Vec<String> {
     records_of(&["a", "b"], &["tpm"])
 }
@@ -222,13 +236,7 @@ async fn a_failed_item_is_reported_from_its_earliest_record_and_the_redelivery_i
         fail_before: vec![1, 2, 3],
         ..Default::default()
     });
-    let agg = Aggregator::new(
-        table,
-        Settings {
-            concurrency: 1,
-            ..settings()
-        },
-    );
+    let agg = one_at_a_time(table);
     let all = records();
     let outcome = agg.process(&all, "p", 0, None).await;
     let failed = outcome
@@ -252,13 +260,7 @@ async fn a_write_that_succeeded_but_reported_a_5xx_is_not_applied_twice() {
         fail_after: vec![1, 4],
         ..Default::default()
     });
-    let agg = Aggregator::new(
-        table,
-        Settings {
-            concurrency: 1,
-            ..settings()
-        },
-    );
+    let agg = one_at_a_time(table);
     let outcome = agg.process(&records(), "p", 0, None).await;
     assert!(outcome.first_failure.is_none(), "{:?}", outcome.errors);
     assert_eq!(usage(agg.store(), "a"), (6, 4, 6));
@@ -281,13 +283,7 @@ async fn retrying_stops_at_the_deadline() {
             ..settings()
         },
     );
-    let outcome = agg.process(&records(), "p", 0, Some(Instant::now())).await;
-    assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
-    assert_eq!(
-        agg.store().faults.calls.load(Ordering::SeqCst),
-        0,
-        "no attempt starts at or after the deadline"
-    );
+    stops_at_a_deadline_come(&agg, "attempt").await;
 }
 
 #[tokio::test]
@@ -454,13 +450,7 @@ async fn conflict_rounds_stop_at_the_deadline() {
             ..Default::default()
         })
     };
-    let agg = Aggregator::new(
-        contended(),
-        Settings {
-            concurrency: 1,
-            ..settings()
-        },
-    );
+    let agg = one_at_a_time(contended());
     let outcome = agg.process(&records(), "p", 0, None).await;
     assert!(outcome.first_failure.is_some());
     assert_eq!(
@@ -469,20 +459,8 @@ async fn conflict_rounds_stop_at_the_deadline() {
         "five rounds per item"
     );
 
-    let agg = Aggregator::new(
-        contended(),
-        Settings {
-            concurrency: 1,
-            ..settings()
-        },
-    );
-    let outcome = agg.process(&records(), "p", 0, Some(Instant::now())).await;
-    assert_eq!(outcome.first_failure.unwrap().as_stream(), "1000");
-    assert_eq!(
-        agg.store().faults.calls.load(Ordering::SeqCst),
-        0,
-        "no round starts at or after the deadline"
-    );
+    let agg = one_at_a_time(contended());
+    stops_at_a_deadline_come(&agg, "round").await;
 }
 
 /// A MODIFY of `h`'s shard 0 moving its `shard_count` from `from` to `to`

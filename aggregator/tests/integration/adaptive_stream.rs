@@ -14,10 +14,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
 use zae_aggregator::control::shards::Fixed;
 use zae_aggregator::control::{Controller, TableTick};
-use zae_aggregator::write::{Aggregator, RetryPolicy, Settings};
+use zae_aggregator::write::{Aggregator, Settings};
 use zae_table::adaptive::usage::MINUTE_MS;
 use zae_table::store::{Returns, Store, UpdateBuilder};
 use zae_table::{Attr, Window};
@@ -37,17 +36,7 @@ fn now() -> i64 {
 }
 
 fn settings() -> Settings {
-    Settings {
-        windows: vec![Window::Hourly],
-        snapshot_ttl_days: 90,
-        concurrency: 4,
-        retry: RetryPolicy {
-            max_attempts: 2,
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(2),
-        },
-        refill: false,
-    }
+    Settings::for_tests(&[Window::Hourly], 2, false)
 }
 
 type Table = Recording<MemoryStore>;

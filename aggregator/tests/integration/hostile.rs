@@ -17,9 +17,8 @@
 
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use zae_aggregator::write::archive::Archive;
-use zae_aggregator::write::{Aggregator, RetryPolicy, Settings};
+use zae_aggregator::write::{Aggregator, Settings};
 use zae_table::bucket::field;
 use zae_table::store::{Returns, Store, StoreError, UpdateBuilder};
 use zae_table::{Attr, Item, Window};
@@ -407,17 +406,7 @@ impl Archive for Kept {
 }
 
 fn settings() -> Settings {
-    Settings {
-        windows: vec![Window::Hourly, Window::Daily],
-        snapshot_ttl_days: 90,
-        concurrency: 4,
-        retry: RetryPolicy {
-            max_attempts: 3,
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(2),
-        },
-        refill: true,
-    }
+    Settings::for_tests(&[Window::Hourly, Window::Daily], 3, true)
 }
 
 /// Delivers `records` as Lambda does: again from the reported record, at

@@ -13,17 +13,17 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
 /// An SDK error (of any AWS client) with its sources, cut to
-/// [`MESSAGE_SHOWN_BYTES`](crate::keys::MESSAGE_SHOWN_BYTES): the SDK's full
+/// [`MESSAGE_SHOWN_BYTES`](crate::shown::MESSAGE_SHOWN_BYTES): the SDK's full
 /// context includes the raw response, body and all (a GetRecords page is up
 /// to 1 MB); the start says what failed.
 pub fn error_text<E: std::error::Error>(err: &E) -> String {
     bounded(&DisplayErrorContext(err).to_string())
 }
 
-/// `text` cut to [`MESSAGE_SHOWN_BYTES`](crate::keys::MESSAGE_SHOWN_BYTES)
+/// `text` cut to [`MESSAGE_SHOWN_BYTES`](crate::shown::MESSAGE_SHOWN_BYTES)
 /// bytes at a character boundary, saying how much was left out.
 pub fn bounded(text: &str) -> String {
-    crate::keys::shown(text, crate::keys::MESSAGE_SHOWN_BYTES).into_owned()
+    crate::shown::shown(text, crate::shown::MESSAGE_SHOWN_BYTES).into_owned()
 }
 
 pub fn to_sdk(value: &Attr) -> AttributeValue {
@@ -124,7 +124,7 @@ impl HasStatus for aws_smithy_runtime_api::http::Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::MESSAGE_SHOWN_BYTES;
+    use crate::shown::MESSAGE_SHOWN_BYTES;
 
     #[test]
     fn error_text_is_bounded_at_a_character_boundary() {

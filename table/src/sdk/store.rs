@@ -39,15 +39,45 @@ fn values(values: &BTreeMap<String, Attr>) -> Values {
     (!values.is_empty()).then(|| values.iter().map(|(k, v)| (k.clone(), to_sdk(v))).collect())
 }
 
-fn condition_parts(condition: Option<&Condition>) -> (Option<String>, Names, Values) {
-    match condition {
-        None => (None, None, None),
-        Some(c) => (
-            Some(c.expression.clone()),
-            names(&c.names),
-            values(&c.values),
-        ),
+/// A write's condition with the names and values its expressions use, as
+/// the SDK's builders take them.
+struct Parts {
+    expression: Option<String>,
+    names: Names,
+    values: Values,
+}
+
+impl Parts {
+    fn of(condition: Option<&Condition>) -> Parts {
+        Parts {
+            expression: condition.map(|c| c.expression.clone()),
+            names: condition.and_then(|c| names(&c.names)),
+            values: condition.and_then(|c| values(&c.values)),
+        }
     }
+
+    /// An update's condition; its names and values serve its update
+    /// expression too.
+    fn of_update(update: &Update) -> Parts {
+        Parts {
+            expression: update.condition.clone(),
+            names: names(&update.names),
+            values: values(&update.values),
+        }
+    }
+}
+
+/// Sets [`Parts`] on any of the SDK's write builders (a transaction's Put,
+/// Update, Delete and ConditionCheck, and PutItem, UpdateItem, DeleteItem):
+/// they share the setters' names but no trait, hence a macro.
+macro_rules! with_parts {
+    ($builder:expr, $parts:expr) => {{
+        let parts: Parts = $parts;
+        $builder
+            .set_condition_expression(parts.expression)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+    }};
 }
 
 /// BatchGetItem's limit on keys per request.
@@ -121,14 +151,13 @@ impl DynamoStore {
         &self,
         update: &Update,
     ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
-        self.client
+        let request = self
+            .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(&update.pk, &update.sk)))
-            .update_expression(&update.expression)
-            .set_condition_expression(update.condition.clone())
-            .set_expression_attribute_names(names(&update.names))
-            .set_expression_attribute_values(values(&update.values))
+            .update_expression(&update.expression);
+        with_parts!(request, Parts::of_update(update))
     }
 
     pub fn new(client: Client, table: impl Into<String>) -> Self {
@@ -182,13 +211,10 @@ impl DynamoStore {
         };
         let built = match write {
             TxWrite::Put { item, condition } => {
-                let (expression, names, values) = condition_parts(condition.as_ref());
                 let put = Put::builder()
                     .table_name(&self.table)
-                    .set_item(Some(item_to_sdk(item)))
-                    .set_condition_expression(expression)
-                    .set_expression_attribute_names(names)
-                    .set_expression_attribute_values(values)
+                    .set_item(Some(item_to_sdk(item)));
+                let put = with_parts!(put, Parts::of(condition.as_ref()))
                     .build()
                     .map_err(invalid)?;
                 TransactWriteItem::builder().put(put)
@@ -197,34 +223,26 @@ impl DynamoStore {
                 let built = TxUpdate::builder()
                     .table_name(&self.table)
                     .set_key(Some(key(&update.pk, &update.sk)))
-                    .update_expression(&update.expression)
-                    .set_condition_expression(update.condition.clone())
-                    .set_expression_attribute_names(names(&update.names))
-                    .set_expression_attribute_values(values(&update.values))
+                    .update_expression(&update.expression);
+                let built = with_parts!(built, Parts::of_update(update))
                     .build()
                     .map_err(invalid)?;
                 TransactWriteItem::builder().update(built)
             }
             TxWrite::Delete { pk, sk, condition } => {
-                let (expression, names, values) = condition_parts(condition.as_ref());
                 let delete = Delete::builder()
                     .table_name(&self.table)
-                    .set_key(Some(key(pk, sk)))
-                    .set_condition_expression(expression)
-                    .set_expression_attribute_names(names)
-                    .set_expression_attribute_values(values)
+                    .set_key(Some(key(pk, sk)));
+                let delete = with_parts!(delete, Parts::of(condition.as_ref()))
                     .build()
                     .map_err(invalid)?;
                 TransactWriteItem::builder().delete(delete)
             }
             TxWrite::Check { pk, sk, condition } => {
-                let (expression, names, values) = condition_parts(Some(condition));
                 let check = ConditionCheck::builder()
                     .table_name(&self.table)
-                    .set_key(Some(key(pk, sk)))
-                    .set_condition_expression(expression)
-                    .set_expression_attribute_names(names)
-                    .set_expression_attribute_values(values)
+                    .set_key(Some(key(pk, sk)));
+                let check = with_parts!(check, Parts::of(Some(condition)))
                     .build()
                     .map_err(invalid)?;
                 TransactWriteItem::builder().condition_check(check)
@@ -268,15 +286,12 @@ impl Store for DynamoStore {
         item: &Item,
         condition: Option<&Condition>,
     ) -> Result<Option<Item>, StoreError> {
-        let (expression, names, values) = condition_parts(condition);
-        let out = self
+        let request = self
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(item_to_sdk(item)))
-            .set_condition_expression(expression)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
+            .set_item(Some(item_to_sdk(item)));
+        let out = with_parts!(request, Parts::of(condition))
             .return_values(ReturnValue::AllOld)
             .send()
             .await
@@ -340,15 +355,12 @@ impl Store for DynamoStore {
         sk: &str,
         condition: Option<&Condition>,
     ) -> Result<Option<Item>, StoreError> {
-        let (expression, names, values) = condition_parts(condition);
-        let out = self
+        let request = self
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key(pk, sk)))
-            .set_condition_expression(expression)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
+            .set_key(Some(key(pk, sk)));
+        let out = with_parts!(request, Parts::of(condition))
             .return_values(ReturnValue::AllOld)
             .send()
             .await

@@ -11,6 +11,7 @@ pub use counted::Counted;
 pub use expression::UpdateBuilder;
 
 use crate::keys::{self, Index};
+use crate::shown;
 use crate::value::{Attr, Item};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -240,21 +241,21 @@ impl TxWrite {
     }
 }
 
-/// How errors name an item: each key cut to [`keys::KEY_SHOWN_BYTES`] (a
+/// How errors name an item: each key cut to [`shown::KEY_SHOWN_BYTES`] (a
 /// client can make a partition key of 2 KB).
 pub fn key_text(pk: &str, sk: &str) -> String {
-    let shown = |key| keys::shown(key, keys::KEY_SHOWN_BYTES);
+    let shown = |key| shown::shown(key, shown::KEY_SHOWN_BYTES);
     format!("{} {}", shown(pk), shown(sk))
 }
 
 /// An error's key and message as its text shows them: bounded whoever
 /// built the error (a key may be 2 KB, a message may quote a response).
 fn shown_key(key: &str) -> std::borrow::Cow<'_, str> {
-    keys::shown(key, 2 * keys::KEY_SHOWN_BYTES)
+    shown::shown(key, 2 * shown::KEY_SHOWN_BYTES)
 }
 
 fn shown_message(message: &str) -> std::borrow::Cow<'_, str> {
-    keys::shown(message, keys::MESSAGE_SHOWN_BYTES)
+    shown::shown(message, shown::MESSAGE_SHOWN_BYTES)
 }
 
 pub fn item_key_text(item: &Item) -> String {

@@ -81,16 +81,13 @@ fn aggregator(bucket: Arc<Bucket>) -> Aggregator<MemoryStore> {
 }
 
 fn settings() -> Settings {
+    let settings = Settings::for_tests(&[Window::Hourly], 2, true);
     Settings {
-        windows: vec![Window::Hourly],
-        snapshot_ttl_days: 90,
-        concurrency: 4,
         retry: RetryPolicy {
-            max_attempts: 2,
-            base: std::time::Duration::from_millis(1),
             cap: std::time::Duration::from_millis(1),
+            ..settings.retry
         },
-        refill: true,
+        ..settings
     }
 }
 

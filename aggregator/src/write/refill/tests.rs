@@ -3,7 +3,7 @@
 //! race when anything they read has moved, and never fail a batch. Faults
 //! moto cannot show (throttling) are injected at the store seam.
 
-use crate::write::{Aggregator, BatchOutcome, RetryPolicy, Settings};
+use crate::write::{Aggregator, BatchOutcome, Settings};
 use serde_json::{Value, json};
 use zae_table::Attr;
 use zae_table::Window;
@@ -58,17 +58,7 @@ fn aggregator<S: Store>(table: S) -> Aggregator<S> {
 
 /// An aggregator whose clock reads `now` whatever the records say.
 fn aggregator_at<S: Store>(table: S, now: crate::write::Clock) -> Aggregator<S> {
-    let settings = Settings {
-        windows: vec![Window::Hourly, Window::Daily],
-        snapshot_ttl_days: 90,
-        concurrency: 4,
-        retry: RetryPolicy {
-            max_attempts: 3,
-            base: std::time::Duration::from_millis(1),
-            cap: std::time::Duration::from_millis(2),
-        },
-        refill: true,
-    };
+    let settings = Settings::for_tests(&[Window::Hourly, Window::Daily], 3, true);
     Aggregator::new(table, settings).with_clock(now)
 }
 

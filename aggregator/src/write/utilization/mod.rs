@@ -41,7 +41,7 @@ const CHAIN_LIMIT: usize = 8;
 
 /// Namespaces' declarations as last read, and when; bounded, since a
 /// client may write buckets under any namespace prefix.
-pub type Declarations = crate::write::bounded::Bounded<
+pub type Declarations = crate::write::cache::Bounded<
     String,
     (Instant, Option<Arc<Declaration>>),
     { repair::NAMESPACES_KEPT },
@@ -54,7 +54,7 @@ pub type DeclarationCache = std::sync::Mutex<Declarations>;
 /// per batch.
 /// Bounded: a client can make any number of entities.
 pub type OverflowCache =
-    std::sync::Mutex<crate::write::bounded::Bounded<EntityKey, (), OVERFLOW_KEPT>>;
+    std::sync::Mutex<crate::write::cache::Bounded<EntityKey, (), OVERFLOW_KEPT>>;
 pub const OVERFLOW_KEPT: usize = 8_192;
 
 /// How an entity's part of a batch was listed.
@@ -469,7 +469,7 @@ impl<S: Store> Aggregator<S> {
                 // Past the client's cap (a hand-written item): no parent,
                 // and no read whose key DynamoDB may refuse.
                 tracing::warn!(
-                    parent_id = %zae_table::keys::shown(&key.entity, zae_table::keys::KEY_SHOWN_BYTES),
+                    parent_id = %zae_table::shown::shown(&key.entity, zae_table::shown::KEY_SHOWN_BYTES),
                     "cascade parent id past the client's cap: read as no parent"
                 );
                 outcome.stats.parents_beyond_caps += 1;

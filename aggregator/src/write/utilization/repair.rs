@@ -17,7 +17,7 @@
 use super::super::Aggregator;
 use super::lock;
 use crate::plan::BatchPlan;
-use crate::write::bounded::Bounded;
+use crate::write::cache::Bounded;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zae_table::adaptive::Factor;

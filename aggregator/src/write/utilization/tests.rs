@@ -2,7 +2,7 @@
 //! along a three-level cascade, what a declaration leaves out, refunds,
 //! canaries, and failures.
 use super::*;
-use crate::write::{RetryPolicy, Settings};
+use crate::write::Settings;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use zae_table::adaptive::target::Target;
@@ -17,17 +17,7 @@ use zae_test_support::memory::MemoryStore;
 const MINUTE_S: i64 = 1_796_032_800;
 
 fn settings() -> Settings {
-    Settings {
-        windows: vec![Window::Hourly],
-        snapshot_ttl_days: 90,
-        concurrency: 4,
-        retry: RetryPolicy {
-            max_attempts: 2,
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(2),
-        },
-        refill: false,
-    }
+    Settings::for_tests(&[Window::Hourly], 2, false)
 }
 
 fn declaration(resource: &str) -> Item {
