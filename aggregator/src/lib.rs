@@ -6,6 +6,8 @@
 //! pure) to [`write`] (the batch writer: snapshot writes, audit events,
 //! retries), which talks to the table through `zae_table::store::Store`;
 //! [`metrics`] publishes what it found. [`settings`] reads the environment.
+//! [`control`] is the adaptive controller's tick: its reads, writes and
+//! metrics, deciding through `zae_adaptive`.
 
 pub mod control;
 pub mod lambda;
