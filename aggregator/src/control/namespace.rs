@@ -200,23 +200,9 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
                 .read_minutes(reading, &mut target, &mut estimator, law, demand, usage)
                 .await?;
         }
-        let share = match demand {
-            true => Some(
-                self.plan_demand(
-                    namespace,
-                    declaration,
-                    &mut target,
-                    &seen,
-                    watch.blind,
-                    now_ms,
-                )
-                .await?,
-            ),
-            false => {
-                self.leave_demand(namespace, &mut target, now_ms).await?;
-                None
-            }
-        };
+        let share = self
+            .share_if_demand(namespace, declaration, &mut target, &seen, (watch, now_ms))
+            .await?;
         let wanted = tick::moves_to(&estimator, &seen.decision.0, max, &target, demand);
         let moved = wanted.is_some();
         if let Some(wanted) = wanted {
@@ -294,6 +280,26 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             }
         }
         Ok(seen)
+    }
+
+    /// The tick's share when the target's resource shares by demand;
+    /// otherwise `None`, a share it had left behind.
+    async fn share_if_demand(
+        &self,
+        namespace: &str,
+        declaration: &Declaration,
+        target: &mut Target,
+        seen: &Seen,
+        (watch, now_ms): (Watch, i64),
+    ) -> Result<Option<Plan>, StoreError> {
+        if !declaration.shares_by_demand(&target.resource) {
+            self.leave_demand(namespace, target, now_ms).await?;
+            return Ok(None);
+        }
+        let plan = self
+            .plan_demand(namespace, declaration, target, seen, watch.blind, now_ms)
+            .await?;
+        Ok(Some(plan))
     }
 
     /// Under `share: demand`: the tick's share, planned (stamped after the
