@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
 use zae_aggregator::control::Controller;
-use zae_aggregator::control::shards::Fixed;
+use zae_aggregator::control::stream_shards::Fixed;
 use zae_table::adaptive::canary;
 use zae_table::adaptive::target::Target;
 use zae_table::adaptive::usage::{self, MINUTE_MS};

@@ -8,7 +8,7 @@ use lambda_runtime::service_fn;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use zae_aggregator::control::shards::TableStream;
+use zae_aggregator::control::stream_shards::TableStream;
 use zae_aggregator::metrics::EmfStdout;
 use zae_aggregator::metrics::SelectedSink;
 use zae_aggregator::poll::streams::DynamoStreams;

@@ -1,12 +1,15 @@
 //! The zae-limiter 0.17.0 table model, shared by both Lambdas: every key
 //! ([`keys`]), the one attribute-value type ([`value`]) and the store seam
-//! it travels through ([`store`], with its SDK adapter in `sdk`), and the items the server side reads
-//! and writes: buckets ([`bucket`]), usage snapshots ([`snapshot`]), config
-//! levels ([`level`], [`config`]), entities ([`entity`]), registries ([`registry`]), audit events
-//! ([`audit`]) and the provisioner's records ([`provisioner`]); the rules the
-//! client applies to names ([`names`]) and schedules ([`schedule`]); the
-//! stream-record codec ([`stream`]), millitoken arithmetic ([`milli`]) and
-//! snapshot windows ([`window`]).
+//! it travels through ([`store`], with its SDK adapter in `sdk`), and the
+//! items the server side reads and writes: buckets ([`bucket`]), usage
+//! snapshots ([`snapshot`]), config levels ([`level`], [`config`]) resolved
+//! in the client's order ([`resolve`]), entities ([`entity`]), registries
+//! ([`registry`]), audit events ([`audit`]) and their archive
+//! ([`archive`]), the provisioner's records ([`provisioner`]) and adaptive
+//! limits' items ([`adaptive`]); the rules the client applies to names
+//! ([`names`]) and schedules ([`schedule`]); the stream-record codec
+//! ([`stream`]), millitoken arithmetic ([`milli`]) and snapshot windows
+//! ([`window`]).
 //! Client-chosen text and messages, bounded for errors and logs: [`shown`].
 
 pub mod adaptive;

@@ -2,9 +2,10 @@
 //! client's order: for one provisioner fan-out, or one controller tick.
 
 use crate::config::{Disabled, LevelConfig};
-use crate::keys::{self, config_key};
-use crate::level::Level;
-use crate::store::{Store, StoreError};
+use crate::keys::{self, Index, config_key};
+use crate::level::{DEFAULT_RESOURCE, Level};
+use crate::store::{Query, Store, StoreError};
+use crate::value::Attr;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -156,4 +157,69 @@ pub async fn first_with_limits(
         }
     }
     Ok(None)
+}
+
+/// The entities with a config of their own for a resource and for
+/// `_default_`, from the entity-config index (GSI3): every other bucket is
+/// decided by the resource or system level, read once, instead of two reads
+/// per entity. The index is eventually consistent: a config written moments
+/// ago may be missed, and its buckets then stamped from the level below only
+/// if they carry that level's capacity, until the next pass.
+#[derive(Debug, Default, Clone)]
+pub struct Configured {
+    own: HashSet<String>,
+    default: HashSet<String>,
+}
+
+impl Configured {
+    pub async fn read<S: Store>(
+        store: &S,
+        namespace: &str,
+        resource: &str,
+    ) -> Result<Configured, StoreError> {
+        let mut sets: [HashSet<String>; 2] = Default::default();
+        for (set, r) in sets.iter_mut().zip([resource, DEFAULT_RESOURCE]) {
+            let query = Query {
+                index: &Index::GSI3,
+                pk: keys::gsi3_pk_entity_config(namespace, r),
+                sk_prefix: String::new(),
+                consistent: false,
+            };
+            for item in store.query(&query).await? {
+                if let Some(entity) = item.get(Index::GSI3.sk).and_then(Attr::as_s) {
+                    set.insert(entity.to_owned());
+                }
+            }
+        }
+        let [own, default] = sets;
+        Ok(Configured { own, default })
+    }
+
+    /// Whether `level` may hold a config: any level but an entity's that
+    /// the index does not list.
+    pub fn may_have(&self, level: &Level) -> bool {
+        match level {
+            Level::Entity { entity, resource } if resource == DEFAULT_RESOURCE => {
+                self.default.contains(entity)
+            }
+            Level::Entity { entity, .. } => self.own.contains(entity),
+            _ => true,
+        }
+    }
+}
+
+/// Config levels from `source`, without reading an entity level the
+/// entity-config index says does not exist.
+pub struct Through<'a, L> {
+    pub source: &'a L,
+    pub configured: &'a Configured,
+}
+
+impl<L: LevelSource + Sync> LevelSource for Through<'_, L> {
+    async fn level(&self, level: &Level) -> Result<Option<LevelConfig>, StoreError> {
+        if !self.configured.may_have(level) {
+            return Ok(None);
+        }
+        self.source.level(level).await
+    }
 }

@@ -1,5 +1,6 @@
 //! One tick of a `share: demand` target: the last complete minute's demand
-//! (`zae_table::adaptive::demand`) shared out (`zae_table::adaptive::share`)
+//! (`zae_table::adaptive::demand`) read, shared out as `zae_adaptive`
+//! decides (`zae_adaptive::share::plan`)
 //! and the entities whose allocation moved by 5% or more stamped on every
 //! shard, each stamp checked against the target's generation. The target's
 //! own factor stays at one; the raised entities are kept per target
@@ -13,56 +14,23 @@
 use super::{Controller, StreamShards};
 use futures::StreamExt;
 use std::collections::{BTreeMap, BTreeSet};
-use zae_table::adaptive::Declaration;
+use zae_adaptive::pass;
+use zae_adaptive::share::ShareTick;
+use zae_adaptive::share::plan::{self, Decided, Governed, Plan};
 use zae_table::adaptive::allocation::Allocated;
 use zae_table::adaptive::demand::Demand;
 use zae_table::adaptive::generation;
-use zae_table::adaptive::law::Factor;
-use zae_table::adaptive::pass::{self, Configured, Through};
-use zae_table::adaptive::share::{self, BAND, Claimant, EntityShare, Share, ShareTick};
 use zae_table::adaptive::stamp::Wanted;
 use zae_table::adaptive::target::Target;
-use zae_table::config::LimitConfig;
+use zae_table::adaptive::{Declaration, Factor};
 use zae_table::level::Level;
+use zae_table::resolve::{Configured, Through};
 use zae_table::resolve::{Resolver, first_with_limits};
 use zae_table::store::{Returns, Store, StoreError};
-
-/// The why of an entity sent back to base by blindness.
-const BLIND: &str = "blind";
-
-/// What a tick decided for one entity, before it is stamped.
-pub(super) struct Decided {
-    base: LimitConfig,
-    max_scale: Option<Factor>,
-    shadow: bool,
-    old: Option<Allocated>,
-    factor: Factor,
-    /// Its stamps are to be written: moved by the band, pending, or back
-    /// to base.
-    moved: bool,
-    report: EntityShare,
-}
-
-/// A tick's share, decided and not yet stamped.
-#[derive(Default)]
-pub(super) struct Plan {
-    pub tick: ShareTick,
-    decided: Vec<Decided>,
-    /// The stop instant came before the share was decided.
-    pub out_of_time: bool,
-}
 
 /// Entities whose governing level is read at once: the share's reads are
 /// one per listed or raised entity, at most a few thousand a tick.
 const GOVERNING_IN_FLIGHT: usize = 16;
-
-/// An entity's governing level and base for the limit, when it opted in.
-struct Governed {
-    base: LimitConfig,
-    max_factor: Factor,
-    max_scale: Option<Factor>,
-    shadow: bool,
-}
 
 impl<S: Store, C: StreamShards> Controller<'_, S, C> {
     /// The share of `minute` (`None`: no complete minute this tick, and
@@ -95,18 +63,16 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             source: &resolver,
             configured: &configured,
         };
-        let Some((minute_ms, used)) = minute.filter(|_| !blind) else {
+        let Some(minute) = minute.filter(|_| !blind) else {
             self.to_base(declaration, &levels, target, allocated, &mut plan)
                 .await?;
             return Ok(plan);
         };
         let items = self
             .store
-            .query(&Demand::query(namespace, resource, minute_ms))
+            .query(&Demand::query(namespace, resource, minute.0))
             .await?;
         let demand = Demand::from_items(&items, limit);
-        let capacity = declaration.capacity(resource, limit).unwrap_or(1).max(1) as f64;
-        let to_share = declaration.target_utilization(resource, limit) * capacity;
         let entities: BTreeSet<&String> = demand.entities.keys().chain(allocated.keys()).collect();
         let Some(levels_of) = self
             .governing_all(declaration, &levels, entities.iter().copied(), target)
@@ -118,66 +84,13 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             plan.out_of_time = true;
             return Ok(plan);
         };
-        let mut claimants = Vec::new();
-        let mut governed = Vec::new();
-        for (entity, g) in entities.into_iter().zip(levels_of) {
-            // A raised entity is listed whenever it is used, outside the
-            // cap: one unlisted is idle, overflow or not, and eases down.
-            let seen = demand.entities.get(entity);
-            let old = allocated.get(entity).cloned();
-            let Some(g) = g else {
-                if let Some(old) = old {
-                    // No longer opted in: back to base with the others.
-                    plan.decided.push(back_to_base(old, "not opted in"));
-                }
-                continue;
-            };
-            let base = per_minute(&g.base);
-            let current = old.as_ref().map_or(1.0, |a| a.factor.as_f64()) * base;
-            claimants.push(Claimant {
-                entity: entity.clone(),
-                base,
-                max_factor: g.max_factor.as_f64(),
-                used: seen.map_or(0.0, |s| s.used as f64 / 1000.0),
-                saturated: seen.is_some_and(|s| s.saturated),
-                current,
-            });
-            governed.push((g, old));
-        }
-        let shared = share::share(to_share, used as f64 / 1000.0, &claimants);
-        plan.tick = summary(minute_ms, &shared, demand.overflow);
-        for (allocation, (g, old)) in shared.allocations.iter().zip(governed) {
-            let factor = allocation.factor();
-            let before = old.as_ref().map_or(Factor::ONE, |a| a.factor);
-            let pending = old.as_ref().is_some_and(|a| a.pending);
-            let moved = before.differs(factor, BAND) || pending;
-            // Entities at base that stay there are not reported one by one.
-            if !moved && old.is_none() {
-                continue;
-            }
-            let factor = if moved { factor } else { before };
-            plan.decided.push(Decided {
-                base: g.base,
-                max_scale: g.max_scale,
-                shadow: g.shadow,
-                factor,
-                moved,
-                old,
-                report: EntityShare {
-                    entity: allocation.entity.clone(),
-                    used: allocation.used,
-                    saturated: allocation.saturated,
-                    base: allocation.base,
-                    allocation: allocation.allocation,
-                    factor: factor.as_f64(),
-                    why: allocation.why.name().to_owned(),
-                    stamped: false,
-                    shadow: g.shadow,
-                },
-            });
-        }
-        plan.tick.entities = plan.decided.iter().map(|d| d.report.clone()).collect();
-        Ok(plan)
+        let entities = entities
+            .into_iter()
+            .zip(levels_of)
+            .map(|(entity, g)| (entity, g, allocated.get(entity).cloned()))
+            .collect();
+        let to_share = plan::to_share(declaration, resource, limit);
+        Ok(plan::decide(minute, to_share, &demand, entities))
     }
 
     /// Blind: every raised entity back to base.
@@ -191,21 +104,11 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
     ) -> Result<(), StoreError> {
         // Out of time, the placeholder base of `back_to_base` still takes
         // every bucket carrying our amount back to what it had before.
-        let mut levels_of = self
+        let levels_of = self
             .governing_all(declaration, levels, allocated.keys(), target)
             .await?
-            .unwrap_or_default()
-            .into_iter();
-        for (_, old) in allocated {
-            let governed = levels_of.next().flatten();
-            let mut decided = back_to_base(old, BLIND);
-            if let Some(g) = governed {
-                decided.base = g.base;
-                decided.max_scale = g.max_scale;
-            }
-            plan.decided.push(decided);
-        }
-        plan.tick.entities = plan.decided.iter().map(|d| d.report.clone()).collect();
+            .unwrap_or_default();
+        plan::to_base(allocated, levels_of, plan);
         Ok(())
     }
 
@@ -378,47 +281,6 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             }
         }
         Ok(p)
-    }
-}
-
-/// An entity sent back to base, with why.
-fn back_to_base(old: Allocated, why: &str) -> Decided {
-    let report = EntityShare {
-        entity: old.entity.clone(),
-        factor: old.factor.as_f64(),
-        why: why.to_owned(),
-        ..EntityShare::default()
-    };
-    Decided {
-        // No configured base (its level no longer opts in, or blind callers
-        // put the governing one here): a base no bucket carries makes the
-        // stamp return a bucket still carrying our amount to the amount it
-        // had before the first stamp, and leave any other alone.
-        base: LimitConfig::drip(&old.limit, 0, 0, 1),
-        max_scale: None,
-        shadow: false,
-        factor: Factor::ONE,
-        moved: true,
-        old: Some(old),
-        report,
-    }
-}
-
-/// A limit's base rate in tokens per minute.
-fn per_minute(base: &LimitConfig) -> f64 {
-    base.refill_amount as f64 * 60.0 / base.refill_period as f64
-}
-
-fn summary(minute_ms: i64, shared: &Share, overflow: i64) -> ShareTick {
-    ShareTick {
-        minute_ms,
-        to_share: shared.to_share,
-        others: shared.others,
-        left: shared.left,
-        lambda: shared.lambda,
-        overflow,
-        entities: Vec::new(),
-        omitted: 0,
     }
 }
 

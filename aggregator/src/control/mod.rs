@@ -4,16 +4,20 @@
 //!
 //! 1. every registered namespace's declaration and targets are read;
 //! 2. if any is adaptive, the table's canaries are written (at most every
-//!    30 s, as many as reach every open shard of the stream: [`canaries`])
+//!    30 s, as many as reach every open shard of the stream: [`canaries`],
+//!    the stream's shards counted by [`stream_shards`])
 //!    and waited for, within the stop instant; how far every shard has been
 //!    read decides the complete minute, and blindness, for all namespaces;
 //! 3. the namespaces are evaluated concurrently (a few at a time), each
 //!    bounded by the stop instant ([`namespace`]): each target's new complete
-//!    minutes go through the estimator
-//!    (`zae_table::adaptive::estimator`), a move is persisted under a new
-//!    generation, and its buckets are stamped (`zae_table::adaptive::pass`),
-//!    resumably. A namespace that fails is logged and counted; the others
-//!    tick.
+//!    minutes go through the estimator as `zae_adaptive::tick` decides, a
+//!    move is persisted under a new generation, and its buckets are stamped
+//!    (`zae_adaptive::pass`), resumably; a `share: demand` target's share is
+//!    read, planned (`zae_adaptive::share::plan`) and stamped ([`demand`]).
+//!    A namespace that fails is logged and counted; the others tick.
+//!
+//! Here are the reads, the writes and the metrics; the decisions are
+//! `zae_adaptive`'s.
 //!
 //! It runs as a scheduled event to the aggregator's own function, or as
 //! `aggregator control`.
@@ -21,10 +25,10 @@
 mod canaries;
 mod demand;
 pub mod namespace;
-pub mod shards;
+pub mod stream_shards;
 
 pub use namespace::{NamespaceTick, TargetTick};
-pub use shards::StreamShards;
+pub use stream_shards::StreamShards;
 
 use futures::StreamExt;
 use std::time::Duration;
@@ -224,7 +228,7 @@ pub fn metrics(tick: &TableTick) -> Vec<crate::metrics::MetricEvent> {
             let behind = t.pass_unfinished || t.stamps_lost > 0;
             events.push(adaptive(STAMPING_BEHIND, f64::from(u8::from(behind))));
             if let Some(share) = &t.share {
-                let count = |f: fn(&zae_table::adaptive::share::EntityShare) -> bool| {
+                let count = |f: fn(&zae_adaptive::share::EntityShare) -> bool| {
                     share.entities.iter().filter(|e| f(e)).count() as f64
                 };
                 events.push(adaptive(SATURATED_ENTITIES, count(|e| e.saturated)));

@@ -3,21 +3,20 @@
 //! run; targets the declaration no longer scales retired.
 
 use super::canaries::Watch;
-use super::demand::Plan;
 use super::{Controller, StreamShards, passed};
 use std::collections::BTreeMap;
+use zae_adaptive::estimator::{Decision, Estimator, Law};
+use zae_adaptive::pass::{self, Pass, Writes};
+use zae_adaptive::share::ShareTick;
+use zae_adaptive::share::plan::Plan;
+use zae_adaptive::tick::{self, CATCH_UP};
 use zae_table::adaptive::allocation::Allocated;
-use zae_table::adaptive::estimator::{Decision, Estimator, Law, Observation, Reason};
-use zae_table::adaptive::pass::{self, Pass, Writes};
-use zae_table::adaptive::share::ShareTick;
 use zae_table::adaptive::target::Target;
-use zae_table::adaptive::usage::{MINUTE_MS, Minute, TAILS_PER_MINUTE, minute_of};
+use zae_table::adaptive::usage::{MINUTE_MS, Minute};
 use zae_table::adaptive::{Declaration, Factor};
 use zae_table::keys::{self, Index};
 use zae_table::store::{Query, Returns, Store, StoreError};
 
-/// Minutes a target catches up on at most: older ones say little now.
-const CATCH_UP: i64 = 3;
 /// How long an aggregator may go on with a declaration it read before.
 const DECLARATION_TTL_MS: i64 = crate::write::utilization::DECLARATION_TTL.as_millis() as i64;
 
@@ -186,15 +185,12 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
     ) -> Result<TargetTick, StoreError> {
         let mut target = read
             .clone()
-            .unwrap_or_else(|| first_target(resource, limit, now_ms));
+            .unwrap_or_else(|| tick::first_target(resource, limit, now_ms, DECLARATION_TTL_MS));
         let read_generation = read.as_ref().map(|t| t.generation);
-        let mut estimator = estimator_of(&target);
-        let law = Law {
-            target: declaration.target_utilization(resource, limit),
-            max_factor: max.as_f64(),
-        };
+        let mut estimator = tick::estimator_of(&target);
+        let law = tick::law(declaration, resource, limit, max);
         let demand = declaration.shares_by_demand(resource);
-        let capacity = declaration.capacity(resource, limit).unwrap_or(1).max(1);
+        let capacity = tick::capacity(declaration, resource, limit);
         let mut seen = Seen::default();
         if watch.blind {
             seen.decision = (estimator.blind(), 0);
@@ -204,29 +200,14 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
                 .read_minutes(reading, &mut target, &mut estimator, law, demand, usage)
                 .await?;
         }
-        let share = match demand {
-            true => Some(
-                self.plan_demand(
-                    namespace,
-                    declaration,
-                    &mut target,
-                    &seen,
-                    watch.blind,
-                    now_ms,
-                )
-                .await?,
-            ),
-            false => {
-                self.leave_demand(namespace, &mut target, now_ms).await?;
-                None
-            }
-        };
-        let wanted = Factor::from_f64(estimator.factor).min(max);
-        let moved =
-            !demand && matches!(seen.decision.0, Decision::Move(_)) && wanted != target.factor;
-        if moved {
+        let share = self
+            .share_if_demand(namespace, declaration, &mut target, &seen, (watch, now_ms))
+            .await?;
+        let wanted = tick::moves_to(&estimator, &seen.decision.0, max, &target, demand);
+        let moved = wanted.is_some();
+        if let Some(wanted) = wanted {
             let generation = target.fresh(self.store, namespace, now_ms).await?;
-            let reason = move_reason(&estimator, wanted, &target);
+            let reason = tick::move_reason(&estimator, wanted, &target);
             target.moved(wanted, now_ms, reason, seen.decision.1, generation);
         }
         target.state = (!demand)
@@ -282,30 +263,43 @@ impl<S: Store, C: StreamShards> Controller<'_, S, C> {
             let used = usage
                 .used(self.store, namespace, minute, &resource, &limit)
                 .await?;
-            let utilization = used as f64 / (capacity as f64 * 1000.0);
+            let utilization = tick::utilization(used, capacity);
             seen.minutes.push((minute, utilization));
             target.minute_ms = minute;
             seen.last_used = Some((minute, used));
             if demand {
                 continue;
             }
-            let (factor, mixed) = target.in_force(minute, minute + MINUTE_MS);
-            let tail = usage.tail(minute, &resource, &limit).map(|used| {
-                used.saturating_mul(TAILS_PER_MINUTE) as f64 / (capacity as f64 * 1000.0)
-            });
-            let obs = Observation {
-                utilization,
-                factor,
-                mixed,
-                tail,
-            };
+            let tail = usage.tail(minute, &resource, &limit);
+            let obs = tick::observation(target, minute, utilization, tail, capacity);
             let d = estimator.observe(obs, law);
+            let (factor, mixed) = (obs.factor, obs.mixed);
             tracing::debug!(namespace, resource = %resource, limit = %limit, minute, utilization, factor, mixed, decision = ?d, "minute evaluated");
             if let Decision::Move(_) = d {
                 seen.decision = (d, minute);
             }
         }
         Ok(seen)
+    }
+
+    /// The tick's share when the target's resource shares by demand;
+    /// otherwise `None`, a share it had left behind.
+    async fn share_if_demand(
+        &self,
+        namespace: &str,
+        declaration: &Declaration,
+        target: &mut Target,
+        seen: &Seen,
+        (watch, now_ms): (Watch, i64),
+    ) -> Result<Option<Plan>, StoreError> {
+        if !declaration.shares_by_demand(&target.resource) {
+            self.leave_demand(namespace, target, now_ms).await?;
+            return Ok(None);
+        }
+        let plan = self
+            .plan_demand(namespace, declaration, target, seen, watch.blind, now_ms)
+            .await?;
+        Ok(Some(plan))
     }
 
     /// Under `share: demand`: the tick's share, planned (stamped after the
@@ -428,25 +422,6 @@ impl Default for Seen {
     }
 }
 
-/// A new target. Its first minute starts after every aggregator has read
-/// the declaration that made it (its cache): the minutes before may not
-/// have been sensed at all.
-fn first_target(resource: &str, limit: &str, now_ms: i64) -> Target {
-    let mut base = Target::base(resource, limit);
-    base.minute_ms = minute_of(now_ms + DECLARATION_TTL_MS);
-    base
-}
-
-/// A move is named by where it goes (minutes caught up on in one tick can
-/// cross), unless it is a surge, a spike or blindness.
-fn move_reason(estimator: &Estimator, wanted: Factor, target: &Target) -> &'static str {
-    match estimator.reason {
-        Reason::Raise | Reason::Cut if wanted > target.factor => "raise",
-        Reason::Raise | Reason::Cut => "cut",
-        other => other.name(),
-    }
-}
-
 /// The report of a target and the pass run for it.
 fn report(target: &Target, pass: &Pass) -> TargetTick {
     TargetTick {
@@ -458,24 +433,6 @@ fn report(target: &Target, pass: &Pass) -> TargetTick {
         stamps_lost: pass.lost,
         pass_unfinished: target.stamped < target.generation,
         ..TargetTick::default()
-    }
-}
-
-/// The target's estimator; the target is the truth, so a reset (or a state
-/// that does not read back) starts from its factor.
-pub fn estimator_of(target: &Target) -> Estimator {
-    let estimator: Estimator = target
-        .state
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_default();
-    if Factor::from_f64(estimator.factor) == target.factor {
-        return estimator;
-    }
-    Estimator {
-        factor: target.factor.as_f64(),
-        reason: Reason::Start,
-        ..Estimator::default()
     }
 }
 

@@ -2,7 +2,7 @@
 //! injected: usage minutes written as the sensor writes them, canaries
 //! marked sensed as the aggregator marks them.
 
-use super::shards::Fixed;
+use super::stream_shards::Fixed;
 use super::*;
 use std::collections::BTreeMap;
 use zae_table::adaptive::stamp;

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use zae_aggregator::control::shards::Fixed;
+use zae_aggregator::control::stream_shards::Fixed;
 use zae_aggregator::control::{Controller, TableTick};
 use zae_aggregator::write::{Aggregator, Settings};
 use zae_table::adaptive::usage::MINUTE_MS;

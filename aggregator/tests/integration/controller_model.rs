@@ -42,7 +42,7 @@
 //! Every miss is printed with its path.
 
 use proptest::prelude::*;
-use zae_table::adaptive::estimator::{Estimator, Law, Observation};
+use zae_adaptive::estimator::{Estimator, Law, Observation};
 use zae_test_support::fuzz_cases;
 
 /// Per-minute noise on each consumer's demand, above the 5% write band.

@@ -348,7 +348,7 @@ fn the_controller_scales_the_real_clients_bucket_and_returns_it_to_base() {
     assert!(again > 2.0, "raised again: {again}");
     let reset = raised
         .runtime
-        .block_on(zae_limits::adaptive::reset(&raised.store, &raised.ns))
+        .block_on(zae_adaptive::reset::reset(&raised.store, &raised.ns))
         .unwrap();
     assert_eq!(reset[0].stamps_lost, 0, "{reset:?}");
     assert_eq!(raised.ra(), 100_000);

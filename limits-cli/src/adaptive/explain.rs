@@ -6,9 +6,9 @@
 
 use super::share::{clock, render_share, shared};
 use super::status::recent_minutes;
+use zae_adaptive::estimator::{Estimator, Law, Reading};
+use zae_adaptive::share::ShareTick;
 use zae_table::adaptive::allocation::Allocated;
-use zae_table::adaptive::estimator::{Estimator, Law, Reading};
-use zae_table::adaptive::share::ShareTick;
 use zae_table::adaptive::target::{Move, Target};
 use zae_table::adaptive::usage::{MINUTE_MS, minute_of};
 use zae_table::adaptive::{Declaration, Factor};

@@ -1,8 +1,8 @@
 //! A demand share as `explain` and `status` show it: the share a target
 //! records, in words.
 
+use zae_adaptive::share::{EntityShare, ShareTick};
 use zae_table::adaptive::allocation::Allocated;
-use zae_table::adaptive::share::{EntityShare, ShareTick};
 use zae_table::adaptive::target::Target;
 
 /// The last tick's share a target records.

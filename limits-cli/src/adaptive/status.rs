@@ -4,12 +4,13 @@
 //! complete minute, the factor and why, the configured effective rate of
 //! each opted-in level, and the refill amounts the buckets actually carry.
 
-use zae_table::adaptive::law::stamped_refill;
-use zae_table::adaptive::share::ShareTick;
+use zae_adaptive::estimator::Estimator;
+use zae_adaptive::share::ShareTick;
+use zae_table::adaptive::Declaration;
+use zae_table::adaptive::factor::stamped_refill;
 use zae_table::adaptive::target::Target;
 use zae_table::adaptive::tick::Tick;
 use zae_table::adaptive::usage::{MINUTE_MS, Minute, minute_of};
-use zae_table::adaptive::{Declaration, estimator::Estimator};
 use zae_table::bucket::{field, limit_attr};
 use zae_table::keys::{self, Index};
 use zae_table::resolve::Resolver;

@@ -3,9 +3,11 @@
 
 use super::*;
 use zae_table::Attr;
+use zae_table::adaptive::Factor;
 use zae_table::adaptive::stamp;
+use zae_table::adaptive::target::Target;
 use zae_table::adaptive::usage;
-use zae_table::store::Returns;
+use zae_table::store::{Returns, Store};
 use zae_test_support::adaptive::{bucket, five_times, table};
 
 /// A bucket at 5x with the record the controller's stamp leaves.

@@ -5,9 +5,9 @@
 
 use super::change::{Action, ChangeLine};
 use super::{ApplyError, Caller, Provisioner, store_err};
+use zae_adaptive::pass::{self, Writes};
 use zae_table::adaptive::Declaration;
 use zae_table::adaptive::allocation::Allocated;
-use zae_table::adaptive::pass::{self, Writes};
 use zae_table::adaptive::target::Target;
 use zae_table::keys;
 use zae_table::store::{Returns, Store, StoreError};

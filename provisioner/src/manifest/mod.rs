@@ -224,7 +224,7 @@ impl Manifest {
                         level: level.clone(),
                         limit: name.clone(),
                         max_scale: a.max_scale,
-                        max_factor: zae_table::adaptive::law::max_factor(
+                        max_factor: zae_adaptive::law::max_factor(
                             limit.capacity,
                             limit.refill_amount,
                             a.max_scale,

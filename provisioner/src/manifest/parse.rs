@@ -426,8 +426,8 @@ fn target_utilization(
             ));
             continue;
         }
-        let ppm = (t * zae_table::adaptive::law::PPM as f64).round() as i64;
-        if ppm < zae_table::adaptive::law::PPM {
+        let ppm = (t * zae_table::adaptive::factor::PPM as f64).round() as i64;
+        if ppm < zae_table::adaptive::factor::PPM {
             out.push((limit, ppm.max(1)));
         }
     }

@@ -311,7 +311,7 @@ fn level_props(level: &LevelDecl) -> Tree {
             .target_utilization
             .iter()
             .map(|(limit, ppm)| {
-                let share = *ppm as f64 / zae_table::adaptive::law::PPM as f64;
+                let share = *ppm as f64 / zae_table::adaptive::factor::PPM as f64;
                 (key(limit), Tree::Number(share.into()))
             })
             .collect();

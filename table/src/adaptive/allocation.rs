@@ -7,7 +7,7 @@
 //! generation they were stamped under (above the target's own, so the
 //! target's laps leave them alone) and what the tick saw.
 
-use super::law::Factor;
+use super::factor::Factor;
 use crate::keys::{self, Index};
 use crate::store::{Condition, Query, Store, StoreError, Update, UpdateBuilder};
 use crate::value::{Attr, Item};

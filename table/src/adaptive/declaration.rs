@@ -7,7 +7,7 @@
 //! their `max_scale`. The aggregator senses only what has an estimated
 //! capacity; the controller scales only what a level opted into.
 
-use super::law::Factor;
+use super::factor::Factor;
 use crate::keys::{self, Index};
 use crate::level::Level;
 use crate::store::{Store, StoreError};
@@ -35,7 +35,7 @@ pub struct AdaptiveLevel {
     pub limit: String,
     pub max_scale: Option<Factor>,
     /// The most its buckets scale, from its declared burst over its rate and
-    /// `max_scale` ([`super::law::max_factor`]), computed at apply.
+    /// `max_scale` (`zae_adaptive::law::max_factor`), computed at apply.
     pub max_factor: Factor,
     /// `adaptive: shadow`: the factor is computed, reported and recorded,
     /// and its buckets stay at base.
@@ -95,7 +95,7 @@ impl Declaration {
         self.target
             .get(resource)
             .and_then(|limits| limits.get(limit))
-            .map(|ppm| *ppm as f64 / super::law::PPM as f64)
+            .map(|ppm| *ppm as f64 / super::factor::PPM as f64)
             .filter(|t| *t > 0.0 && *t <= 1.0)
             .unwrap_or(1.0)
     }

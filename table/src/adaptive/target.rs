@@ -14,8 +14,8 @@
 //! (`wrapped`), and the buckets whose stamps kept losing (`owed`).
 
 use super::allocation::Allocated;
+use super::factor::Factor;
 use super::generation;
-use super::law::Factor;
 use crate::keys::{self, Index};
 use crate::store::{Condition, Query, Store, StoreError, Update, UpdateBuilder};
 use crate::value::{Attr, Item};
@@ -45,8 +45,8 @@ pub const SHARED: &str = "shared";
 /// Buckets owed a stamp that are remembered by key; past this, the lap
 /// starts over once it is through.
 pub const OWED_KEPT: usize = 256;
-/// Moves remembered.
-pub const HISTORY_KEPT: usize = super::estimator::HISTORY_KEPT;
+/// Moves kept in a target's history.
+pub const HISTORY_KEPT: usize = 100;
 
 /// One (resource, limit)'s target.
 #[derive(Debug, Clone, PartialEq)]
@@ -385,6 +385,15 @@ fn key_at(item: &Item, name: &str) -> Option<Item> {
     match item.get(name) {
         Some(Attr::M(key)) => Some(key.clone()),
         _ => None,
+    }
+}
+
+/// The target is still at `generation`.
+pub fn generation_is(generation: i64) -> Condition {
+    Condition {
+        expression: "#g = :g".to_owned(),
+        names: [("#g".to_owned(), GENERATION.to_owned())].into(),
+        values: [(":g".to_owned(), Attr::n(generation))].into(),
     }
 }
 

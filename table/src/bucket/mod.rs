@@ -1,14 +1,17 @@
 //! Bucket items (`#STATE`): the attributes the server side reads and
-//! stamps, and the per-limit attributes of a bucket image.
+//! stamps, and the per-limit attributes of a bucket image; the adaptive
+//! stamp's record on it ([`stamp_record`]), its refill ([`refill`]), shards
+//! ([`shard`]) and ranges ([`range`]).
 
-use crate::adaptive::stamp::{Record, split_record_attr};
 use crate::names::is_limit_name;
 use crate::stream::{AttrError, Image};
+use stamp_record::{Record, split_record_attr};
 use std::collections::BTreeMap;
 
 pub mod range;
 pub mod refill;
 pub mod shard;
+pub mod stamp_record;
 mod state;
 
 pub use state::{BucketState, LimitParams};

@@ -1,7 +1,7 @@
 //! The demand share on the in-memory twin: the sensor's demand items written
 //! as the aggregator writes them, the controller's clock injected.
 
-use super::super::shards::Fixed;
+use super::super::stream_shards::Fixed;
 use super::super::{Controller, NamespaceTick};
 use std::collections::{BTreeMap, BTreeSet};
 use zae_table::adaptive::allocation::Allocated;
@@ -361,7 +361,7 @@ async fn a_reset_from_a_clock_behind_the_controllers_returns_the_raised_entities
     let mut bucket = store.item(&pk, "#STATE").unwrap();
     bucket.insert(generation_attr("tpm"), zae_table::value::Attr::n(ahead));
     store.insert(bucket);
-    let reset = zae_limits::adaptive::reset(&store, NS).await.unwrap();
+    let reset = zae_adaptive::reset::reset(&store, NS).await.unwrap();
     assert_eq!(reset[0].stamps_lost, 0, "{reset:?}");
     assert_eq!(ra(&store, "e0"), 1_000_000, "{reset:?}");
     assert!(allocations(&store).await.is_empty());
@@ -377,7 +377,7 @@ async fn a_reset_from_a_clock_behind_the_controllers_returns_the_raised_entities
 /// was refused, and every tick of the namespace failed from then on.
 #[tokio::test]
 async fn a_share_of_thousands_of_entities_keeps_the_target_under_the_item_limit() {
-    use zae_table::adaptive::share::{KEPT_ON_RECORD, ShareTick};
+    use zae_adaptive::share::{KEPT_ON_RECORD, ShareTick};
     use zae_table::adaptive::target::Target;
     use zae_table::value::{MAX_ITEM_BYTES, item_size};
     const N: usize = 4_000;
@@ -530,7 +530,7 @@ async fn run_step(
             *shared = *demand;
         }
         Step::Reset => {
-            let done = zae_limits::adaptive::reset(store, NS).await.unwrap();
+            let done = zae_adaptive::reset::reset(store, NS).await.unwrap();
             assert!(
                 done.iter().all(|r| r.stamps_lost == 0 && !r.superseded),
                 "{done:?}"

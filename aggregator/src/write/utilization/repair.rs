@@ -20,16 +20,15 @@ use crate::plan::BatchPlan;
 use crate::write::cache::Bounded;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use zae_table::adaptive::Factor;
+use zae_adaptive::repair::{self as decide, Read};
 use zae_table::adaptive::allocation::Allocated;
-use zae_table::adaptive::pass::{Configured, Through, generation_is};
-use zae_table::adaptive::stamp::{Record, Stamp, Wanted, stamp};
-use zae_table::adaptive::target::Target;
+use zae_table::adaptive::stamp::{Record, Stamp, stamp};
+use zae_table::adaptive::target::{Target, generation_is};
 use zae_table::adaptive::tick::Tick;
 use zae_table::bucket::{field, split_bucket_attr};
 use zae_table::config::LevelConfig;
 use zae_table::keys::{BucketKey, Index, SK_STATE, config_key};
-use zae_table::resolve::{LevelSource, first_with_limits};
+use zae_table::resolve::{Configured, LevelSource, Through, first_with_limits};
 use zae_table::store::{Condition, Store, StoreError, TxWrite};
 use zae_table::{Attr, Item, Level, StreamRecord};
 
@@ -42,7 +41,7 @@ const LEVELS_KEPT: usize = 50_000;
 /// Namespaces whose targets are kept (a client may write under any prefix).
 pub const NAMESPACES_KEPT: usize = 10_000;
 /// A controller silent this long is stopped: buckets seen go back to base.
-pub const STOPPED_AFTER_MS: i64 = 5 * 60_000;
+pub use zae_adaptive::repair::STOPPED_AFTER_MS;
 
 type Timed<T> = (Instant, T);
 /// A namespace and a resource, or a config item's key.
@@ -137,6 +136,8 @@ impl<S: Store> Aggregator<S> {
         }
     }
 
+    /// Repairs one bucket's stamps from its record's new image: the stamp
+    /// each of its resource's targets asks for, written where it differs.
     async fn repair_bucket(
         &self,
         text: &str,
@@ -162,7 +163,7 @@ impl<S: Store> Aggregator<S> {
         let Some(image) = image_item(text, pk, &limits) else {
             return Ok(0);
         };
-        let table_stopped = now_ms.saturating_sub(self.ticked().await?) > STOPPED_AFTER_MS;
+        let ticked_ms = self.ticked().await?;
         let Some((level, config)) = self.governing(&key).await? else {
             return Ok(0);
         };
@@ -172,74 +173,85 @@ impl<S: Store> Aggregator<S> {
             true => self.allocations(&key.namespace).await?,
             false => Arc::default(),
         };
+        let bucket = Bucket {
+            key: &key,
+            image: &image,
+            level: &level,
+        };
         let mut repaired = 0;
         for limit in limits {
             let Some(base) = config.limits.iter().find(|l| l.name == limit) else {
                 continue;
             };
-            let target = targets
-                .iter()
-                .find(|t| t.resource == key.resource && t.limit == limit);
-            // The controller stopped for the whole table, or for this
-            // target (its namespace left the registry, its ticks fail).
-            let stopped = table_stopped
-                || target
-                    .and_then(|t| t.ticked_at_ms)
-                    .is_some_and(|at| now_ms.saturating_sub(at) > STOPPED_AFTER_MS);
-            let scaling = declaration.scaling(&level, &limit).filter(|_| !stopped);
-            // A raised entity's shards carry its allocation, under its own
-            // generation (base under it, when the controller stopped).
-            let allocated = allocations
-                .iter()
-                .find(|a| a.entity == key.entity && a.resource == key.resource && a.limit == limit);
-            let wanted = Wanted {
+            let read = Read {
                 base,
-                factor: match (target, scaling) {
-                    (Some(t), Some(_)) => allocated.map_or(t.factor, |a| a.factor),
-                    _ => Factor::ONE,
-                },
-                max_scale: scaling.and_then(|o| o.max_scale),
-                generation: repair_generation(&image, &limit, target, allocated, demand),
+                target: targets
+                    .iter()
+                    .find(|t| t.resource == key.resource && t.limit == limit),
+                allocated: allocations.iter().find(|a| {
+                    a.entity == key.entity && a.resource == key.resource && a.limit == limit
+                }),
+                scaling: declaration.scaling(&level, &limit),
+                demand,
             };
-            let Stamp::Write { update, .. } = stamp(&image, wanted) else {
-                continue;
-            };
-            let (tpk, tsk) = Target::key(&key.namespace, &key.resource, &limit);
-            let mut writes = vec![unchanged(tpk, tsk, target.map(|t| t.generation))];
-            if demand {
-                // A raise withdrawn since is never stamped on a shard, nor a
-                // new one missed.
-                let (apk, ask) = Allocated::key(&key.namespace, &key.resource, &limit, &key.entity);
-                writes.push(unchanged(apk, ask, allocated.map(|a| a.generation)));
-            }
-            // The level as cached: a config moved meanwhile (the client's
-            // `set_system_defaults`) is read again, never stamped from.
-            let (pk, sk) = config_key(&key.namespace, &level);
-            let condition = base.still_configured();
-            writes.push(TxWrite::Check { pk, sk, condition });
-            writes.push(TxWrite::Update(update));
-            // A conflict with another writer on the target or the bucket,
-            // or a throttle: tried again under the batch's retry policy.
-            match self
-                .retrying(deadline, || self.store.transact(&writes))
-                .await
-            {
-                Ok(()) => repaired += 1,
-                // The target moved on since it was cached: read it again.
-                Err(StoreError::ConditionFailed { .. }) => {
-                    lock(&self.repair.targets).remove(&key.namespace);
-                    lock(&self.repair.allocations).remove(&key.namespace);
-                }
-                // The allocation moved on, or the bucket was written since
-                // this image (its own record comes next).
-                Err(StoreError::Cancelled { .. }) => {
-                    lock(&self.repair.allocations).remove(&key.namespace);
-                    lock(&self.repair.levels).remove(&config_key(&key.namespace, &level));
-                }
-                Err(e) => return Err(e),
-            }
+            let stopped = decide::stopped(ticked_ms, read.target, now_ms);
+            repaired += self
+                .repair_limit(&bucket, &limit, read, stopped, deadline)
+                .await?;
         }
         Ok(repaired)
+    }
+
+    /// Stamps one limit of a bucket as `read` asks, in one transaction
+    /// that checks what was read is still so; `1` when it wrote.
+    async fn repair_limit(
+        &self,
+        bucket: &Bucket<'_>,
+        limit: &str,
+        read: Read<'_>,
+        stopped: bool,
+        deadline: Option<Instant>,
+    ) -> Result<usize, StoreError> {
+        let key = bucket.key;
+        let wanted = decide::wanted(bucket.image, limit, read, stopped);
+        let Stamp::Write { update, .. } = stamp(bucket.image, wanted) else {
+            return Ok(0);
+        };
+        let (tpk, tsk) = Target::key(&key.namespace, &key.resource, limit);
+        let mut writes = vec![unchanged(tpk, tsk, read.target.map(|t| t.generation))];
+        if read.demand {
+            // A raise withdrawn since is never stamped on a shard, nor a
+            // new one missed.
+            let (apk, ask) = Allocated::key(&key.namespace, &key.resource, limit, &key.entity);
+            writes.push(unchanged(apk, ask, read.allocated.map(|a| a.generation)));
+        }
+        // The level as cached: a config moved meanwhile (the client's
+        // `set_system_defaults`) is read again, never stamped from.
+        let (pk, sk) = config_key(&key.namespace, bucket.level);
+        let condition = read.base.still_configured();
+        writes.push(TxWrite::Check { pk, sk, condition });
+        writes.push(TxWrite::Update(update));
+        // A conflict with another writer on the target or the bucket,
+        // or a throttle: tried again under the batch's retry policy.
+        match self
+            .retrying(deadline, || self.store.transact(&writes))
+            .await
+        {
+            Ok(()) => return Ok(1),
+            // The target moved on since it was cached: read it again.
+            Err(StoreError::ConditionFailed { .. }) => {
+                lock(&self.repair.targets).remove(&key.namespace);
+                lock(&self.repair.allocations).remove(&key.namespace);
+            }
+            // The allocation moved on, or the bucket was written since
+            // this image (its own record comes next).
+            Err(StoreError::Cancelled { .. }) => {
+                lock(&self.repair.allocations).remove(&key.namespace);
+                lock(&self.repair.levels).remove(&config_key(&key.namespace, bucket.level));
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(0)
     }
 
     /// A namespace's targets, at most a minute old.
@@ -291,28 +303,12 @@ impl<S: Store> Aggregator<S> {
     }
 }
 
-/// The generation a repair stamps under: never below the target's (a lap
-/// since the allocation restamped it under the target's newer one), an
-/// allocation's own when the entity is raised. Under `share: demand`, a
-/// stamp newer than both, with no allocation behind it (the transaction
-/// checks there is none: a raise writes its allocation before its stamps),
-/// is an orphan, a raise withdrawn on the shards its lap knew of (a shard
-/// cloned from shard 0 after the lap read the count carries the old raise):
-/// the repair takes it back to the target's factor.
-fn repair_generation(
-    image: &Item,
-    limit: &str,
-    target: Option<&Target>,
-    allocated: Option<&Allocated>,
-    demand: bool,
-) -> i64 {
-    let known = target
-        .map_or(0, |t| t.generation)
-        .max(allocated.map_or(0, |a| a.generation));
-    match (allocated, demand) {
-        (None, true) => known.max(Record::of(image, limit).map_or(0, |r| r.generation)),
-        _ => known,
-    }
+/// The bucket a repair is for: its key, its record's new image as an
+/// item, and the level governing it.
+struct Bucket<'a> {
+    key: &'a BucketKey,
+    image: &'a Item,
+    level: &'a Level,
 }
 
 /// The item (a target, an allocation) is still at the generation read, or

@@ -756,7 +756,7 @@ async fn control_tick(store: &MemoryStore, now_ms: i64) {
         .unwrap();
     let controller = crate::control::Controller {
         store,
-        shards: &crate::control::shards::Fixed(1),
+        shards: &crate::control::stream_shards::Fixed(1),
         stop_at: None,
         wait: None,
     };

@@ -22,7 +22,7 @@
 //! Everything here is in tokens per minute; the stamp of an allocation is the
 //! factor `allocation / base` ([`Allocation::factor`]).
 
-use super::law::Factor;
+use crate::law::Factor;
 
 /// What an unsaturated entity keeps above its use.
 pub const HEADROOM: f64 = 0.2;
@@ -300,6 +300,8 @@ pub struct EntityShare {
     /// Its level is in shadow: reported, not stamped.
     pub shadow: bool,
 }
+
+pub mod plan;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 //! A stamping pass: a lap of one (resource, limit)'s buckets, found through
 //! the resource's index (GSI2, whole items), page by page from the target's
-//! cursor, each stamped ([`super::stamp`]) with what the level deciding its
+//! cursor, each stamped (`zae_table::adaptive::stamp`) with what the level deciding its
 //! limits asks for, in the client's resolution order: the target's factor
 //! when that level scales it, base otherwise (a level that stopped being
 //! adaptive or is in shadow, a target being retired, a reset). Shared by the
@@ -19,22 +19,21 @@
 //!   buckets. [`Writes::Checked`] makes each write a transaction with a check
 //!   of the target's generation, for writers that are not the controller.
 
-use super::allocation::Allocated;
-use super::declaration::Declaration;
-use super::law::Factor;
-use super::stamp::{Stamp, Wanted, stamp};
-use super::target::{OWED_KEPT, Target};
-use crate::bucket::shard::MAX_SHARD_COUNT;
-use crate::bucket::{SHARD_COUNT, field, limit_attr};
-use crate::config::LevelConfig;
-use crate::keys::{self, BucketKey, Index, SK_STATE};
-use crate::level::{DEFAULT_RESOURCE, Level};
-use crate::resolve::{LevelSource, Resolver, first_with_limits};
-use crate::store::{Condition, Query, Returns, Store, StoreError, TxWrite};
-use crate::value::{Attr, Item};
+use crate::law::Factor;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use zae_table::adaptive::allocation::Allocated;
+use zae_table::adaptive::declaration::Declaration;
+use zae_table::adaptive::stamp::{Stamp, Wanted, stamp};
+use zae_table::adaptive::target::{self, OWED_KEPT, Target, generation_is};
+use zae_table::bucket::shard::MAX_SHARD_COUNT;
+use zae_table::bucket::{SHARD_COUNT, field, limit_attr};
+use zae_table::keys::{self, BucketKey, Index, SK_STATE};
+use zae_table::level::Level;
+use zae_table::resolve::{Configured, LevelSource, Resolver, Through, first_with_limits};
+use zae_table::store::{Query, Returns, Store, StoreError, TxWrite};
+use zae_table::{Attr, Item};
 
 /// Compare-and-set attempts per bucket before it is owed to the next call.
 const ATTEMPTS: usize = 3;
@@ -279,12 +278,12 @@ impl<S: Store, L: LevelSource + Sync, F: Fn() -> bool> Lap<'_, S, L, F> {
     /// Whether the target moved on since `target` was read.
     async fn moved(&self, target: &Target) -> Result<bool, StoreError> {
         let (pk, sk) = Target::key(self.namespace, &target.resource, &target.limit);
-        let attributes = [super::target::GENERATION.to_owned()];
+        let attributes = [target::GENERATION.to_owned()];
         let now = self
             .store
             .get_attributes(&pk, &sk, true, &attributes)
             .await?;
-        let generation = now.as_ref().and_then(|t| t.get(super::target::GENERATION));
+        let generation = now.as_ref().and_then(|t| t.get(target::GENERATION));
         // Gone: retired meanwhile, and its retire pass owned the buckets.
         Ok(generation.and_then(Attr::as_int) != Some(target.generation))
     }
@@ -438,7 +437,7 @@ async fn write_once<S: Store>(
     store: &S,
     namespace: &str,
     target: &Target,
-    update: crate::store::Update,
+    update: zae_table::store::Update,
     writes: Writes,
 ) -> Result<(), StoreError> {
     match writes {
@@ -455,83 +454,9 @@ async fn write_once<S: Store>(
     }
 }
 
-/// The target is still at `generation`.
-pub fn generation_is(generation: i64) -> Condition {
-    Condition {
-        expression: "#g = :g".to_owned(),
-        names: [("#g".to_owned(), super::target::GENERATION.to_owned())].into(),
-        values: [(":g".to_owned(), Attr::n(generation))].into(),
-    }
-}
-
 /// A bucket's GSI2 sort key: where it stands in the lap.
 fn index_sort_key(item: &Item) -> Option<String> {
     item.get(Index::GSI2.sk)
         .and_then(Attr::as_s)
         .map(str::to_owned)
-}
-
-/// The entities with a config of their own for a resource and for
-/// `_default_`, from the entity-config index (GSI3): every other bucket is
-/// decided by the resource or system level, read once, instead of two reads
-/// per entity. The index is eventually consistent: a config written moments
-/// ago may be missed, and its buckets then stamped from the level below only
-/// if they carry that level's capacity, until the next pass.
-#[derive(Debug, Default, Clone)]
-pub struct Configured {
-    own: HashSet<String>,
-    default: HashSet<String>,
-}
-
-impl Configured {
-    pub async fn read<S: Store>(
-        store: &S,
-        namespace: &str,
-        resource: &str,
-    ) -> Result<Configured, StoreError> {
-        let mut sets: [HashSet<String>; 2] = Default::default();
-        for (set, r) in sets.iter_mut().zip([resource, DEFAULT_RESOURCE]) {
-            let query = Query {
-                index: &Index::GSI3,
-                pk: keys::gsi3_pk_entity_config(namespace, r),
-                sk_prefix: String::new(),
-                consistent: false,
-            };
-            for item in store.query(&query).await? {
-                if let Some(entity) = item.get(Index::GSI3.sk).and_then(Attr::as_s) {
-                    set.insert(entity.to_owned());
-                }
-            }
-        }
-        let [own, default] = sets;
-        Ok(Configured { own, default })
-    }
-
-    /// Whether `level` may hold a config: any level but an entity's that
-    /// the index does not list.
-    pub fn may_have(&self, level: &Level) -> bool {
-        match level {
-            Level::Entity { entity, resource } if resource == DEFAULT_RESOURCE => {
-                self.default.contains(entity)
-            }
-            Level::Entity { entity, .. } => self.own.contains(entity),
-            _ => true,
-        }
-    }
-}
-
-/// Config levels from `source`, without reading an entity level the
-/// entity-config index says does not exist.
-pub struct Through<'a, L> {
-    pub source: &'a L,
-    pub configured: &'a Configured,
-}
-
-impl<L: LevelSource + Sync> LevelSource for Through<'_, L> {
-    async fn level(&self, level: &Level) -> Result<Option<LevelConfig>, StoreError> {
-        if !self.configured.may_have(level) {
-            return Ok(None);
-        }
-        self.source.level(level).await
-    }
 }

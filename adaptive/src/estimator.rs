@@ -78,9 +78,6 @@ const SURGE_NOISE: f64 = 2.5;
 /// A minute's last third is read against noise this much wider than a
 /// whole minute's (a third of the requests: about the square root of 3).
 const TAIL_NOISE: f64 = 1.75;
-/// Moves kept in a target's history.
-pub const HISTORY_KEPT: usize = 100;
-
 /// One complete minute: its utilization (used over estimated capacity), the
 /// factor in force over it (time-weighted when it changed within the minute:
 /// what buckets accrue is linear in the factor), and whether it changed. A
