@@ -5,7 +5,8 @@ import circles between a crate's modules.
     scripts/layout.py            # report
     scripts/layout.py --self-test  # the check finds what it is for
     scripts/layout.py --check    # exit 1 on a function over 100 lines, a circle,
-                                 # or a dependency between our crates outside ALLOWED
+                                 # a dependency between our crates outside ALLOWED,
+                                 # or I/O in a PURE crate outside its allowed modules
 
 A circle is two modules of one crate that use each other, directly or
 through others (a module and its own ancestors or descendants do not count:
@@ -34,6 +35,11 @@ ALLOWED = {
     "zae-client": {"zae-table", "zae-runtime"},
     "zae-test-support": {"zae-table"},
 }
+# Crates whose logic is pure, and the modules of theirs that may do I/O:
+# zae-adaptive decides how a limit moves without a table; only its stamping
+# lap and its reset read and write.
+PURE = {"adaptive": {"pass", "reset"}}
+IO = re.compile(r"\basync\b|\.await\b|\bStore\b|\bzae_table::store\b")
 # Products: nothing depends on them, not even a test (they meet as binaries).
 PRODUCTS = {"zae-aggregator", "cfn-limits-resource", "zae-limits"}
 FN = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)")
@@ -268,6 +274,21 @@ def import_problems(root: Path, member: str):
     return problems
 
 
+def io_problems(src: Path, member: str):
+    """Modules of a pure crate that do I/O, outside the ones allowed to."""
+    allowed = PURE.get(member)
+    if allowed is None:
+        return []
+    found = []
+    for p in sorted(src.rglob("*.rs")):
+        rel = p.relative_to(src)
+        if is_test(rel) or (mod := module_of(src, p)) and mod[0] in allowed:
+            continue
+        if IO.search(source(p)):
+            found.append(f"{member}/src/{rel} does I/O (only {sorted(allowed)} may)")
+    return found
+
+
 def name(crate, mod):
     return crate + ("::" + "::".join(mod) if mod else "")
 
@@ -292,7 +313,7 @@ def measure(root: Path, out=print):
             long_fns += [(n_, f"{member}/src/{rel}", l, name_) for name_, l, n_ in functions(p)]
         total += lines - tests
         out(f"{member:<28}{lines:>8}{tests:>15}")
-        imports += import_problems(root, member)
+        imports += import_problems(root, member) + io_problems(src, member)
         found, _ = circles(src)
         all_circles += [[name(member, m) for m in c] for c in found]
     out(f"{'outside tests':<28}{total:>8}")
@@ -306,7 +327,7 @@ def measure(root: Path, out=print):
     out(f"import circles: {len(all_circles)}")
     for c in all_circles:
         out("  " + " <-> ".join(c))
-    out(f"crate imports outside the rules: {len(imports)}")
+    out(f"crate imports and I/O outside the rules: {len(imports)}")
     for problem in imports:
         out("  " + problem)
     return over, all_circles, imports
@@ -317,7 +338,7 @@ def self_test():
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        (root / "Cargo.toml").write_text('[workspace]\nmembers = ["table", "client"]\n')
+        (root / "Cargo.toml").write_text('[workspace]\nmembers = ["table", "client", "adaptive"]\n')
         files = {
             "table/Cargo.toml": '[package]\nname = "zae-table"\n[dependencies]\nzae-client.workspace = true\n',
             "table/src/lib.rs": "pub mod a;\npub mod b;\n",
@@ -325,6 +346,10 @@ def self_test():
             "table/src/b.rs": "pub struct B;\npub fn f() -> crate::a::A { crate::a::A }\n",
             "client/Cargo.toml": '[package]\nname = "zae-client"\n[dependencies]\nzae-table.workspace = true\n',
             "client/src/lib.rs": "pub mod parent;\n",
+            "adaptive/Cargo.toml": '[package]\nname = "zae-adaptive"\n',
+            "adaptive/src/lib.rs": "pub mod law;\npub mod pass;\n",
+            "adaptive/src/law.rs": "pub async fn factor() {}\n",
+            "adaptive/src/pass.rs": "pub async fn run() {}\n",
             "client/src/parent/mod.rs": "pub mod child;\nuse child::C;\n",
             "client/src/parent/child.rs": "pub struct C;\nuse super::helper;\n"
             + "pub fn long() {\n" + "    let _ = \"}\";\n" * 101 + "}\n",
@@ -335,8 +360,9 @@ def self_test():
         over, circles_found, imports = measure(root, out=lambda *a, **k: None)
         assert [f[3] for f in over] == ["long"], over
         assert circles_found == [["table::a", "table::b"]], circles_found
-        assert len(imports) == 1 and "zae-table depends on zae-client" in imports[0], imports
-    print("layout.py self-test: a long function, a circle and a forbidden import are each found")
+        assert len(imports) == 2 and "zae-table depends on zae-client" in imports[0], imports
+        assert "adaptive/src/law.rs does I/O" in imports[1], imports
+    print("layout.py self-test: a long function, a circle, a forbidden import and I/O in pure code are each found")
 
 
 def main():
