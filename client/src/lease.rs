@@ -306,11 +306,7 @@ impl<S: Store + 'static> Drop for Unclaimed<S> {
 
 async fn rollback_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) {
     for entry in entries {
-        let refund: BTreeMap<String, i64> = entry
-            .debited
-            .iter()
-            .map(|(n, d)| (n.clone(), d.saturating_neg()))
-            .collect();
+        let refund = negated(&entry.debited);
         if let Err(e) = write_net(&shared.store, entry, &refund, Part::of(entry)).await {
             tracing::warn!(bucket = %entry.key.pk(), error = %e, "rollback: the refund failed");
         }
