@@ -10,7 +10,28 @@ use zae_table::bucket::{
     RSCHED, SCHED, SCHED_TZ, SHARD_COUNT, TTL, VALID_UNTIL, field, split_bucket_attr,
 };
 use zae_table::names::WCU_LIMIT;
+use zae_table::store::UpdateBuilder;
 use zae_table::{Attr, Item};
+
+/// The reserved write-budget limit: 1000 WCU a second, never divided.
+pub const WCU_CAPACITY: i64 = 1_000_000;
+pub const WCU_PERIOD_MS: i64 = 1000;
+/// One write's cost against it.
+pub const WCU_COST: i64 = 1000;
+
+/// The `vu` pin, the one rule both a slow pass and a lease credit write
+/// by: the write holds only while `vu` is as read (absent when it was).
+/// A balance computed against a ceiling is valid only for that `vu`.
+pub fn pin_valid_until(b: &mut UpdateBuilder, conditions: &mut Vec<String>, read: Option<i64>) {
+    let vu = b.name(VALID_UNTIL);
+    match read {
+        Some(read) => {
+            let read = b.value(Attr::n(read));
+            conditions.push(format!("{vu} = {read}"));
+        }
+        None => conditions.push(format!("attribute_not_exists({vu})")),
+    }
+}
 
 /// One limit on the item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -3,9 +3,9 @@
 //! write per bucket with the net change (`commit`), or a refund of the
 //! initial debit (`rollback`).
 
-use crate::bucket::LimitView;
+use crate::bucket::{self, BucketView, LimitView};
 use crate::error::{Error, RateLimitExceeded};
-use crate::limiter::Shared;
+use crate::shared::Shared;
 use crate::status::{self, Consume};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +15,9 @@ use zae_table::config::MAX_TOKENS;
 use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::milli::MILLI;
 use zae_table::store::{ITEM_EXISTS, Returns, Store, StoreError, Update, UpdateBuilder};
+
+/// One attempt's end: admitted with the buckets debited, or refused.
+pub(crate) type Outcome = Result<Vec<Entry>, Error>;
 
 /// One bucket the lease debited.
 #[derive(Debug, Clone)]
@@ -303,11 +306,7 @@ impl<S: Store + 'static> Drop for Unclaimed<S> {
 
 async fn rollback_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) {
     for entry in entries {
-        let refund: BTreeMap<String, i64> = entry
-            .debited
-            .iter()
-            .map(|(n, d)| (n.clone(), d.saturating_neg()))
-            .collect();
+        let refund = negated(&entry.debited);
         if let Err(e) = write_net(&shared.store, entry, &refund, Part::of(entry)).await {
             tracing::warn!(bucket = %entry.key.pk(), error = %e, "rollback: the refund failed");
         }
@@ -422,14 +421,7 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], part: Part, pinned: bool) -
         let sc = b.name(SHARD_COUNT);
         let count = b.value(Attr::n(entry.shard_count));
         conditions.push(format!("(attribute_not_exists({sc}) OR {sc} = {count})"));
-        let vu = b.name(VALID_UNTIL);
-        match entry.vu {
-            Some(v) => {
-                let v = b.value(Attr::n(v));
-                conditions.push(format!("{vu} = {v}"));
-            }
-            None => conditions.push(format!("attribute_not_exists({vu})")),
-        }
+        bucket::pin_valid_until(&mut b, &mut conditions, entry.vu);
         for attr in [SCHED, RSCHED, SCHED_TZ] {
             let alias = b.name(attr);
             conditions.push(format!("attribute_not_exists({alias})"));
@@ -438,4 +430,74 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], part: Part, pinned: bool) -
         b.set(VALID_UNTIL, Attr::n(0));
     }
     b.build(&entry.key.pk(), SK_STATE, Some(conditions.join(" AND ")))
+}
+
+fn debited(consume: &Consume, has: impl Fn(&str) -> bool) -> BTreeMap<String, i64> {
+    consume
+        .iter()
+        .filter(|(n, _)| has(n))
+        .map(|(n, a)| (n.clone(), a * MILLI))
+        .collect()
+}
+
+/// The limits an acquire named, of those a bucket has.
+fn declared(
+    limits: &BTreeMap<String, LimitView>,
+    consume: &Consume,
+) -> BTreeMap<String, LimitView> {
+    limits
+        .iter()
+        .filter(|(n, _)| consume.contains_key(*n))
+        .map(|(n, l)| (n.clone(), *l))
+        .collect()
+}
+
+/// A lease entry on `limits` as the acquire left them; the caller sets
+/// where their refill stands.
+pub(crate) fn entry(
+    key: &BucketKey,
+    limits: &BTreeMap<String, LimitView>,
+    consume: &Consume,
+    now: i64,
+) -> Entry {
+    Entry {
+        key: key.clone(),
+        debited: debited(consume, |n| limits.contains_key(n)),
+        limits: declared(limits, consume),
+        soft: limits
+            .iter()
+            .filter(|(_, l)| l.soft_live(now))
+            .map(|(n, _)| n.clone())
+            .collect(),
+        rf: now,
+        refilled_at: BTreeMap::new(),
+        shard_count: 1,
+        vu: None,
+        bypassed: false,
+        foreign: false,
+        pending: BTreeMap::new(),
+        quoted: BTreeMap::new(),
+    }
+}
+
+pub(crate) fn entry_from_view(
+    key: &BucketKey,
+    view: &BucketView,
+    consume: &Consume,
+    now: i64,
+) -> Entry {
+    Entry {
+        rf: view.rf,
+        shard_count: view.shard_count,
+        vu: view.vu,
+        foreign: view.unsupported.is_some(),
+        ..entry(key, &view.limits, consume, now)
+    }
+}
+
+pub(crate) fn negated(amounts: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+    amounts
+        .iter()
+        .map(|(n, d)| (n.clone(), d.saturating_neg()))
+        .collect()
 }

@@ -2,6 +2,23 @@
 //! to Python clients on the same buckets. `docs/client.md` has the API, the
 //! differences from the Python client, what it refuses and what each
 //! acquire costs.
+//!
+//! Its modules, in an acquire's order:
+//! - `limiter`: `RateLimiter`, its `Options`, `open`, `acquire` and
+//!   `acquire_with`, and the dispatch between the two paths;
+//! - `shared`: the state every acquire and lease of a limiter shares;
+//! - `config`: the limits resolved from the entity, resource and system
+//!   levels, and `OnUnavailable`;
+//! - `bucket`: a bucket item as the paths read it, and the `vu` pin;
+//! - `fast`: the fast path (its write, its refusals, cascades and shards);
+//! - `slow`: the slow path (reads, the plan, the commit);
+//! - `rejection`: the errors an acquire refuses with, and their statuses;
+//! - `status`: one limit's status, as a rejection lists it;
+//! - `lease`: what an admitted acquire holds, and its commit and rollback;
+//! - `error`: `Error` and the rejection it carries;
+//! - `clock`: the time the paths read (a manual one for tests);
+//! - `tower` (feature `tower`): the middleware;
+//! - `load` (feature `load`): `zae-load`, the load generator.
 
 mod bucket;
 pub mod clock;
@@ -12,6 +29,8 @@ pub mod lease;
 mod limiter;
 #[cfg(feature = "load")]
 pub mod load;
+mod rejection;
+mod shared;
 mod slow;
 mod status;
 #[cfg(feature = "tower")]

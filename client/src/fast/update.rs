@@ -1,11 +1,11 @@
-//! The fast path (§2 of the protocol): one conditional UpdateItem that
-//! debits every consumed limit and one unit of the shard's write budget,
-//! never reading first. Hard limits are tested in the condition; a live
-//! soft stamp (or bypass stamp) waives the test, and the debit still lands.
+//! The fast path's write and what its refusal says (pure): one conditional
+//! UpdateItem that debits every consumed limit and one unit of the shard's
+//! write budget, never reading first. Hard limits are tested in the
+//! condition; a live soft stamp (or bypass stamp) waives the test, and the
+//! debit still lands.
 
-use crate::bucket::BucketView;
+use crate::bucket::{BucketView, WCU_COST};
 use crate::error::Feature;
-use crate::slow::WCU_COST;
 use crate::status::Consume;
 use zae_table::Attr;
 use zae_table::bucket::{BYPASS, DISABLED, TTL, VALID_UNTIL, field, limit_attr};

@@ -1,0 +1,115 @@
+//! What every acquire and lease of one limiter shares: the store, the
+//! namespace, the settings the paths read, and what the process has
+//! learnt of each entity's cascade and shards. The lease needs only this
+//! part of the limiter (the store and the clock), so it depends on it and
+//! not on `limiter`.
+
+use crate::bucket::BucketView;
+use crate::clock::Clock;
+use crate::config::{OnUnavailable, SystemCache};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use zae_table::bucket::shard::MAX_SHARD_COUNT;
+use zae_table::keys::BucketKey;
+
+/// The limiter's state behind its `Arc`: `Options` taken apart, so this
+/// module needs nothing of `limiter`.
+pub(crate) struct Shared<S> {
+    pub(crate) store: S,
+    pub(crate) namespace: String,
+    pub(crate) system: SystemCache,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// `Options::on_unavailable`.
+    pub(crate) on_unavailable: Option<OnUnavailable>,
+    /// `Options::speculative_writes`.
+    pub(crate) speculative_writes: bool,
+    /// `Options::stamp_ttl`.
+    pub(crate) stamp_ttl: Duration,
+    /// `Options::stamp_draw`.
+    pub(crate) stamp_draw: Option<f64>,
+    /// `Options::ttl_multiplier`.
+    pub(crate) ttl_multiplier: i64,
+    /// The largest shard count seen per (entity, resource).
+    pub(crate) shards: Mutex<HashMap<(String, String), i64>>,
+    /// The parent an entity's bucket cascades to, as its images said.
+    pub(crate) parents: Mutex<HashMap<(String, String), Option<String>>>,
+}
+
+impl<S> Shared<S> {
+    pub(crate) fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub(crate) fn deadline(&self, now: i64) -> i64 {
+        let draw = self
+            .stamp_draw
+            .unwrap_or_else(|| 0.8 + 0.2 * fastrand::f64());
+        let ttl_ms = self.stamp_ttl.as_millis() as f64;
+        now + (ttl_ms * draw) as i64
+    }
+
+    pub(crate) fn known_shards(&self, entity: &str, resource: &str) -> i64 {
+        let shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+        shards
+            .get(&(entity.to_owned(), resource.to_owned()))
+            .copied()
+            .unwrap_or(1)
+    }
+
+    pub(crate) fn known_parent(&self, entity: &str, resource: &str) -> Option<String> {
+        let parents = self.parents.lock().unwrap_or_else(|p| p.into_inner());
+        parents
+            .get(&(entity.to_owned(), resource.to_owned()))
+            .cloned()
+            .flatten()
+    }
+
+    /// What a bucket image says of its owner's cascade.
+    pub(crate) fn learn(&self, key: &BucketKey, view: &BucketView) {
+        self.learn_shards(key, view.shard_count);
+        self.remember_parent(key, view.parent_id.clone().filter(|_| view.cascade));
+    }
+
+    pub(crate) fn remember_parent(&self, key: &BucketKey, parent: Option<String>) {
+        let mut parents = self.parents.lock().unwrap_or_else(|p| p.into_inner());
+        parents.insert((key.entity.clone(), key.resource.clone()), parent);
+    }
+
+    pub(crate) fn learn_shards(&self, key: &BucketKey, count: i64) {
+        let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+        let known = shards
+            .entry((key.entity.clone(), key.resource.clone()))
+            .or_insert(1);
+        *known = (*known).max(count.min(MAX_SHARD_COUNT));
+    }
+
+    /// The parent's bucket, on a shard drawn from its known count.
+    pub(crate) fn parent_key(&self, key: &BucketKey, parent: String) -> BucketKey {
+        let count = self.known_shards(&parent, &key.resource);
+        BucketKey {
+            entity: parent,
+            shard: draw(count, &[]),
+            ..key.clone()
+        }
+    }
+}
+
+/// A random shard of `count`, avoiding `tried` while any is left.
+pub(crate) fn draw(count: i64, tried: &[u32]) -> u32 {
+    let count = u32::try_from(count.clamp(1, 32)).unwrap_or(1);
+    let left: Vec<u32> = (0..count).filter(|s| !tried.contains(s)).collect();
+    if left.is_empty() {
+        return fastrand::u32(0..count);
+    }
+    left[fastrand::usize(0..left.len())]
+}
+
+/// Full-jitter waits before each resend of a conflicting write (both paths).
+pub(crate) const CONFLICT_WAITS_MS: [u64; 3] = [25, 50, 100];
+
+pub(crate) async fn conflict_wait(attempt: usize) {
+    if let Some(cap) = CONFLICT_WAITS_MS.get(attempt) {
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=*cap))).await;
+    }
+}
