@@ -23,18 +23,6 @@ const LAMBDA: &str = env!("CARGO_BIN_EXE_cfn-limits-resource");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const STAMP: &str = concat!("0.17.0+rust.", env!("CARGO_PKG_VERSION"));
 
-/// The provisioner library itself on moto, for what a process boundary hides.
-fn store(table: &str) -> zae_table::sdk::DynamoStore {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-        .endpoint_url(endpoint())
-        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .build();
-    zae_table::sdk::DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(config), table)
-}
 
 /// A local `ResponseURL`: records each PUT body CloudFormation would receive.
 fn response_receiver() -> (String, mpsc::Receiver<Value>) {
@@ -461,7 +449,7 @@ fn the_python_cli_plans_and_applies_an_adaptive_namespace_as_any_other() {
         .as_str()
         .unwrap()
         .to_owned();
-    let store = store(&table);
+    let store = dynamo_store(&table);
     let mut target = Target::base("gpt-4", "rpm");
     target.factor = Factor::from_ppm(5_000_000);
     target.generation = 1;

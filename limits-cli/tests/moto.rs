@@ -409,24 +409,6 @@ fn every_validation_rule_names_its_path_and_writes_nothing() {
     assert_eq!(items(&table), before, "a rejected manifest wrote something");
 }
 
-fn acquire_on(table: &str, entity: &str, resource: &str, consume: &[&str], times: u32) -> Value {
-    let mut args = vec![
-        "acquire",
-        "--table",
-        table,
-        "--entity",
-        entity,
-        "--resource",
-        resource,
-    ];
-    for c in consume {
-        args.extend(["--consume", c]);
-    }
-    let times = times.to_string();
-    args.extend(["--times", &times]);
-    client(&args)
-}
-
 /// The `#STATE` item of the entity's shard-0 bucket for a resource.
 fn bucket(table: &str, entity: &str, resource: &str) -> Value {
     items(table)
@@ -681,18 +663,6 @@ fn features_the_tables_lambdas_cannot_read_are_refused_before_any_write() {
     assert_eq!(version["client_min_version"]["S"], "0.17.0", "{version}");
 }
 
-/// The provisioner library itself on moto, for what a process boundary hides.
-fn store(table: &str) -> zae_table::sdk::DynamoStore {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-        .endpoint_url(endpoint())
-        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .build();
-    zae_table::sdk::DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(config), table)
-}
 
 fn pending_items(table: &str) -> Vec<String> {
     items(table)
@@ -727,7 +697,7 @@ async fn an_interrupted_apply_leaves_its_fan_outs_to_the_next() {
         "namespace: default\nresources: {gpt-4: {disabled: true, limits: {rpm: {capacity: 9}}}}\nentities: {u1: {resources: {gpt-4: {limits: {rpm: {capacity: 3}}}}}}\n",
     )
     .unwrap();
-    let store = store(&table);
+    let store = dynamo_store(&table);
     let provisioner = Provisioner {
         store: &store,
         namespace: &namespace,
@@ -1021,7 +991,7 @@ async fn release_owner_frees_a_namespace_whose_owner_is_gone() {
     use zae_provisioner::apply::{Caller, Ownership, Provisioner};
     use zae_provisioner::manifest::Manifest;
     let table = setup("limits-release");
-    let store = store(&table);
+    let store = dynamo_store(&table);
     let ns = zae_provisioner::apply::state::namespace_id(&store, "default")
         .await
         .unwrap()

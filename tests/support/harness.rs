@@ -480,3 +480,17 @@ pub async fn silent_endpoint() -> (String, tokio::task::JoinHandle<()>) {
     });
     (endpoint, held)
 }
+
+/// `table` on the running backend through the store the binaries use
+/// (`zae_table::sdk::DynamoStore`), for what a process boundary hides.
+#[cfg(feature = "sdk")]
+pub fn dynamo_store(table: &str) -> zae_table::sdk::DynamoStore {
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(endpoint())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "test"))
+        .build();
+    zae_table::sdk::DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(config), table)
+}

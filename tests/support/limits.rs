@@ -62,7 +62,13 @@ pub fn read_levels(table: &str, namespace: &str, levels: &[&str]) -> Value {
     ])
 }
 
+/// `times` acquires by `entity` of `consume` on gpt-4, through the real client.
 pub fn acquire(table: &str, entity: &str, consume: &[&str], times: u32) -> Value {
+    acquire_on(table, entity, "gpt-4", consume, times)
+}
+
+/// `times` acquires by `entity` of `consume` on `resource`, through the real client.
+pub fn acquire_on(table: &str, entity: &str, resource: &str, consume: &[&str], times: u32) -> Value {
     let mut args = vec![
         "acquire",
         "--table",
@@ -70,7 +76,7 @@ pub fn acquire(table: &str, entity: &str, consume: &[&str], times: u32) -> Value
         "--entity",
         entity,
         "--resource",
-        "gpt-4",
+        resource,
     ];
     for c in consume {
         args.extend(["--consume", c]);

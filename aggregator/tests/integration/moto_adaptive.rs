@@ -17,17 +17,7 @@ fn store(table: &str) -> (tokio::runtime::Runtime, zae_table::sdk::DynamoStore) 
         .enable_all()
         .build()
         .unwrap();
-    let config = runtime.block_on(
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .endpoint_url(endpoint())
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test", "test", None, None, "test",
-            ))
-            .load(),
-    );
-    let client = aws_sdk_dynamodb::Client::new(&config);
-    (runtime, zae_table::sdk::DynamoStore::new(client, table))
+    (runtime, dynamo_store(table))
 }
 
 /// The usage minutes sensed on `namespace`, read back consistently.
