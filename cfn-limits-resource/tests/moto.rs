@@ -23,7 +23,6 @@ const LAMBDA: &str = env!("CARGO_BIN_EXE_cfn-limits-resource");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const STAMP: &str = concat!("0.17.0+rust.", env!("CARGO_PKG_VERSION"));
 
-
 /// A local `ResponseURL`: records each PUT body CloudFormation would receive.
 fn response_receiver() -> (String, mpsc::Receiver<Value>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -663,7 +663,6 @@ fn features_the_tables_lambdas_cannot_read_are_refused_before_any_write() {
     assert_eq!(version["client_min_version"]["S"], "0.17.0", "{version}");
 }
 
-
 fn pending_items(table: &str) -> Vec<String> {
     items(table)
         .into_keys()

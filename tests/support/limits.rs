@@ -68,7 +68,13 @@ pub fn acquire(table: &str, entity: &str, consume: &[&str], times: u32) -> Value
 }
 
 /// `times` acquires by `entity` of `consume` on `resource`, through the real client.
-pub fn acquire_on(table: &str, entity: &str, resource: &str, consume: &[&str], times: u32) -> Value {
+pub fn acquire_on(
+    table: &str,
+    entity: &str,
+    resource: &str,
+    consume: &[&str],
+    times: u32,
+) -> Value {
     let mut args = vec![
         "acquire",
         "--table",
