@@ -131,23 +131,8 @@ async fn one<S: Store>(
 ) -> Result<Utilization, StoreError> {
     let (r, limit) = (target.resource.as_str(), target.limit.as_str());
     let capacity = declaration.capacity(r, limit).unwrap_or(0);
-    let tokens = |m: &Minute| m.used.get(limit).map(|u| *u as f64 / 1000.0);
     let in_progress = minute_of(now_ms);
-    let used: Vec<(i64, f64)> = minutes
-        .iter()
-        .filter(|m| m.resource == r && m.minute_ms < in_progress)
-        .filter_map(|m| Some((m.minute_ms, tokens(m)?)))
-        .collect();
-    let current = minutes
-        .iter()
-        .find(|m| m.resource == r && m.minute_ms == in_progress)
-        .and_then(|m| {
-            Some(Partial {
-                minute: m.minute_ms,
-                tokens: tokens(m)?,
-                partial: true,
-            })
-        });
+    let (used, current) = minute_tokens(minutes, r, limit, in_progress);
     let last_complete = in_progress - MINUTE_MS;
     let utilization = (capacity > 0).then(|| {
         let tokens = used
@@ -156,31 +141,7 @@ async fn one<S: Store>(
             .map_or(0.0, |(_, t)| *t);
         tokens / capacity as f64
     });
-    let mut levels = Vec::new();
-    for opt_in in declaration
-        .levels
-        .iter()
-        .filter(|l| l.limit == limit && l.applies_to(r))
-    {
-        let Some(config) = resolver.level(&opt_in.level).await? else {
-            continue;
-        };
-        let Some(base) = config.limits.iter().find(|l| l.name == limit) else {
-            continue;
-        };
-        let factor = if opt_in.shadow {
-            zae_table::adaptive::Factor::ONE
-        } else {
-            target.factor
-        };
-        levels.push(LevelRate {
-            level: opt_in.level.describe(),
-            base: base.refill_amount,
-            effective: stamped_refill(base.refill_amount, base.capacity, factor, opt_in.max_scale),
-            period_seconds: base.refill_period,
-            shadow: opt_in.shadow,
-        });
-    }
+    let levels = level_rates(declaration, resolver, target).await?;
     let estimator: Estimator = target
         .state
         .as_deref()
@@ -209,6 +170,69 @@ async fn one<S: Store>(
         levels,
         stamped: stamped(store, namespace, target).await?,
     })
+}
+
+/// The tokens `limit` used on `r` in each complete minute shown, and in the
+/// one in progress so far.
+fn minute_tokens(
+    minutes: &[Minute],
+    r: &str,
+    limit: &str,
+    in_progress: i64,
+) -> (Vec<(i64, f64)>, Option<Partial>) {
+    let tokens = |m: &Minute| m.used.get(limit).map(|u| *u as f64 / 1000.0);
+    let used = minutes
+        .iter()
+        .filter(|m| m.resource == r && m.minute_ms < in_progress)
+        .filter_map(|m| Some((m.minute_ms, tokens(m)?)))
+        .collect();
+    let current = minutes
+        .iter()
+        .find(|m| m.resource == r && m.minute_ms == in_progress)
+        .and_then(|m| {
+            Some(Partial {
+                minute: m.minute_ms,
+                tokens: tokens(m)?,
+                partial: true,
+            })
+        });
+    (used, current)
+}
+
+/// Each opted-in level's base and effective rate under the target's factor
+/// (base for a level in shadow).
+async fn level_rates<S: Store>(
+    declaration: &Declaration,
+    resolver: &Resolver<'_, S>,
+    target: &Target,
+) -> Result<Vec<LevelRate>, StoreError> {
+    let (r, limit) = (target.resource.as_str(), target.limit.as_str());
+    let mut levels = Vec::new();
+    for opt_in in declaration
+        .levels
+        .iter()
+        .filter(|l| l.limit == limit && l.applies_to(r))
+    {
+        let Some(config) = resolver.level(&opt_in.level).await? else {
+            continue;
+        };
+        let Some(base) = config.limits.iter().find(|l| l.name == limit) else {
+            continue;
+        };
+        let factor = if opt_in.shadow {
+            zae_table::adaptive::Factor::ONE
+        } else {
+            target.factor
+        };
+        levels.push(LevelRate {
+            level: opt_in.level.describe(),
+            base: base.refill_amount,
+            effective: stamped_refill(base.refill_amount, base.capacity, factor, opt_in.max_scale),
+            period_seconds: base.refill_period,
+            shadow: opt_in.shadow,
+        });
+    }
+    Ok(levels)
 }
 
 /// The usage items of the `count` minutes before the one in progress, and

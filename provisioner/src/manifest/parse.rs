@@ -254,6 +254,42 @@ fn check_one_timezone(limits: &[(String, LimitDecl)], path: &Path, problems: &mu
     }
 }
 
+/// A level's `disabled`: true, false or `bypass`.
+fn parse_disabled(
+    tree: Option<&Tree>,
+    path: &Path,
+    problems: &mut Vec<Problem>,
+) -> Option<Disabled> {
+    match tree {
+        None | Some(Tree::Null) => None,
+        Some(Tree::Bool(true)) => Some(Disabled::Yes),
+        Some(Tree::Bool(false)) => Some(Disabled::No),
+        Some(Tree::String(s)) if s == "bypass" => Some(Disabled::Bypass),
+        Some(other) => {
+            problems.push(Problem::new(
+                &path.field("disabled"),
+                format!("must be true, false or 'bypass', got {}", describe(other)),
+            ));
+            None
+        }
+    }
+}
+
+/// A level's `cascade`: true or false.
+fn parse_cascade(tree: Option<&Tree>, path: &Path, problems: &mut Vec<Problem>) -> Option<bool> {
+    match tree {
+        None | Some(Tree::Null) => None,
+        Some(Tree::Bool(value)) => Some(*value),
+        Some(other) => {
+            problems.push(Problem::new(
+                &path.field("cascade"),
+                format!("must be true or false, got {}", describe(other)),
+            ));
+            None
+        }
+    }
+}
+
 /// A resource level (`resource`), which may carry `estimated_capacity`, or
 /// an entity's level for a resource.
 fn parse_level(
@@ -306,30 +342,8 @@ fn parse_level(
         }
         _ => false,
     };
-    let disabled = match get(&entries, "disabled") {
-        None | Some(Tree::Null) => None,
-        Some(Tree::Bool(true)) => Some(Disabled::Yes),
-        Some(Tree::Bool(false)) => Some(Disabled::No),
-        Some(Tree::String(s)) if s == "bypass" => Some(Disabled::Bypass),
-        Some(other) => {
-            problems.push(Problem::new(
-                &path.field("disabled"),
-                format!("must be true, false or 'bypass', got {}", describe(other)),
-            ));
-            None
-        }
-    };
-    let cascade = match get(&entries, "cascade") {
-        None | Some(Tree::Null) => None,
-        Some(Tree::Bool(value)) => Some(*value),
-        Some(other) => {
-            problems.push(Problem::new(
-                &path.field("cascade"),
-                format!("must be true or false, got {}", describe(other)),
-            ));
-            None
-        }
-    };
+    let disabled = parse_disabled(get(&entries, "disabled"), path, problems);
+    let cascade = parse_cascade(get(&entries, "cascade"), path, problems);
     let limits = parse_limits(get(&entries, "limits"), &path.field("limits"), problems);
     check_one_timezone(&limits, path, problems);
     Some(LevelDecl {

@@ -158,6 +158,19 @@ impl<S: Store> Aggregator<S> {
             mut entities,
         } = self.minutes(&plan.sensed, deadline, outcome).await;
         self.allocated(&mut entities, deadline, outcome).await;
+        self.list_demand(entities, deadline, outcome).await;
+        self.write_usage(minutes, deadline, outcome).await;
+        self.sense_canaries(plan, deadline, outcome).await;
+    }
+
+    /// Lists the entities found short, or raised by an allocation, on their
+    /// minutes' demand items.
+    async fn list_demand(
+        &self,
+        entities: BTreeMap<EntityKey, EntityUsage>,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
         // Heaviest first: past the cap, the batch's lightest are left out.
         let mut listed: Vec<_> = (entities.into_iter())
             .filter(|(_, e)| e.short || e.allocated)
@@ -189,7 +202,15 @@ impl<S: Store> Aggregator<S> {
                 },
             }
         }
-        drop(demand);
+    }
+
+    /// Adds the batch's use to each (resource, minute)'s usage item.
+    async fn write_usage(
+        &self,
+        minutes: BTreeMap<(String, String, i64), MinuteUsage>,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
         let mut writes = futures::stream::iter(minutes)
             .map(|((namespace, resource, minute_ms), m)| async move {
                 let update =
@@ -214,7 +235,15 @@ impl<S: Store> Aggregator<S> {
                 },
             }
         }
-        drop(writes);
+    }
+
+    /// Adds the canaries read to their ticks' sensed sets.
+    async fn sense_canaries(
+        &self,
+        plan: &BatchPlan,
+        deadline: Option<Instant>,
+        outcome: &mut BatchOutcome,
+    ) {
         // A canary behind a record that is to be redelivered waits for the
         // redelivery: sensing it now could complete a minute whose usage is
         // not all written.
