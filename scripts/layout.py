@@ -6,7 +6,8 @@ import circles between a crate's modules.
     scripts/layout.py --self-test  # the check finds what it is for
     scripts/layout.py --check    # exit 1 on a function over 100 lines, a circle,
                                  # a dependency between our crates outside ALLOWED,
-                                 # or I/O in a PURE crate outside its allowed modules
+                                 # I/O in a PURE crate outside its allowed modules,
+                                 # or a module its lib.rs doc comment does not name
 
 A circle is two modules of one crate that use each other, directly or
 through others (a module and its own ancestors or descendants do not count:
@@ -289,6 +290,20 @@ def io_problems(src: Path, member: str):
     return found
 
 
+def unmapped(root: Path, member: str):
+    """Modules a crate's `lib.rs` declares and its doc comment never names."""
+    lib = root / member / "src" / "lib.rs"
+    if not (root / member / "src").is_dir():
+        lib = root / member / "lib.rs"
+    if not lib.is_file():
+        return []
+    text = lib.read_text()
+    doc = "\n".join(l for l in text.split("\n") if l.startswith("//!"))
+    declared = re.findall(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", text, re.M)
+    return [f"{member}/{lib.relative_to(root / member)} does not name module `{m}` in its doc comment"
+            for m in declared if not re.search(r"`\[?" + m + r"\b", doc)]
+
+
 def name(crate, mod):
     return crate + ("::" + "::".join(mod) if mod else "")
 
@@ -300,6 +315,7 @@ def measure(root: Path, out=print):
     for member in members(root):
         src = root / member / "src"
         if not src.is_dir():
+            imports += unmapped(root, member)
             continue
         lines = tests = 0
         for p in sorted(src.rglob("*.rs")):
@@ -313,7 +329,7 @@ def measure(root: Path, out=print):
             long_fns += [(n_, f"{member}/src/{rel}", l, name_) for name_, l, n_ in functions(p)]
         total += lines - tests
         out(f"{member:<28}{lines:>8}{tests:>15}")
-        imports += import_problems(root, member) + io_problems(src, member)
+        imports += import_problems(root, member) + io_problems(src, member) + unmapped(root, member)
         found, _ = circles(src)
         all_circles += [[name(member, m) for m in c] for c in found]
     out(f"{'outside tests':<28}{total:>8}")
@@ -327,7 +343,7 @@ def measure(root: Path, out=print):
     out(f"import circles: {len(all_circles)}")
     for c in all_circles:
         out("  " + " <-> ".join(c))
-    out(f"crate imports and I/O outside the rules: {len(imports)}")
+    out(f"crate imports, I/O and module maps outside the rules: {len(imports)}")
     for problem in imports:
         out("  " + problem)
     return over, all_circles, imports
@@ -341,13 +357,13 @@ def self_test():
         (root / "Cargo.toml").write_text('[workspace]\nmembers = ["table", "client", "adaptive"]\n')
         files = {
             "table/Cargo.toml": '[package]\nname = "zae-table"\n[dependencies]\nzae-client.workspace = true\n',
-            "table/src/lib.rs": "pub mod a;\npub mod b;\n",
+            "table/src/lib.rs": "//! The model: [`a`] and [`b`].\npub mod a;\npub mod b;\n",
             "table/src/a.rs": "use crate::b::B;\npub struct A;\n",
             "table/src/b.rs": "pub struct B;\npub fn f() -> crate::a::A { crate::a::A }\n",
             "client/Cargo.toml": '[package]\nname = "zae-client"\n[dependencies]\nzae-table.workspace = true\n',
-            "client/src/lib.rs": "pub mod parent;\n",
+            "client/src/lib.rs": "//! Its `parent`.\npub mod parent;\n",
             "adaptive/Cargo.toml": '[package]\nname = "zae-adaptive"\n',
-            "adaptive/src/lib.rs": "pub mod law;\npub mod pass;\n",
+            "adaptive/src/lib.rs": "//! The law ([`law`]).\npub mod law;\npub mod pass;\n",
             "adaptive/src/law.rs": "pub async fn factor() {}\n",
             "adaptive/src/pass.rs": "pub async fn run() {}\n",
             "client/src/parent/mod.rs": "pub mod child;\nuse child::C;\n",
@@ -360,9 +376,11 @@ def self_test():
         over, circles_found, imports = measure(root, out=lambda *a, **k: None)
         assert [f[3] for f in over] == ["long"], over
         assert circles_found == [["table::a", "table::b"]], circles_found
-        assert len(imports) == 2 and "zae-table depends on zae-client" in imports[0], imports
+        assert len(imports) == 3 and "zae-table depends on zae-client" in imports[0], imports
         assert "adaptive/src/law.rs does I/O" in imports[1], imports
-    print("layout.py self-test: a long function, a circle, a forbidden import and I/O in pure code are each found")
+        assert "does not name module `pass`" in imports[2], imports
+    print("layout.py self-test: a long function, a circle, a forbidden import, I/O in pure"
+          " code and a module lib.rs does not name are each found")
 
 
 def main():

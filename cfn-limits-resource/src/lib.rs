@@ -6,8 +6,9 @@
 //! CloudFormation's custom resource ([`cloudformation`]: the request, its
 //! answer to `ResponseURL`, the `Custom::ZaeLimiterTable` initialisation) or
 //! the Python CLI's direct invoke ([`invoke`]). A fan-out stopped at the
-//! deadline goes on in follow-up invocations ([`continuation`]), and each
-//! x
+//! deadline goes on in follow-up invocations ([`continuation`]); a
+//! follow-up that never started is counted in the provisioner's one metric
+//! ([`metrics`]).
 
 pub mod cloudformation;
 pub mod continuation;

@@ -1,9 +1,11 @@
-//! Test-only code that both crates' tests share: the in-memory twin of the
-//! table ([`memory`]) and faults injected around it ([`faults`]), the end-to-end harness (the test venv's Python, one
-//! moto server per test run, unique table names), the provisioner's seeded
-//! table ([`provisioner`]) and its end-to-end tests' helpers ([`limits`]),
-//! and the EMF validator. A
-//! dev-dependency only; nothing shipped links it.
+//! Test-only code every crate's tests share (a dev-dependency only; nothing
+//! shipped links it): the in-memory twin of the table ([`memory`]), faults
+//! injected around it ([`faults`]) and the stream DynamoDB would emit for its
+//! writes ([`stream`]); the end-to-end harness ([`harness`]: the test venv's
+//! Python, one moto or DynamoDB Local per test run, unique table names, the
+//! built binaries); the provisioner's seeded table ([`provisioner`]) and its
+//! end-to-end tests' helpers ([`limits`]); a namespace with one adaptive
+//! target ([`adaptive`]); and the EMF validator ([`emf`]).
 
 pub mod adaptive;
 pub mod emf;
