@@ -75,3 +75,6 @@ fn generation(image: &Item, limit: &str, read: Read<'_>) -> i64 {
         _ => known,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -104,3 +104,6 @@ pub fn first_target(resource: &str, limit: &str, now_ms: i64, declaration_ttl_ms
     base.minute_ms = minute_of(now_ms + declaration_ttl_ms);
     base
 }
+
+#[cfg(test)]
+mod tests;
