@@ -121,3 +121,6 @@ async fn to_one<S: Store>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

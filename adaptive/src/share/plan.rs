@@ -189,3 +189,6 @@ fn summary(minute_ms: i64, shared: &Share, overflow: i64) -> ShareTick {
         omitted: 0,
     }
 }
+
+#[cfg(test)]
+mod tests;
