@@ -204,8 +204,10 @@ fn want(c: &Claimant) -> Want {
         let stampable =
             Factor::from_f64(c.current / c.base).differs(Factor::from_f64(eased / c.base), BAND);
         let eased = if stampable { eased } else { level };
+        // Never above the ceiling: one lowered under an allocation (a level's
+        // `max_scale` or burst) takes it there at once, not by halves.
         return Want {
-            level: eased.max(level),
+            level: eased.max(level).min(c.ceiling()),
             why: Why::Easing,
         };
     }

@@ -151,9 +151,11 @@ pub fn to_base(
 
 /// An entity sent back to base, with why.
 pub fn back_to_base(old: Allocated, why: &str) -> Decided {
+    // The factor its buckets carry after the tick: base, once the stamp
+    // finishes (the controller puts the old one back when it does not).
     let report = EntityShare {
         entity: old.entity.clone(),
-        factor: old.factor.as_f64(),
+        factor: 1.0,
         why: why.to_owned(),
         ..EntityShare::default()
     };

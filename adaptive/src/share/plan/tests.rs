@@ -388,10 +388,9 @@ proptest! {
             };
             prop_assert!(d.report.allocation >= d.report.base, "{:?}", d);
             prop_assert!(old.is_some() || (d.moved && d.factor != Factor::ONE), "{:?}", d);
-            // Raised above a ceiling since lowered, it eases down (see the report).
+            // Raised above a ceiling since lowered too: no move above it.
             let ceiling = Factor::from_ppm(max * 1_000_000);
-            let under = old.is_none_or(|(ppm, _)| Factor::from_ppm(ppm) <= ceiling);
-            prop_assert!(!d.moved || !under || d.factor <= ceiling, "{:?}", d);
+            prop_assert!(!d.moved || d.factor <= ceiling, "{:?}", d);
         }
     }
 
@@ -413,4 +412,37 @@ proptest! {
         }
         prop_assert_eq!(p.tick.entities.len(), raised_ppm.len());
     }
+}
+
+/// The share's own claim (docs/adaptive.md): every allocation within
+/// [base, ceiling]. A level lowered under a raised entity (max 2x, the
+/// entity at 10x, idle) should bring its allocation to the ceiling at once.
+#[test]
+fn an_entity_raised_above_a_lowered_ceiling_is_allocated_at_most_its_ceiling() {
+    let p = plan(
+        50_000.0,
+        0,
+        &listed(&[]),
+        &[("idle", governed(2), raised("idle", 10_000_000))],
+    );
+    let d = &p.decided[0];
+    assert!(d.factor <= Factor::from_ppm(2_000_000), "{d:?}");
+    assert!(d.report.allocation <= 2_000.0, "{d:?}");
+}
+
+/// `EntityShare::factor`: "the factor its buckets carry after the tick".
+#[test]
+fn a_return_to_base_reports_the_factor_of_one_its_buckets_carry_after_the_tick() {
+    let allocated = BTreeMap::from([("a".to_owned(), raised("a", 5_000_000).unwrap())]);
+    let mut p = Plan::default();
+    to_base(allocated, [governed(10)], &mut p);
+    assert_eq!(p.tick.entities[0].factor, 1.0, "{:?}", p.tick.entities[0]);
+    let demand = listed(&[]);
+    let p = plan(
+        50_000.0,
+        0,
+        &demand,
+        &[("gone", None, raised("gone", 5_000_000))],
+    );
+    assert_eq!(p.tick.entities[0].factor, 1.0, "{:?}", p.tick.entities[0]);
 }
