@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use zae_test_support::emf::validate_emf;
 use zae_test_support::harness::*;
+use zae_test_support::limits;
 
 use crate::common::poll;
 
@@ -797,25 +798,6 @@ fn a_shard_count_a_client_writes_out_of_range_stalls_nothing() {
     assert_eq!(counters["rpm"], 20, "{counters}");
 }
 
-/// `times` acquires by `entity` of `consume` on gpt-4, through the real client.
-fn acquire_on(table: &str, entity: &str, consume: &str, times: u32) -> Value {
-    let times = times.to_string();
-    let args = [
-        "acquire",
-        "--table",
-        table,
-        "--entity",
-        entity,
-        "--resource",
-        "gpt-4",
-        "--consume",
-        consume,
-        "--times",
-        &times,
-    ];
-    run_json("limits_client.py", &args)
-}
-
 /// Issue 40's long-key scenario, as a new user met it: a principal with the
 /// acquire policy puts a copy of its own bucket, in debt on a soft limit,
 /// under an entity id of 1,100 characters. Its overdraw event's index sort
@@ -829,7 +811,7 @@ fn a_bucket_copied_under_a_1100_character_entity_id_stalls_nothing() {
         "{gpt-4: {limits: {tpm: {capacity: 100, refill_period: 86400, soft: true}}}}",
     );
     let t = table.as_str();
-    let debt = acquire_on(t, "mallory", "tpm=60", 2);
+    let debt = limits::acquire(t, "mallory", &["tpm=60"], 2);
     assert_eq!(debt["ok"], 2, "{debt}");
     assert!(
         debt["buckets"]["tpm"]["tokens_milli"].as_i64() < Some(0),
@@ -850,7 +832,7 @@ fn a_bucket_copied_under_a_1100_character_entity_id_stalls_nothing() {
     run_json("limits_client.py", &copy);
     let checkpoint = dir.file("checkpoint.json");
     poll(&table, &checkpoint, endpoint(), &[], &[]);
-    assert_eq!(acquire_on(t, "alice", "tpm=1", 20)["ok"], 20);
+    assert_eq!(limits::acquire(t, "alice", &["tpm=1"], 20)["ok"], 20);
     let second = poll(&table, &checkpoint, endpoint(), &[], &[]);
     assert_eq!(second.summary["redeliveries"], 0, "{}", second.summary);
     let counters = hourly_counters(t, "alice");
@@ -885,9 +867,9 @@ fn a_poll_resumes_from_its_checkpoint_and_from_a_sequence_number() {
     let (table, dir) = with_limits("resume", "{gpt-4: {limits: {rpm: {capacity: 1000}}}}");
     let t = table.as_str();
     let checkpoint = dir.file("checkpoint.json");
-    assert_eq!(acquire_on(t, "alice", "rpm=1", 10)["ok"], 10);
+    assert_eq!(limits::acquire(t, "alice", &["rpm=1"], 10)["ok"], 10);
     poll(&table, &checkpoint, endpoint(), &[], &[]);
-    assert_eq!(acquire_on(t, "bob", "rpm=1", 10)["ok"], 10);
+    assert_eq!(limits::acquire(t, "bob", &["rpm=1"], 10)["ok"], 10);
     let resumed = poll(&table, &checkpoint, endpoint(), &[], &[]);
     assert!(
         resumed.summary["records_read"].as_u64() >= Some(10),
@@ -895,7 +877,7 @@ fn a_poll_resumes_from_its_checkpoint_and_from_a_sequence_number() {
         resumed.summary
     );
     let before = state_sequences(t, &dir).len();
-    assert_eq!(acquire_on(t, "carol", "rpm=1", 10)["ok"], 10);
+    assert_eq!(limits::acquire(t, "carol", &["rpm=1"], 10)["ok"], 10);
     let first_of_carol = state_sequences(t, &dir)[before].clone();
     poll(
         &table,

@@ -5,18 +5,14 @@
 use super::*;
 use zae_table::adaptive::usage;
 use zae_table::store::{Returns, Store};
-use zae_test_support::adaptive::{five_times, table};
-
-/// A bucket at 5x with the record the controller's stamp leaves.
-fn stamped(entity: &str, generation: i64) -> zae_table::Item {
-    zae_test_support::adaptive::stamped("ns", entity, 10_000_000, 5_000_000, generation)
-}
+use zae_test_support::adaptive::{five_times, stamped, table};
 
 #[tokio::test]
 async fn the_status_shows_the_last_complete_minute_the_current_apart_and_the_stamped_amounts() {
     let store = table("ns", 3);
     five_times(&store, "ns", 0).await;
-    store.insert(stamped("e1", 0));
+    // A bucket at 5x with the record the controller's stamp leaves.
+    store.insert(stamped("ns", "e1", 10_000_000, 5_000_000, 0));
     let now = 1_796_032_805_000;
     let minute = usage::minute_of(now) - 60_000;
     for (m, tokens) in [(minute, 20_000_000), (minute + 60_000, 90_000_000)] {
