@@ -115,9 +115,10 @@ def source(path: Path) -> str:
 
 
 def test_lines(path: Path) -> int:
+    """Non-blank lines of a file's inline test modules."""
     text = blank(path.read_text())
-    return text.count("\n") - without_test_modules(text).count("\n") + sum(
-        1 for a, b in zip(text.split("\n"), without_test_modules(text).split("\n")) if a.strip() and not b.strip())
+    kept = without_test_modules(text)
+    return sum(1 for a, b in zip(text.split("\n"), kept.split("\n")) if a.strip() and not b.strip())
 
 
 def functions(path: Path):
@@ -177,7 +178,7 @@ def references(text: str):
     return paths
 
 
-def resolve(path: str, here: tuple, modules: set, is_dir_module: bool):
+def resolve(path: str, here: tuple, modules: set):
     parts = path.split("::")
     # `super` and `self` of a file module `a/b.rs` count from `a::b`.
     base = list(here)
@@ -204,11 +205,11 @@ def circles(src: Path):
     for mod, path in files.items():
         text = source(path)
         for ref in references(text):
-            target = resolve(ref, mod, modules, path.name == "mod.rs")
+            target = resolve(ref, mod, modules)
             related = target[:len(mod)] == mod or mod[:len(target)] == target
             if not related:
                 edges[mod].add(target)
-    return [c for c in strongly_connected(edges) if len(c) > 1], edges
+    return [c for c in strongly_connected(edges) if len(c) > 1]
 
 
 def strongly_connected(edges):
@@ -330,7 +331,7 @@ def measure(root: Path, out=print):
         total += lines - tests
         out(f"{member:<28}{lines:>8}{tests:>15}")
         imports += import_problems(root, member) + io_problems(src, member) + unmapped(root, member)
-        found, _ = circles(src)
+        found = circles(src)
         all_circles += [[name(member, m) for m in c] for c in found]
     out(f"{'outside tests':<28}{total:>8}")
     long_fns.sort(reverse=True)
