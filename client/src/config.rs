@@ -161,7 +161,11 @@ pub async fn resolve<S: Store>(
         });
     };
     let limits = config.map(|c| c.limits).unwrap_or_default();
-    refuse_unsupported(&limits, entity, resource, &level)?;
+    // A disabled resource is `ResourceDisabled` whatever its limits carry,
+    // as in Python; the caller refuses it.
+    if !matches!(disabled, Some((Disabled::Yes, _))) {
+        refuse_unsupported(&limits, entity, resource, &level)?;
+    }
     Ok(Resolved {
         limits,
         level,

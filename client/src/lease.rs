@@ -90,9 +90,12 @@ impl<S: Store + 'static> Lease<S> {
         self.degraded
     }
 
-    /// Admitted under a bypass stamp: counted, not limited.
+    /// The acquiring entity was admitted under a bypass stamp: counted,
+    /// not limited. Its own state, as the Python lease reports it: a
+    /// cascade parent resolves its own mode, and a bypassed parent leaves
+    /// the entity limited.
     pub fn is_bypassed(&self) -> bool {
-        self.entries.iter().any(|e| e.bypassed)
+        self.entries.first().is_some_and(|e| e.bypassed)
     }
 
     /// The buckets debited: the entity's, then its parent's in a cascade.
@@ -215,6 +218,14 @@ impl<S: Store + 'static> Lease<S> {
             ));
         }
         statuses.retain(|s| !skipped.contains(&s.limit.as_str()));
+        // Listed, never judged: a limit this call does not take from (one
+        // the lease's own adjust put in debt) refuses nothing, as in Python.
+        for status in statuses
+            .iter_mut()
+            .filter(|s| !asked.contains_key(&s.limit))
+        {
+            (status.exceeded, status.retry_after_ms) = (false, 0);
+        }
         if statuses.iter().any(|s| s.exceeded) {
             return Err(Error::RateLimitExceeded(RateLimitExceeded {
                 statuses,
@@ -351,7 +362,8 @@ impl Part {
 /// which sends the next acquire through the slow path to trim the balance.
 /// On a bucket carrying a feature this client does not build (a quota, a
 /// schedule, a window) a credit whose pins fail is dropped instead: its
-/// period cannot be told, and `vu` is that feature's.
+/// period cannot be told, and `vu` is that feature's. The same change's
+/// debits are then written alone.
 pub(crate) async fn write_net<S: Store>(
     store: &S,
     entry: &Entry,
@@ -379,7 +391,17 @@ pub(crate) async fn write_net<S: Store>(
         }
         Err(StoreError::ConditionFailed { .. }) if credits_tokens => {
             tracing::warn!(bucket = %entry.key.pk(), "a credit to a bucket with a quota, schedule or window was dropped");
-            Ok(())
+            // The debits beside it were used all the same: written alone,
+            // as the Python lease writes the rest of an adjustment.
+            let debits: Vec<(&String, i64)> = net.into_iter().filter(|(_, d)| *d > 0).collect();
+            if debits.is_empty() {
+                return Ok(());
+            }
+            let alone = net_update(entry, &debits, part, false);
+            match store.update(&alone, Returns::Nothing).await {
+                Err(StoreError::ConditionFailed { .. }) => Ok(()),
+                other => other.map(|_| ()),
+            }
         }
         other => other.map(|_| ()),
     }

@@ -110,6 +110,31 @@ pub(crate) const CONFLICT_WAITS_MS: [u64; 3] = [25, 50, 100];
 
 pub(crate) async fn conflict_wait(attempt: usize) {
     if let Some(cap) = CONFLICT_WAITS_MS.get(attempt) {
-        tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=*cap))).await;
+        let wait = Duration::from_millis(fastrand::u64(0..=*cap));
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::time::sleep(wait).await;
+        } else {
+            off_runtime_sleep(wait).await;
+        }
+    }
+}
+
+/// A wait for a custom `Store` driven outside Tokio, whose timer panics
+/// there: a thread sleeps and wakes the task, which never blocks its
+/// executor. A thread per wait is dear, but waits are rare (a conflict).
+async fn off_runtime_sleep(wait: Duration) {
+    let (sender, receiver) = futures::channel::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("zae-conflict-wait".into())
+        .spawn(move || {
+            std::thread::sleep(wait);
+            let _ = sender.send(());
+        });
+    match spawned {
+        // Sent or dropped, the wait is over either way.
+        Ok(_) => {
+            let _ = receiver.await;
+        }
+        Err(e) => tracing::warn!(error = %e, "no thread for a conflict's wait; resent at once"),
     }
 }

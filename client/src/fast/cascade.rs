@@ -6,7 +6,8 @@
 use super::Fast;
 use super::update::{self, Refusal};
 use crate::bucket::BucketView;
-use crate::lease::{Outcome, entry_from_view};
+use crate::error::Error;
+use crate::lease::{Entry, Outcome, entry_from_view};
 use crate::rejection::{self, disabled, unsupported};
 use crate::shared::Shared;
 use crate::status::Consume;
@@ -49,10 +50,16 @@ impl<S: Store + 'static> Shared<S> {
             Err(e) => Err(e),
         };
         match parent_result {
-            Ok(mut parent) => {
+            Ok(Some(mut parent)) => {
                 let mut entries = vec![child];
                 entries.append(&mut parent);
                 Ok(entries)
+            }
+            Ok(None) => {
+                // Both buckets in one slow pass, the parent's shard drawn
+                // again (uniformly, as the Python client draws it).
+                self.refund(&child).await;
+                self.slow(&key, consume, true).await
             }
             Err(e) => {
                 self.refund(&child).await;
@@ -62,7 +69,10 @@ impl<S: Store + 'static> Shared<S> {
     }
 
     /// The parent's fast-path write, as it ended: its entry, a rejection
-    /// of both buckets, or the slow path on the parent alone.
+    /// of both buckets, the slow path on the parent's shard alone, or
+    /// `None` when that pass rejects too (the caller then gives the child's
+    /// debit back and sends both buckets to the slow path, which draws the
+    /// parent's shard again, as the Python client does).
     async fn parent(
         &self,
         key: &BucketKey,
@@ -71,18 +81,34 @@ impl<S: Store + 'static> Shared<S> {
         sent: Fast,
         consume: &Consume,
         now: i64,
-    ) -> Outcome {
+    ) -> Result<Option<Vec<Entry>>, Error> {
         match sent {
-            Fast::Admitted(pview) => Ok(vec![self.fast_entry(&pkey, &pview, consume, now).await]),
+            Fast::Admitted(pview) => Ok(Some(vec![
+                self.fast_entry(&pkey, &pview, consume, now).await,
+            ])),
             Fast::Refused(pview) => match update::classify(&pview, consume, now) {
                 Refusal::Exhausted if !update::refill_would_help(&pview, consume, now) => Err(
                     rejection::cascade((key, view), (&pkey, &pview), consume, now),
                 ),
                 Refusal::Disabled => Err(disabled(&pkey, "bucket")),
                 Refusal::Unsupported(feature) => Err(unsupported(&pkey, feature)),
-                _ => self.slow(&pkey, consume, false).await,
+                _ => self.parent_alone(&pkey, consume).await,
             },
-            Fast::Missing | Fast::Conflict => self.slow(&pkey, consume, false).await,
+            Fast::Missing | Fast::Conflict => self.parent_alone(&pkey, consume).await,
+        }
+    }
+
+    /// The slow path on the parent's shard alone; `None` when it rejects
+    /// (other writers' contention aside).
+    async fn parent_alone(
+        &self,
+        pkey: &BucketKey,
+        consume: &Consume,
+    ) -> Result<Option<Vec<Entry>>, Error> {
+        match self.slow(pkey, consume, false).await {
+            Ok(entries) => Ok(Some(entries)),
+            Err(Error::RateLimitExceeded(e)) if !e.contended => Ok(None),
+            Err(e) => Err(e),
         }
     }
 }

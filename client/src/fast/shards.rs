@@ -6,7 +6,7 @@ use super::Fast;
 use super::update::{self, Refusal};
 use crate::bucket::BucketView;
 use crate::error::Error;
-use crate::lease::Outcome;
+use crate::lease::{Outcome, entry_from_view};
 use crate::rejection::{contended_on, disabled, rejection, unsupported};
 use crate::shared::{Shared, draw};
 use crate::status::Consume;
@@ -67,7 +67,10 @@ impl<S: Store + 'static> Shared<S> {
     }
 
     /// A consumed limit is short on this shard: other shards first (up to
-    /// two, when the bucket does not cascade), then the refill check.
+    /// two, when the bucket does not cascade), then the refill check. A
+    /// cascading child whose refill would help takes the slow path on
+    /// another shard, as the Python client hands it one: a probe is a
+    /// child-only write.
     pub(super) async fn exhausted(
         &self,
         key: BucketKey,
@@ -79,33 +82,69 @@ impl<S: Store + 'static> Shared<S> {
         if view.vu.is_some() && update::fits_now(&view, consume, now, true) {
             return self.slow(&key, consume, true).await;
         }
-        if view.shard_count > 1 && !view.cascade {
-            let mut tried = vec![key.shard];
-            for _ in 0..2 {
-                if tried.len() as i64 >= view.shard_count {
-                    break;
-                }
-                let other = key.shard(draw(view.shard_count, &tried));
-                tried.push(other.shard);
-                match self.fast(&other, consume, now).await? {
-                    Fast::Admitted(v) => {
-                        return Ok(vec![self.fast_entry(&other, &v, consume, now).await]);
-                    }
-                    Fast::Missing | Fast::Conflict => {
-                        return self.slow(&other, consume, true).await;
-                    }
-                    Fast::Refused(v) => match update::classify(&v, consume, now) {
-                        Refusal::Exhausted => continue,
-                        Refusal::Disabled => return Err(disabled(&other, "bucket")),
-                        Refusal::Unsupported(f) => return Err(unsupported(&other, f)),
-                        _ => return self.slow(&other, consume, true).await,
-                    },
-                }
+        if view.shard_count > 1 && view.cascade {
+            if !update::refill_would_help(&view, consume, now) {
+                return Err(rejection(&key, &view, consume, now));
             }
+            let other = key.shard(draw(view.shard_count, &[key.shard]));
+            return self.slow(&other, consume, true).await;
+        }
+        if view.shard_count > 1
+            && let Some(outcome) = self.probe(&key, view.shard_count, consume, now).await
+        {
+            return outcome;
         }
         if update::refill_would_help(&view, consume, now) {
             return self.slow(&key, consume, true).await;
         }
         Err(rejection(&key, &view, consume, now))
+    }
+
+    /// Up to two other shards of a bucket that does not cascade; `None`
+    /// when each was short too. A probed shard whose own stamp says the
+    /// bucket cascades (shards disagree while a policy change fans out)
+    /// gives its child-only debit back and takes the slow path, which
+    /// debits the parent too; one that failed only on a trimming `vu = 0`
+    /// takes its own slow path, the only pass that clears it.
+    async fn probe(
+        &self,
+        key: &BucketKey,
+        count: i64,
+        consume: &Consume,
+        now: i64,
+    ) -> Option<Outcome> {
+        let mut tried = vec![key.shard];
+        for _ in 0..2 {
+            if tried.len() as i64 >= count {
+                break;
+            }
+            let other = key.shard(draw(count, &tried));
+            tried.push(other.shard);
+            let sent = match self.fast(&other, consume, now).await {
+                Ok(sent) => sent,
+                Err(e) => return Some(Err(e)),
+            };
+            return Some(match sent {
+                Fast::Admitted(v) if v.cascade && v.parent_id.is_some() => {
+                    self.refund(&entry_from_view(&other, &v, consume, now))
+                        .await;
+                    self.slow(&other, consume, true).await
+                }
+                Fast::Admitted(v) => Ok(vec![self.fast_entry(&other, &v, consume, now).await]),
+                Fast::Missing | Fast::Conflict => self.slow(&other, consume, true).await,
+                Fast::Refused(v) => match update::classify(&v, consume, now) {
+                    Refusal::Exhausted
+                        if v.vu.is_some() && update::fits_now(&v, consume, now, false) =>
+                    {
+                        self.slow(&other, consume, true).await
+                    }
+                    Refusal::Exhausted => continue,
+                    Refusal::Disabled => Err(disabled(&other, "bucket")),
+                    Refusal::Unsupported(f) => Err(unsupported(&other, f)),
+                    _ => self.slow(&other, consume, true).await,
+                },
+            });
+        }
+        None
     }
 }

@@ -131,7 +131,14 @@ impl<S: Store + 'static> Shared<S> {
                     Err(e) => Err(e),
                 }
             } else {
-                let writes: Vec<TxWrite> = updates.iter().cloned().map(TxWrite::Update).collect();
+                // A bucket that takes none of the consumed limits has nothing
+                // to write, and DynamoDB refuses an empty Update.
+                let writes: Vec<TxWrite> = updates
+                    .iter()
+                    .filter(|u| !u.expression.is_empty())
+                    .cloned()
+                    .map(TxWrite::Update)
+                    .collect();
                 store.transact(&writes).await
             };
             match result {

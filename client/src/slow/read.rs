@@ -79,11 +79,12 @@ impl<S: Store + 'static> Shared<S> {
             .map(BucketView::read);
         if let Some(v) = &view {
             shared.learn_shards(key, v.shard_count);
-            if let Some(feature) = v.unsupported {
-                return Err(unsupported(key, feature));
-            }
+            // Disabled first, as on the fast path and in Python.
             if v.disabled {
                 return Err(disabled(key, "bucket"));
+            }
+            if let Some(feature) = v.unsupported {
+                return Err(unsupported(key, feature));
             }
         }
         Ok(Target {

@@ -12,6 +12,7 @@
 //! - `load` (feature `load`): the built `zae-load` on moto.
 
 mod common;
+mod defects;
 mod differential;
 mod generated;
 mod lifecycle;

@@ -559,6 +559,15 @@ impl Store for MemoryStore {
             );
             return Err(invalid(OP, first, message));
         }
+        // DynamoDB refuses a transaction's Update with nothing to do
+        // (checked on DynamoDB Local 3.3.1), though a lone UpdateItem may.
+        if let Some(TxWrite::Update(u)) = writes
+            .iter()
+            .find(|w| matches!(w, TxWrite::Update(u) if u.expression.trim().is_empty()))
+        {
+            let message = "Invalid UpdateExpression: The expression can not be empty;";
+            return Err(invalid(OP, u.pk.clone(), message.into()));
+        }
         let planned = writes
             .iter()
             .map(Planned::from_tx)
