@@ -39,6 +39,13 @@ async fn a_credit_over_the_ceiling_and_its_trim_match_the_python_client() {
     differential("credit-overflow").await;
 }
 
+/// Issue 42's defect 3: an in-lease consume judged a limit it did not
+/// name (one the lease's own adjust put in debt). Fails without its fix.
+#[tokio::test]
+async fn an_in_lease_consume_beside_a_limit_in_debt_matches_the_python_client() {
+    differential("lease-debt").await;
+}
+
 // The same differentials on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     soft_debt_rejections_and_lease_adjustments_match_the_python_client,
