@@ -50,16 +50,17 @@ impl<S: Store + 'static> Shared<S> {
             Err(e) => Err(e),
         };
         match parent_result {
-            Ok(Some(mut parent)) => {
+            Ok(Parent::Admitted(mut parent)) => {
                 let mut entries = vec![child];
                 entries.append(&mut parent);
                 Ok(entries)
             }
-            Ok(None) => {
-                // Both buckets in one slow pass, the parent's shard drawn
-                // again (uniformly, as the Python client draws it).
+            Ok(Parent::Both(pinned)) => {
+                // Both buckets in one slow pass, on the shard a doubling
+                // added, else on a parent shard drawn again (uniformly, as
+                // the Python client draws it).
                 self.refund(&child).await;
-                self.slow(&key, consume, true).await
+                self.slow_pinned(&key, consume, true, pinned.as_ref()).await
             }
             Err(e) => {
                 self.refund(&child).await;
@@ -69,10 +70,8 @@ impl<S: Store + 'static> Shared<S> {
     }
 
     /// The parent's fast-path write, as it ended: its entry, a rejection
-    /// of both buckets, the slow path on the parent's shard alone, or
-    /// `None` when that pass rejects too (the caller then gives the child's
-    /// debit back and sends both buckets to the slow path, which draws the
-    /// parent's shard again, as the Python client does).
+    /// of both buckets, the slow path on the parent's shard alone, or both
+    /// buckets to the slow path (`Parent::Both`).
     async fn parent(
         &self,
         key: &BucketKey,
@@ -81,34 +80,56 @@ impl<S: Store + 'static> Shared<S> {
         sent: Fast,
         consume: &Consume,
         now: i64,
-    ) -> Result<Option<Vec<Entry>>, Error> {
-        match sent {
-            Fast::Admitted(pview) => Ok(Some(vec![
-                self.fast_entry(&pkey, &pview, consume, now).await,
-            ])),
-            Fast::Refused(pview) => match update::classify(&pview, consume, now) {
-                Refusal::Exhausted if !update::refill_would_help(&pview, consume, now) => Err(
-                    rejection::cascade((key, view), (&pkey, &pview), consume, now),
-                ),
-                Refusal::Disabled => Err(disabled(&pkey, "bucket")),
-                Refusal::Unsupported(feature) => Err(unsupported(&pkey, feature)),
-                _ => self.parent_alone(&pkey, consume).await,
+    ) -> Result<Parent, Error> {
+        let pview = match sent {
+            Fast::Admitted(pview) => {
+                let entry = self.fast_entry(&pkey, &pview, consume, now).await;
+                return Ok(Parent::Admitted(vec![entry]));
+            }
+            Fast::Missing | Fast::Conflict => return self.parent_alone(&pkey, consume).await,
+            Fast::Refused(pview) => pview,
+        };
+        match update::classify(&pview, consume, now) {
+            Refusal::Disabled => Err(disabled(&pkey, "bucket")),
+            Refusal::Unsupported(feature) => Err(unsupported(&pkey, feature)),
+            Refusal::Exhausted | Refusal::WcuShort { .. }
+                if !update::refill_would_help(&pview, consume, now) =>
+            {
+                Err(rejection::cascade(
+                    (key, view),
+                    (&pkey, &pview),
+                    consume,
+                    now,
+                ))
+            }
+            // A hot parent spreads as a hot child does: a new shard, which
+            // the slow path creates beside the child's write.
+            Refusal::WcuShort {
+                refilled: false, ..
+            } => match self.grow(&pkey, &pview, consume, now).await? {
+                Some(fresh) => Ok(Parent::Both(Some(fresh))),
+                None => self.parent_alone(&pkey, consume).await,
             },
-            Fast::Missing | Fast::Conflict => self.parent_alone(&pkey, consume).await,
+            _ => self.parent_alone(&pkey, consume).await,
         }
     }
 
-    /// The slow path on the parent's shard alone; `None` when it rejects
-    /// (other writers' contention aside).
-    async fn parent_alone(
-        &self,
-        pkey: &BucketKey,
-        consume: &Consume,
-    ) -> Result<Option<Vec<Entry>>, Error> {
+    /// The slow path on the parent's shard alone; both buckets to the slow
+    /// path when it rejects (other writers' contention aside).
+    async fn parent_alone(&self, pkey: &BucketKey, consume: &Consume) -> Result<Parent, Error> {
         match self.slow(pkey, consume, false).await {
-            Ok(entries) => Ok(Some(entries)),
-            Err(Error::RateLimitExceeded(e)) if !e.contended => Ok(None),
+            Ok(entries) => Ok(Parent::Admitted(entries)),
+            Err(Error::RateLimitExceeded(e)) if !e.contended => Ok(Parent::Both(None)),
             Err(e) => Err(e),
         }
     }
+}
+
+/// How a cascade parent's part ended, when it did not refuse.
+enum Parent {
+    /// Its debit, on the shard the fast path wrote.
+    Admitted(Vec<Entry>),
+    /// Neither bucket keeps its debit: the slow path writes both, the
+    /// parent on this shard (one a doubling added) or on one drawn again.
+    Both(Option<BucketKey>),
 }

@@ -16,10 +16,8 @@ use zae_table::store::{Returns, Store, StoreError, Updated};
 
 impl<S: Store + 'static> Shared<S> {
     /// The shard's write budget is spent and a refill would not bring one
-    /// write back: double the bucket's shard count on shard 0 (a loser of
-    /// that race adopts the winner's count), raise the other shards' counts,
-    /// and take a new shard in the slow path (§5.3). At 32 shards, the slow
-    /// path on this shard.
+    /// write back: double the bucket's shard count and take a new shard in
+    /// the slow path (§5.3); at 32 shards, the slow path on this shard.
     pub(super) async fn double(
         &self,
         key: &BucketKey,
@@ -27,10 +25,27 @@ impl<S: Store + 'static> Shared<S> {
         consume: &Consume,
         now: i64,
     ) -> Outcome {
+        match self.grow(key, view, consume, now).await? {
+            Some(fresh) => self.slow(&fresh, consume, true).await,
+            None => self.slow(key, consume, true).await,
+        }
+    }
+
+    /// Doubles the bucket's shard count on shard 0 (a loser of that race
+    /// adopts the winner's count) and raises the other shards' counts; the
+    /// new shard to take, or `None` when it stays this one (32 shards
+    /// already, or shard 0 gone). A cascade parent grows the same way.
+    pub(super) async fn grow(
+        &self,
+        key: &BucketKey,
+        view: &BucketView,
+        consume: &Consume,
+        now: i64,
+    ) -> Result<Option<BucketKey>, Error> {
         let (store, count) = (&self.store, view.shard_count);
         if count >= MAX_SHARD_COUNT {
             tracing::warn!(bucket = %key.pk(), "write budget spent at the most shards a bucket may have");
-            return self.slow(key, consume, true).await;
+            return Ok(None);
         }
         let doubled = (count * 2).min(MAX_SHARD_COUNT);
         let first = key.shard(0).pk();
@@ -58,12 +73,11 @@ impl<S: Store + 'static> Shared<S> {
                 doubled
             }
             Updated::Refused(Some(item)) => BucketView::read(&item).shard_count,
-            Updated::Refused(None) => return self.slow(key, consume, true).await,
+            Updated::Refused(None) => return Ok(None),
         };
         self.learn_shards(key, now_count);
         let old: Vec<u32> = (0..u32::try_from(count).unwrap_or(1)).collect();
-        let fresh = key.shard(draw(now_count, &old));
-        self.slow(&fresh, consume, true).await
+        Ok(Some(key.shard(draw(now_count, &old))))
     }
 
     /// A consumed limit is short on this shard: other shards first (up to

@@ -42,10 +42,25 @@ impl<S: Store + 'static> Shared<S> {
     /// create that lost to a changed META (or, in a cascade, any lost
     /// create) is planned again once from fresh reads.
     pub(crate) async fn slow(&self, key: &BucketKey, consume: &Consume, cascade: bool) -> Outcome {
+        self.slow_pinned(key, consume, cascade, None).await
+    }
+
+    /// The slow path with the parent's bucket on `parent_shard` (a shard a
+    /// doubling just added, which nothing else creates) when the entity's
+    /// META still names that parent; else on a shard drawn as usual.
+    pub(crate) async fn slow_pinned(
+        &self,
+        key: &BucketKey,
+        consume: &Consume,
+        cascade: bool,
+        parent_shard: Option<&BucketKey>,
+    ) -> Outcome {
         for pass in 0..SLOW_PASSES {
             let now_plan = self.now();
             // A re-plan reads META and the buckets strongly consistent.
-            let targets = self.read_targets(key, cascade, pass > 0).await?;
+            let targets = self
+                .read_targets(key, cascade, pass > 0, parent_shard)
+                .await?;
             let plans = self.plan(&targets, consume, now_plan).await?;
             let last = pass + 1 == SLOW_PASSES;
             if let Some(done) = self.commit(&plans, &targets, consume, now_plan, last).await {

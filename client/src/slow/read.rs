@@ -15,12 +15,14 @@ use zae_table::store::Store;
 
 impl<S: Store + 'static> Shared<S> {
     /// The entity's bucket and, when it cascades, its parent's: config,
-    /// META and the bucket of each.
+    /// META and the bucket of each; the parent's on `parent_shard` when
+    /// that is the parent META names (after a move it is another's shard).
     pub(super) async fn read_targets(
         &self,
         key: &BucketKey,
         cascade: bool,
         consistent: bool,
+        parent_shard: Option<&BucketKey>,
     ) -> Result<Vec<(BucketKey, Target)>, Error> {
         let shared = self;
         let child = self.read_target(key, consistent).await?;
@@ -29,7 +31,10 @@ impl<S: Store + 'static> Shared<S> {
         shared.remember_parent(key, parent.clone());
         let mut targets = vec![(key.clone(), child)];
         if let Some(parent) = parent.filter(|_| cascade) {
-            let pkey = shared.parent_key(key, parent);
+            let pkey = match parent_shard {
+                Some(pinned) if pinned.entity == parent => pinned.clone(),
+                _ => shared.parent_key(key, parent),
+            };
             let target = self.read_target(&pkey, consistent).await?;
             targets.push((pkey, target));
         }

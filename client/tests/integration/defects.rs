@@ -478,3 +478,43 @@ async fn a_spent_parent_shard_is_re_drawn_by_the_slow_path() {
     }
     assert!(admitted > 0, "no seed re-drew the parent's other shard");
 }
+
+// Difference 2, its write budget (now Python's behaviour): a parent shard
+// whose write budget is spent, and which a refill would not bring back,
+// doubles the parent's shards; both buckets take the slow path, the
+// parent on the shard the doubling added.
+#[tokio::test]
+async fn a_parent_shard_with_its_write_budget_spent_doubles_the_parents_shards() {
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(table(vec![limit("rpm", 100, false)]));
+    family(&store);
+    let stamps = [
+        ("cascade", Attr::Bool(true)),
+        ("parent_id", Attr::s("boss")),
+    ];
+    shard(&store, ("kid", 0, 1), 50_000, &stamps);
+    // Ten seconds of writes behind, at a thousand a second.
+    shard(
+        &store,
+        ("boss", 0, 1),
+        100_000,
+        &[("b_wcu_tk", Attr::n(-10_000_000))],
+    );
+    let limiter = open(Arc::clone(&store), &clock).await;
+    let lease = limiter
+        .acquire("kid", "gpt", &[("rpm", 1)])
+        .await
+        .expect("admitted");
+    let shards: Vec<(&str, u32)> = lease
+        .entries()
+        .iter()
+        .map(|e| (e.key.entity.as_str(), e.key.shard))
+        .collect();
+    assert_eq!(shards, [("kid", 0), ("boss", 1)]);
+    lease.commit().await.expect("commit");
+    assert_eq!(n(&item(&store, "boss", 0), "shard_count"), 2, "doubled");
+    let fresh = item(&store, "boss", 1);
+    assert_eq!((n(&fresh, "shard_count"), n(&fresh, "b_rpm_tc")), (2, 1000));
+    let kid = item(&store, "kid", 0);
+    assert_eq!(n(&kid, "b_rpm_tc"), 1000, "the child debited once");
+}
