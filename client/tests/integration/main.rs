@@ -4,6 +4,9 @@
 //! - `memory`: on the in-memory twin, with faults injected at the store seam.
 //! - `lifecycle`: how acquires and leases end (a dropped acquire, a dropped
 //!   lease, a panic, `acquire_with`).
+//! - `defects`: issue 42's admission defects and the Python client's shard
+//!   behaviours (a cascading child's short shard, a parent shard drawn
+//!   again or doubled), on the twin.
 //! - `others`: buckets other writers shaped (bypass, quotas, a moved
 //!   parent), careless lease amounts, a lost lock on soft debt.
 //! - `differential` and `generated`: the same steps through the Python

@@ -11,6 +11,8 @@
 //! index key empty, not a string, or over 2,048 / 1,024 bytes; an attribute
 //! name empty or over 64 KB; an empty set; a number over 38 digits or
 //! past DynamoDB's range; a query's sort key prefix over 1,024 bytes),
+//! a transaction's Update with an empty expression (refused by DynamoDB
+//! Local 3.3.1, though a lone UpdateItem may have none),
 //! and a transaction is in flight for a moment
 //! (one yield to the executor) during which any other transaction or write
 //! touching one of its items is refused with `TransactionConflict`, as the
