@@ -50,6 +50,11 @@ impl Resolved {
     pub fn is_soft(&self, name: &str) -> bool {
         self.limit(name).is_some_and(|l| l.soft)
     }
+    /// The walk says `disabled: "bypass"`: admitted and counted, never
+    /// limited (its buckets carry a `bypass` stamp).
+    pub fn bypassed(&self) -> bool {
+        matches!(self.disabled, Some((Disabled::Bypass, _)))
+    }
     /// Entity-level limits carry no TTL; resource and system ones do.
     pub fn is_entity_level(&self) -> bool {
         matches!(self.level, Level::Entity { .. })

@@ -491,6 +491,8 @@ pub(crate) fn entry_from_view(
         shard_count: view.shard_count,
         vu: view.vu,
         foreign: view.unsupported.is_some(),
+        // A bypass-shaped write counted only: so do its refund and writes.
+        bypassed: view.counted_only,
         ..entry(key, &view.limits, consume, now)
     }
 }

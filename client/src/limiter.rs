@@ -9,7 +9,7 @@ use crate::fast::Fast;
 use crate::lease::{Lease, Outcome, Unclaimed, entry_from_view};
 use crate::shared::{Shared, draw};
 use crate::status::Consume;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zae_table::config::MAX_TOKENS;
@@ -140,6 +140,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 ttl_multiplier,
                 shards: Mutex::new(HashMap::new()),
                 parents: Mutex::new(HashMap::new()),
+                bypassed: Mutex::new(HashSet::new()),
             }),
         })
     }

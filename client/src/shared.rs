@@ -7,7 +7,7 @@
 use crate::bucket::BucketView;
 use crate::clock::Clock;
 use crate::config::{OnUnavailable, SystemCache};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zae_table::bucket::shard::MAX_SHARD_COUNT;
@@ -34,6 +34,9 @@ pub(crate) struct Shared<S> {
     pub(crate) shards: Mutex<HashMap<(String, String), i64>>,
     /// The parent an entity's bucket cascades to, as its images said.
     pub(crate) parents: Mutex<HashMap<(String, String), Option<String>>>,
+    /// The (entity, resource) pairs whose last image carried a `bypass`
+    /// stamp: their fast writes take the bypass shape (`fast::bypass`).
+    pub(crate) bypassed: Mutex<HashSet<(String, String)>>,
 }
 
 impl<S> Shared<S> {

@@ -19,6 +19,8 @@ A spec (examples in client_diff/):
             ["on_unavailable":"allow"|"block", system only]}
            {"op":"delete_limits", level fields}  {"op":"entity","entity":E,"parent":P|null,"cascade":B}
            {"op":"disable"|"enable","resource":R}
+           {"op":"bypass"|"unbypass","resource":R,["entity":E]}  (bypass_resource or bypass_entity;
+            clear_resource_disabled or clear_entity_disabled)
     STEP:  {"at_ms":MS,"admin":ADMIN}
            {"at_ms":MS,"acquire":{"entity","resource","consume":{name:n},
             "lease":[{"adjust"|"release"|"consume":{name:n}}...],"fail":B}}
@@ -127,8 +129,15 @@ def check_admin(op, where: str) -> None:
         need(isinstance(op.get("cascade", False), bool), f"{where}.cascade", "expected true or false")
     elif kind in ("disable", "enable"):
         need(isinstance(op.get("resource"), str), f"{where}.resource", "expected a string")
+    elif kind in ("bypass", "unbypass"):
+        check_bypass(op, where)
     else:
-        raise SpecError(f"{where}.op: expected limits, delete_limits, entity, disable or enable, got {kind!r}")
+        raise SpecError(f"{where}.op: expected limits, delete_limits, entity, disable, enable, bypass or unbypass, got {kind!r}")
+
+
+def check_bypass(op, where: str) -> None:
+    need(isinstance(op.get("resource"), str), f"{where}.resource", "expected a string")
+    need(op.get("entity") is None or isinstance(op["entity"], str), f"{where}.entity", "expected a string")
 
 
 def check_step(step, where: str) -> None:
@@ -274,11 +283,27 @@ async def apply_admin(limiter: RateLimiter, repo: Repository, op: dict) -> dict:
                 _creating.reset(token)
         elif kind == "disable":
             await repo.disable_resource(op["resource"])
+        elif kind in ("bypass", "unbypass"):
+            await apply_bypass(repo, op)
         else:
             await repo.enable_resource(op["resource"])
     except (ZAELimiterError, ClientError) as e:
         return error_answer(e)
     return {"outcome": "admin"}
+
+
+async def apply_bypass(repo: Repository, op: dict) -> None:
+    """bypass/unbypass: the repository's own admin calls, resource or entity."""
+    entity = op.get("entity")
+    if op["op"] == "bypass":
+        if entity is None:
+            await repo.bypass_resource(op["resource"])
+        else:
+            await repo.bypass_entity(entity, op["resource"])
+    elif entity is None:
+        await repo.clear_resource_disabled(op["resource"])
+    else:
+        await repo.clear_entity_disabled(entity, op["resource"])
 
 
 def status_out(s) -> dict:

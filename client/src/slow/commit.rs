@@ -63,6 +63,16 @@ impl<S: Store + 'static> Shared<S> {
                         .collect()));
                 }
                 Err(e) if e.is_conflict() => conflict_wait(attempt).await,
+                Err(StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. })
+                    if plans.iter().any(|p| p.bypassed && p.view.is_some()) =>
+                {
+                    // A bypass lifted since the config read: plan again, from
+                    // fresh reads (enforced now), never a debit on a guess.
+                    if !last {
+                        return None;
+                    }
+                    break;
+                }
                 Err(e @ (StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. })) => {
                     // One bucket that lost its lock, or lost its create to
                     // another writer's: the consumption alone, onto the
@@ -183,6 +193,7 @@ fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
         rf: plan.rf,
         refilled_at: plan.refilled_at.clone(),
         shard_count: plan.shard_count,
+        bypassed: plan.bypassed,
         ..entry(&plan.key, &plan.after, consume, now)
     }
 }

@@ -39,10 +39,16 @@ async fn a_credit_over_the_ceiling_and_its_trim_match_the_python_client() {
     differential("credit-overflow").await;
 }
 
+#[tokio::test]
+async fn config_bypass_its_stamps_renewal_and_lifting_match_the_python_client() {
+    differential("bypass").await;
+}
+
 // The same differentials on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     soft_debt_rejections_and_lease_adjustments_match_the_python_client,
     cascades_to_the_parent_match_the_python_client,
     limit_levels_and_changes_between_steps_match_the_python_client,
     a_credit_over_the_ceiling_and_its_trim_match_the_python_client,
+    config_bypass_its_stamps_renewal_and_lifting_match_the_python_client,
 );
