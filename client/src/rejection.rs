@@ -136,6 +136,8 @@ pub(crate) fn plan_statuses(
     match &plan.view {
         Some(view) => {
             let mut view = view.clone();
+            // An enforced pass enforces: a stamp config does not back waives nothing.
+            view.bypass = None;
             for (name, after) in &plan.after {
                 view.limits.entry(name.clone()).or_insert_with(|| {
                     let mut seeded = *after;

@@ -2,6 +2,7 @@
 //! the whole SDK; one link instead of several on every rebuild).
 //!
 //! - `memory`: on the in-memory twin, with faults injected at the store seam.
+//! - `bypass`: config bypass on the twin (costs, disagreeing stamps, a lift).
 //! - `lifecycle`: how acquires and leases end (a dropped acquire, a dropped
 //!   lease, a panic, `acquire_with`).
 //! - `others`: buckets other writers shaped (bypass, quotas, a moved
@@ -11,6 +12,7 @@
 //! - `tower` (feature `tower`): the example gateway under a real HTTP client.
 //! - `load` (feature `load`): the built `zae-load` on moto.
 
+mod bypass;
 mod common;
 mod differential;
 mod generated;
