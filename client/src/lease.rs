@@ -306,6 +306,8 @@ impl<S: Store + 'static> Drop for Unclaimed<S> {
 
 async fn rollback_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) {
     for entry in entries {
+        // Tokens come back: the shard's cached image no longer holds.
+        shared.rejections.forget_key(&entry.key);
         let refund = negated(&entry.debited);
         if let Err(e) = write_net(&shared.store, entry, &refund, Part::of(entry)).await {
             tracing::warn!(bucket = %entry.key.pk(), error = %e, "rollback: the refund failed");
@@ -314,6 +316,13 @@ async fn rollback_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) {
 }
 
 async fn commit_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) -> Result<(), Error> {
+    // A release may give tokens back: the shards' cached images no longer hold.
+    for entry in entries
+        .iter()
+        .filter(|e| e.pending.values().any(|d| *d != 0))
+    {
+        shared.rejections.forget_key(&entry.key);
+    }
     let writes = entries
         .iter()
         .map(|e| write_net(&shared.store, e, &e.pending, Part::of(e)));

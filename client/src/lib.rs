@@ -13,6 +13,8 @@
 //! - `fast`: the fast path (its write, its refusals, cascades and shards);
 //! - `slow`: the slow path (reads, the plan, the commit);
 //! - `rejection`: the errors an acquire refuses with, and their statuses;
+//! - `rejection_cache`: the last image of each shard, to refuse a repeat
+//!   with no request;
 //! - `status`: one limit's status, as a rejection lists it;
 //! - `lease`: what an admitted acquire holds, and its commit and rollback;
 //! - `error`: `Error` and the rejection it carries;
@@ -30,6 +32,7 @@ mod limiter;
 #[cfg(feature = "load")]
 pub mod load;
 mod rejection;
+mod rejection_cache;
 mod shared;
 mod slow;
 mod status;

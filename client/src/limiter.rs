@@ -7,6 +7,7 @@ use crate::config::{OnUnavailable, SystemCache};
 use crate::error::Error;
 use crate::fast::Fast;
 use crate::lease::{Lease, Outcome, Unclaimed, entry_from_view};
+use crate::rejection_cache::RejectionCache;
 use crate::shared::{Shared, draw};
 use crate::status::Consume;
 use std::collections::{HashMap, HashSet};
@@ -35,6 +36,9 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// A fixed draw in [0.8, 1.0] for stamp deadlines (tests); `None` draws.
     pub stamp_draw: Option<f64>,
+    /// How long a fast write's image may refuse a repeat with no request
+    /// (monotonic); 0 turns the rejection cache off.
+    pub rejection_cache_ttl: Duration,
 }
 
 impl Default for Options {
@@ -47,6 +51,7 @@ impl Default for Options {
             speculative_writes: true,
             clock: Arc::new(SystemClock),
             stamp_draw: None,
+            rejection_cache_ttl: Duration::from_secs(1),
         }
     }
 }
@@ -126,6 +131,7 @@ impl<S: Store + 'static> RateLimiter<S> {
             speculative_writes,
             clock,
             stamp_draw,
+            rejection_cache_ttl,
         } = options;
         Ok(RateLimiter {
             shared: Arc::new(Shared {
@@ -141,6 +147,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 shards: Mutex::new(HashMap::new()),
                 parents: Mutex::new(HashMap::new()),
                 bypassed: Mutex::new(HashSet::new()),
+                rejections: RejectionCache::new(rejection_cache_ttl),
             }),
         })
     }
@@ -152,6 +159,13 @@ impl<S: Store + 'static> RateLimiter<S> {
 
     pub fn store(&self) -> &S {
         &self.shared.store
+    }
+
+    /// Forgets every image the rejection cache holds, so that the next
+    /// acquire asks the table: for a caller that just changed limits (the
+    /// Python client clears it on each of its admin writes).
+    pub fn clear_rejection_cache(&self) {
+        self.shared.rejections.clear();
     }
 
     /// Admits `consume` (whole tokens per limit) for `entity` on `resource`,
@@ -243,11 +257,17 @@ impl<S: Store + 'static> RateLimiter<S> {
         let shared = &self.shared;
         let now = shared.now();
         let count = shared.known_shards(entity, resource);
+        // Shards the rejection cache knows short are not drawn; all of them
+        // short is a rejection with no request.
+        let short = match shared.speculative_writes {
+            true => shared.precheck(entity, resource, consume, now)?,
+            false => Vec::new(),
+        };
         let key = BucketKey {
             namespace: shared.namespace.clone(),
             entity: entity.to_owned(),
             resource: resource.to_owned(),
-            shard: draw(count, &[]),
+            shard: draw(count, &short),
         };
         if !shared.speculative_writes {
             return shared.slow(&key, consume, true).await;

@@ -7,6 +7,7 @@
 use crate::bucket::BucketView;
 use crate::clock::Clock;
 use crate::config::{OnUnavailable, SystemCache};
+use crate::rejection_cache::RejectionCache;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,6 +38,8 @@ pub(crate) struct Shared<S> {
     /// The (entity, resource) pairs whose last image carried a `bypass`
     /// stamp: their fast writes take the bypass shape (`fast::bypass`).
     pub(crate) bypassed: Mutex<HashSet<(String, String)>>,
+    /// The last image of each shard, to refuse a repeat with no request.
+    pub(crate) rejections: RejectionCache,
 }
 
 impl<S> Shared<S> {

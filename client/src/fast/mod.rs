@@ -5,6 +5,7 @@
 //! - `bypass`: the bypass-shaped write, for a pair known stamped;
 //! - here: the write on one shard, conflicts resent, and a refusal sent on
 //!   (to a rejection, to other shards, to the slow path);
+//! - `local`: a rejection the rejection cache already knows, before any write;
 //! - `cascade`: the parent's bucket after the entity's took the debit;
 //! - `shards`: other shards of an exhausted bucket, and doubling the count
 //!   when the write budget is spent.
@@ -17,6 +18,7 @@
 
 pub(crate) mod bypass;
 mod cascade;
+mod local;
 mod shards;
 pub(crate) mod update;
 
@@ -66,6 +68,8 @@ impl<S: Store + 'static> Shared<S> {
                     let view = BucketView::read(&item);
                     self.learn(key, &view);
                     self.learn_bypass(key, &view);
+                    self.rejections
+                        .store(&key.entity, &key.resource, key.shard, &view);
                     return Ok(Fast::Admitted(view));
                 }
                 Ok(Updated::Applied(None)) | Ok(Updated::Refused(None)) => {
@@ -75,6 +79,8 @@ impl<S: Store + 'static> Shared<S> {
                     let view = BucketView::read(&item);
                     self.learn(key, &view);
                     self.learn_bypass(key, &view);
+                    self.rejections
+                        .store(&key.entity, &key.resource, key.shard, &view);
                     return Ok(Fast::Refused(view));
                 }
                 Err(e) if e.is_conflict() => conflict_wait(attempt).await,
@@ -98,6 +104,7 @@ impl<S: Store + 'static> Shared<S> {
             // The bypass shape debited nothing: nothing to give back.
             entry.bypassed = true;
         } else if view.bypassed(now) {
+            self.rejections.forget_key(key);
             let refund = negated(&entry.debited);
             if let Err(e) = lease::write_net(&self.store, &entry, &refund, Part::Tokens).await {
                 tracing::warn!(bucket = %key.pk(), error = %e, "the refund of a bypassed debit failed");
@@ -115,6 +122,7 @@ impl<S: Store + 'static> Shared<S> {
     /// Takes back an entry's initial debit (its count alone when it was
     /// admitted bypassed: its tokens went back at once); failures are logged.
     pub(crate) async fn refund(&self, entry: &Entry) {
+        self.rejections.forget_key(&entry.key);
         let refund = negated(&entry.debited);
         let part = Part::of(entry);
         if let Err(e) = lease::write_net(&self.store, entry, &refund, part).await {

@@ -30,6 +30,8 @@ pub async fn limiter(table: &str, clock: &ManualClock, stamp_ttl_ms: u64) -> Rat
         stamp_ttl: std::time::Duration::from_millis(stamp_ttl_ms),
         clock: Arc::new(clock.clone()),
         stamp_draw: Some(0.9),
+        // As client_diff.py opens the Python client.
+        rejection_cache_ttl: std::time::Duration::ZERO,
         ..Options::default()
     };
     RateLimiter::open_with(&sdk().await, "default", table, options)

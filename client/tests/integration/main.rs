@@ -3,6 +3,7 @@
 //!
 //! - `memory`: on the in-memory twin, with faults injected at the store seam.
 //! - `bypass`: config bypass on the twin (costs, disagreeing stamps, a lift).
+//! - `rejection_cache`: local rejections on the twin, requests counted.
 //! - `lifecycle`: how acquires and leases end (a dropped acquire, a dropped
 //!   lease, a panic, `acquire_with`).
 //! - `others`: buckets other writers shaped (bypass, quotas, a moved
@@ -21,5 +22,6 @@ mod lifecycle;
 mod load;
 mod memory;
 mod others;
+mod rejection_cache;
 #[cfg(feature = "tower")]
 mod tower;
