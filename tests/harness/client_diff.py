@@ -13,7 +13,8 @@ gives.
         every bucket item of namespace "default"; prints {"buckets":[...]}
 
 A spec (examples in client_diff/):
-    {"stamp_ttl_ms": N, "setup_at_ms": MS, "setup": [ADMIN...], "steps": [STEP...]}
+    {"stamp_ttl_ms": N, "setup_at_ms": MS, "setup": [ADMIN...], "steps": [STEP...],
+     ["rejection_cache_ttl_ms": N (default 0: off)]}
     ADMIN: {"op":"limits","level":"system"|"resource"|"entity", ["resource":R], ["entity":E],
             "limits":[{"name","capacity","refill_amount","refill_period_s","soft"}],
             ["on_unavailable":"allow"|"block", system only]}
@@ -171,6 +172,8 @@ def load_spec(path: str) -> dict:
         need(isinstance(spec, dict), "spec", "expected an object")
         need(is_int(spec.get("stamp_ttl_ms")) and spec["stamp_ttl_ms"] > 0, "stamp_ttl_ms", "expected a positive integer")
         need(is_int(spec.get("setup_at_ms")), "setup_at_ms", "expected an integer (epoch ms)")
+        cache_ttl = spec.get("rejection_cache_ttl_ms", 0)
+        need(is_int(cache_ttl) and cache_ttl >= 0, "rejection_cache_ttl_ms", "expected an integer >= 0")
         need(isinstance(spec.get("setup", []), list), "setup", "expected a list")
         for i, op in enumerate(spec.get("setup", [])):
             check_admin(op, f"setup[{i}]")
@@ -218,7 +221,9 @@ def require_table(table: str) -> None:
         raise
 
 
-async def open_limiter(table: str, clock: Clock) -> tuple[Repository, RateLimiter]:
+async def open_limiter(
+    table: str, clock: Clock, rejection_cache_ttl_ms: int = 0
+) -> tuple[Repository, RateLimiter]:
     require_table(table)
     repo = await Repository.open(
         NAMESPACE,
@@ -226,7 +231,7 @@ async def open_limiter(table: str, clock: Clock) -> tuple[Repository, RateLimite
         region=region(),
         endpoint_url=endpoint(),
         config_cache_ttl=0,
-        rejection_cache_ttl=0,
+        rejection_cache_ttl=rejection_cache_ttl_ms / 1000,
         stamp_ttl=clock.stamp_ttl_ms / 1000,
     )
     install_clock(repo, clock)
@@ -424,7 +429,7 @@ async def prepare(table: str, spec: dict) -> dict:
 
 async def run(table: str, spec: dict) -> dict:
     clock = Clock(spec["setup_at_ms"], spec["stamp_ttl_ms"])
-    repo, limiter = await open_limiter(table, clock)
+    repo, limiter = await open_limiter(table, clock, spec.get("rejection_cache_ttl_ms", 0))
     ns = repo.namespace_id
     out = []
     try:

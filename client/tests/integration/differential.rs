@@ -44,6 +44,11 @@ async fn config_bypass_its_stamps_renewal_and_lifting_match_the_python_client() 
     differential("bypass").await;
 }
 
+#[tokio::test]
+async fn repeated_rejections_with_the_rejection_cache_on_both_sides_match_the_python_client() {
+    differential("rejection-cache").await;
+}
+
 // The same differentials on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     soft_debt_rejections_and_lease_adjustments_match_the_python_client,
@@ -51,4 +56,5 @@ zae_test_support::also_on_dynamodb_local!(
     limit_levels_and_changes_between_steps_match_the_python_client,
     a_credit_over_the_ceiling_and_its_trim_match_the_python_client,
     config_bypass_its_stamps_renewal_and_lifting_match_the_python_client,
+    repeated_rejections_with_the_rejection_cache_on_both_sides_match_the_python_client,
 );
