@@ -24,7 +24,8 @@ A spec (examples in client_diff/):
             clear_resource_disabled or clear_entity_disabled)
     STEP:  {"at_ms":MS,"admin":ADMIN}
            {"at_ms":MS,"acquire":{"entity","resource","consume":{name:n},
-            "lease":[{"adjust"|"release"|"consume":{name:n}}...],"fail":B}}
+            "lease":[{"adjust"|"release"|"consume":{name:n}}...],"fail":B,
+            ["limits":[limit...]] (acquire(limits=...), limits as in ADMIN)}}
 An answer is {"outcome":"admitted","overdrawn":[...],"lease":["ok"|REJECTED...]}, REJECTED
 {"outcome":"rejected","contended","retry_after_ms","statuses":[...]}, {"outcome":"disabled",
 "entity","resource"}, {"outcome":"error","kind","message"} or {"outcome":"admin"}. overdrawn is
@@ -141,6 +142,17 @@ def check_bypass(op, where: str) -> None:
     need(op.get("entity") is None or isinstance(op["entity"], str), f"{where}.entity", "expected a string")
 
 
+def check_limits(limits, where: str) -> None:
+    """An acquire's `limits` (the client's limits= override): a list as an ADMIN op's."""
+    need(isinstance(limits, list) and limits, where, "expected a non-empty list")
+    for i, limit in enumerate(limits):
+        w = f"{where}[{i}]"
+        need(isinstance(limit, dict) and isinstance(limit.get("name"), str), f"{w}.name", "expected a string")
+        for field in ("capacity", "refill_amount", "refill_period_s"):
+            need(is_int(limit.get(field)), f"{w}.{field}", f"expected an integer, got {limit.get(field)!r}")
+        need(isinstance(limit.get("soft", False), bool), f"{w}.soft", "expected true or false")
+
+
 def check_step(step, where: str) -> None:
     need(isinstance(step, dict), where, "expected an object")
     need(is_int(step.get("at_ms")), f"{where}.at_ms", f"expected an integer (epoch ms), got {step.get('at_ms')!r}")
@@ -160,6 +172,8 @@ def check_step(step, where: str) -> None:
         need(name in ("adjust", "release", "consume"), f"{w}.lease[{i}]", f"unknown lease op {name!r}")
         check_amounts(amounts, f"{w}.lease[{i}].{name}")
     need(isinstance(acq.get("fail", False), bool), f"{w}.fail", "expected true or false")
+    if "limits" in acq:
+        check_limits(acq["limits"], f"{w}.limits")
 
 
 def load_spec(path: str) -> dict:
@@ -340,12 +354,18 @@ class BodyFailed(Exception):
     """What a step with fail=true raises inside the lease, for the rollback."""
 
 
+def override_of(acq: dict) -> dict:
+    """The acquire's limits= keyword, when the step names limits."""
+    return {"limits": [to_limit(d) for d in acq["limits"]]} if "limits" in acq else {}
+
+
 async def acquire(limiter: RateLimiter, acq: dict) -> dict:
     lease_answers: list = []
     overdrawn: list = []
     try:
         async with limiter.acquire(
-            entity_id=acq["entity"], resource=acq["resource"], consume=dict(acq["consume"])
+            entity_id=acq["entity"], resource=acq["resource"], consume=dict(acq["consume"]),
+            **override_of(acq),
         ) as lease:
             for op in acq.get("lease", []):
                 (name, amounts), = op.items()

@@ -188,14 +188,24 @@ impl<S: Store + 'static> Shared<S> {
 /// The lease's view of a planned bucket: the balances this pass computed,
 /// refilled where its refill reached (as the Python lease holds them).
 fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
-    Entry {
+    let mut entry = Entry {
         quoted: plan.quoted.clone(),
         rf: plan.rf,
         refilled_at: plan.refilled_at.clone(),
         shard_count: plan.shard_count,
         bypassed: plan.bypassed,
         ..entry(&plan.key, &plan.after, consume, now)
+    };
+    // Under `limits=` the override says which limits are soft, stamp or not.
+    if let Some(limits) = crate::overrides::current() {
+        entry.soft = entry
+            .limits
+            .keys()
+            .filter(|n| limits.iter().any(|l| &l.name == *n && l.soft))
+            .cloned()
+            .collect();
     }
+    entry
 }
 
 /// The consumption alone, after a lost lock (§3.5): no refill, no stamps;

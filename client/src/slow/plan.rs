@@ -169,12 +169,13 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         let consumed = milli(consume.get(&limit.name).copied().unwrap_or_default());
         let mut view = fresh(limit, shards, if bypassed { 0 } else { consumed });
         view.tc = consumed;
-        if limit.soft {
+        // A `limits=` soft limit is trusted for this write, stamped on nothing.
+        if limit.soft && !resolved.from_override {
             let deadline = (stamps.deadline)(now);
             item.insert(limit_attr(&limit.name, field::SOFT), Attr::n(deadline));
             view.soft = Some(deadline);
             view.soft_present = true;
-        } else if view.tk < 0 {
+        } else if !limit.soft && view.tk < 0 {
             admitted = false;
         }
         limit_attrs(&mut item, &limit.name, &view);
@@ -226,7 +227,9 @@ pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planne
     let mut d = Draft::new(Vec::new());
     d.lock(view, pass);
     d.debit(view, pass);
-    d.restamp_soft(view, pass.resolved, pass.now_plan, pass.stamps, true);
+    if !pass.resolved.from_override {
+        d.restamp_soft(view, pass.resolved, pass.now_plan, pass.stamps, true);
+    }
     let wanted = pass.resolved.bypassed();
     d.restamp_bypass(
         view,
@@ -287,7 +290,10 @@ impl Draft {
             let projected = limit.project(view.rf, now_plan, shards);
             let refill = projected.saturating_sub(limit.tk);
             let soft = pass.resolved.is_soft(name);
-            if !soft && projected < consumed {
+            // Under `limits=`, an item limit the override does not name is
+            // carried (refilled), never gated.
+            let gated = !pass.resolved.from_override || pass.resolved.limit(name).is_some();
+            if gated && !soft && projected < consumed {
                 self.admitted = false;
             }
             let tk = b.name(&limit_attr(name, field::TOKENS));
@@ -328,12 +334,12 @@ impl Draft {
             }
             let consumed = milli(pass.consume.get(&limit.name).copied().unwrap_or_default());
             let mut seeded = fresh(limit, view.shard_count, consumed);
-            if limit.soft {
+            if limit.soft && !pass.resolved.from_override {
                 let deadline = (pass.stamps.deadline)(pass.now_plan);
                 self.b
                     .set(&limit_attr(&limit.name, field::SOFT), Attr::n(deadline));
                 (seeded.soft, seeded.soft_present) = (Some(deadline), true);
-            } else if seeded.tk < 0 {
+            } else if !limit.soft && seeded.tk < 0 {
                 self.admitted = false;
             }
             self.seed(&limit.name, &seeded);
@@ -472,7 +478,7 @@ pub fn stamp_fix(
     stamps: Stamps<'_>,
 ) -> Option<Update> {
     let mut d = Draft::new(vec![ITEM_EXISTS.to_owned()]);
-    let soft = d.restamp_soft(view, resolved, now, stamps, false);
+    let soft = !resolved.from_override && d.restamp_soft(view, resolved, now, stamps, false);
     let wanted = resolved.bypassed().then(|| (stamps.deadline)(now));
     let bypass = d.restamp_bypass(view, wanted, now);
     (soft || bypass).then(|| {

@@ -122,12 +122,39 @@ fn lease_op(lease: &mut Lease<DynamoStore>, op: &Value) -> Value {
     json!("ok")
 }
 
+/// A step's `limits` (the `limits=` override), as client_diff.py's `to_limit`.
+fn override_limits(v: &Value) -> Vec<zae_client::LimitConfig> {
+    let int = |l: &Value, f: &str| l[f].as_i64().unwrap_or_default();
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| zae_client::LimitConfig {
+            soft: l["soft"].as_bool().unwrap_or(false),
+            ..zae_client::LimitConfig::drip(
+                l["name"].as_str().unwrap_or_default(),
+                int(l, "capacity"),
+                int(l, "refill_amount"),
+                int(l, "refill_period_s"),
+            )
+        })
+        .collect()
+}
+
 /// One acquire step through zae-client: its answer, as client_diff.py's.
 pub async fn acquire_step(limiter: &RateLimiter, step: &Value) -> Value {
     let entity = step["entity"].as_str().unwrap_or_default();
     let resource = step["resource"].as_str().unwrap_or_default();
     let consume = amounts(&step["consume"]);
-    let mut lease = match limiter.acquire(entity, resource, &borrowed(&consume)).await {
+    let acquired = match step.get("limits") {
+        Some(limits) => {
+            let limits = override_limits(limits);
+            limiter
+                .acquire_with_limits(entity, resource, &borrowed(&consume), &limits)
+                .await
+        }
+        None => limiter.acquire(entity, resource, &borrowed(&consume)).await,
+    };
+    let mut lease = match acquired {
         Ok(lease) => lease,
         Err(e) => return error_answer(&e),
     };
