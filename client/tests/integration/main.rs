@@ -4,6 +4,7 @@
 //! - `memory`: on the in-memory twin, with faults injected at the store seam.
 //! - `bypass`: config bypass on the twin (costs, disagreeing stamps, a lift).
 //! - `rejection_cache`: local rejections on the twin, requests counted.
+//! - `limits`: `acquire_with_limits` on the twin (the cache, bad limits).
 //! - `lifecycle`: how acquires and leases end (a dropped acquire, a dropped
 //!   lease, a panic, `acquire_with`).
 //! - `others`: buckets other writers shaped (bypass, quotas, a moved
@@ -18,6 +19,7 @@ mod common;
 mod differential;
 mod generated;
 mod lifecycle;
+mod limits;
 #[cfg(feature = "load")]
 mod load;
 mod memory;
