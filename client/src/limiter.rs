@@ -297,13 +297,13 @@ impl<S: Store + 'static> RateLimiter<S> {
                     .iter()
                     .any(|(n, l)| l.tk < 0 && overrides::is_hard(&limits, n))
         });
-        if !waived {
+        let Some(key) = entries.first().map(|e| e.key.clone()).filter(|_| waived) else {
             return Ok(entries);
-        }
+        };
         for entry in &entries {
             self.shared.refund(entry).await;
         }
-        self.shared.slow(&entries[0].key, consume, true).await
+        self.shared.slow(&key, consume, true).await
     }
 
     /// The fast path first (both buckets at once when the entity is known
