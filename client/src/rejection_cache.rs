@@ -22,6 +22,7 @@ use zae_table::keys::BucketKey;
 /// At most this many shards are remembered; the least recently stored go.
 pub const MAX_ENTRIES: usize = 10_000;
 
+/// A shard's place: (entity, resource) and its shard number.
 type Key = (String, String, u32);
 
 struct Cached {
@@ -31,12 +32,61 @@ struct Cached {
     seq: u64,
 }
 
+/// Indexed by bucket, so an acquire reads its own shards only.
 #[derive(Default)]
 struct Inner {
-    entries: HashMap<Key, Cached>,
-    /// Keys by store order, oldest first.
+    buckets: HashMap<(String, String), BTreeMap<u32, Cached>>,
+    /// Every shard by store order, oldest first.
     order: BTreeMap<u64, Key>,
     next: u64,
+}
+
+impl Inner {
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    fn shards(&self, entity: &str, resource: &str) -> impl Iterator<Item = &Cached> {
+        self.buckets
+            .get(&(entity.to_owned(), resource.to_owned()))
+            .into_iter()
+            .flat_map(|shards| shards.values())
+    }
+
+    fn insert(&mut self, (entity, resource, shard): Key, view: &BucketView) {
+        let seq = self.next;
+        self.next = seq.wrapping_add(1);
+        let cached = Cached {
+            view: view.clone(),
+            stored_at: Instant::now(),
+            seq,
+        };
+        let bucket = (entity.clone(), resource.clone());
+        let shards = self.buckets.entry(bucket).or_default();
+        if let Some(old) = shards.insert(shard, cached) {
+            self.order.remove(&old.seq);
+        }
+        self.order.insert(seq, (entity, resource, shard));
+        while self.len() > MAX_ENTRIES {
+            let Some((_, oldest)) = self.order.pop_first() else {
+                break;
+            };
+            self.remove(&oldest);
+        }
+    }
+
+    fn remove(&mut self, (entity, resource, shard): &Key) {
+        let bucket = (entity.clone(), resource.clone());
+        let Some(shards) = self.buckets.get_mut(&bucket) else {
+            return;
+        };
+        if let Some(old) = shards.remove(shard) {
+            self.order.remove(&old.seq);
+        }
+        if shards.is_empty() {
+            self.buckets.remove(&bucket);
+        }
+    }
 }
 
 /// The images an acquire may be refused on; off when its TTL is zero.
@@ -69,38 +119,17 @@ impl RejectionCache {
         }
         let key = (entity.to_owned(), resource.to_owned(), shard);
         if view.bypass_present {
-            self.forget(entity, resource, shard);
-            return;
-        }
-        let mut inner = self.lock();
-        let seq = inner.next;
-        inner.next = seq.wrapping_add(1);
-        let cached = Cached {
-            view: view.clone(),
-            stored_at: Instant::now(),
-            seq,
-        };
-        if let Some(old) = inner.entries.insert(key.clone(), cached) {
-            inner.order.remove(&old.seq);
-        }
-        inner.order.insert(seq, key);
-        while inner.entries.len() > MAX_ENTRIES {
-            let Some((_, oldest)) = inner.order.pop_first() else {
-                break;
-            };
-            inner.entries.remove(&oldest);
+            self.lock().remove(&key);
+        } else {
+            self.lock().insert(key, view);
         }
     }
 
     /// Forgets one shard: tokens came back (or may have) by this process.
     pub fn forget(&self, entity: &str, resource: &str, shard: u32) {
-        if !self.enabled() {
-            return;
-        }
-        let mut inner = self.lock();
-        let key = (entity.to_owned(), resource.to_owned(), shard);
-        if let Some(old) = inner.entries.remove(&key) {
-            inner.order.remove(&old.seq);
+        if self.enabled() {
+            self.lock()
+                .remove(&(entity.to_owned(), resource.to_owned(), shard));
         }
     }
 
@@ -111,7 +140,7 @@ impl RejectionCache {
     /// Forgets everything: an operator's change may have moved any limit.
     pub fn clear(&self) {
         let mut inner = self.lock();
-        inner.entries.clear();
+        inner.buckets.clear();
         inner.order.clear();
     }
 
@@ -121,22 +150,21 @@ impl RejectionCache {
             return BTreeMap::new();
         }
         let inner = self.lock();
-        inner
-            .entries
+        let Some(shards) = inner.buckets.get(&(entity.to_owned(), resource.to_owned())) else {
+            return BTreeMap::new();
+        };
+        shards
             .iter()
-            .filter(|((e, r, _), _)| e == entity && r == resource)
             .filter(|(_, c)| self.trusted(c, now) && !c.view.disabled)
-            .map(|((_, _, shard), c)| (*shard, c.view.clone()))
+            .map(|(shard, c)| (*shard, c.view.clone()))
             .collect()
     }
 
     /// Any cached shard of the bucket, of any age, stamped disabled.
     pub fn known_disabled(&self, entity: &str, resource: &str) -> bool {
-        let inner = self.lock();
-        inner
-            .entries
-            .iter()
-            .any(|((e, r, _), c)| e == entity && r == resource && c.view.disabled)
+        self.lock()
+            .shards(entity, resource)
+            .any(|c| c.view.disabled)
     }
 
     /// The parent a trusted cached shard of the bucket cascades to; none
@@ -145,12 +173,10 @@ impl RejectionCache {
         if !self.enabled() || self.known_disabled(entity, resource) {
             return None;
         }
-        let inner = self.lock();
-        inner
-            .entries
-            .iter()
-            .filter(|((e, r, _), c)| e == entity && r == resource && self.trusted(c, now))
-            .find_map(|(_, c)| c.view.parent_id.clone().filter(|_| c.view.cascade))
+        self.lock()
+            .shards(entity, resource)
+            .filter(|c| self.trusted(c, now))
+            .find_map(|c| c.view.parent_id.clone().filter(|_| c.view.cascade))
     }
 
     /// Inside the TTL, before its `vu` (a trimming `vu = 0` aside) and
@@ -242,19 +268,19 @@ mod tests {
         for i in 0..=MAX_ENTRIES {
             cache.store(&format!("e{i}"), "gpt", 0, &BucketView::default());
         }
-        assert_eq!(cache.lock().entries.len(), MAX_ENTRIES);
+        assert_eq!(cache.lock().len(), MAX_ENTRIES);
         assert!(cache.views("e0", "gpt", NOW).is_empty(), "the oldest went");
         assert_eq!(cache.views("e1", "gpt", NOW).len(), 1);
         cache.forget("e1", "gpt", 0);
         assert!(cache.views("e1", "gpt", NOW).is_empty());
         cache.clear();
-        assert!(cache.lock().entries.is_empty() && cache.lock().order.is_empty());
+        assert!(cache.lock().buckets.is_empty() && cache.lock().len() == 0);
     }
 
     #[test]
     fn an_off_cache_keeps_nothing() {
         let cache = RejectionCache::new(Duration::ZERO);
         cache.store("u1", "gpt", 0, &BucketView::default());
-        assert!(cache.lock().entries.is_empty());
+        assert_eq!(cache.lock().len(), 0);
     }
 }
