@@ -120,6 +120,8 @@ pub struct BucketView {
     pub wcu: Option<LimitView>,
     /// A field of a feature this client refuses (quota, schedule, window).
     pub unsupported: Option<Feature>,
+    /// Returned by a bypass-shaped write: it counted and debited nothing.
+    pub counted_only: bool,
 }
 
 fn int(item: &Item, name: &str) -> Option<i64> {

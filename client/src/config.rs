@@ -41,6 +41,9 @@ pub struct Resolved {
     pub disabled: Option<(Disabled, Level)>,
     /// The most specific level's `cascade`, when one sets it.
     pub cascade: Option<bool>,
+    /// The limits are the caller's `limits=`: soft-ness is trusted from
+    /// them and stamped on nothing; item limits they do not name are not gated.
+    pub from_override: bool,
 }
 
 impl Resolved {
@@ -49,6 +52,11 @@ impl Resolved {
     }
     pub fn is_soft(&self, name: &str) -> bool {
         self.limit(name).is_some_and(|l| l.soft)
+    }
+    /// The walk says `disabled: "bypass"`: admitted and counted, never
+    /// limited (its buckets carry a `bypass` stamp).
+    pub fn bypassed(&self) -> bool {
+        matches!(self.disabled, Some((Disabled::Bypass, _)))
     }
     /// Entity-level limits carry no TTL; resource and system ones do.
     pub fn is_entity_level(&self) -> bool {
@@ -150,6 +158,19 @@ pub async fn resolve<S: Store>(
         .iter()
         .find_map(|(level, c)| Some((c.as_ref()?.disabled?, level.clone())));
     let cascade = levels.iter().find_map(|(_, c)| c.as_ref()?.cascade);
+    if let Some(limits) = crate::overrides::current() {
+        // The caller's limits replace every level's; like the resource and
+        // system levels', a bucket they create carries a TTL.
+        let level = Level::Resource(resource.to_owned());
+        refuse_unsupported(&limits, entity, resource, &level)?;
+        return Ok(Resolved {
+            limits: limits.to_vec(),
+            level,
+            disabled,
+            cascade,
+            from_override: true,
+        });
+    }
     levels.push((Level::System, system.get(store, namespace).await?));
     let Some((level, config)) = levels
         .into_iter()
@@ -171,6 +192,7 @@ pub async fn resolve<S: Store>(
         level,
         disabled,
         cascade,
+        from_override: false,
     })
 }
 

@@ -317,6 +317,8 @@ impl<S: Store + 'static> Drop for Unclaimed<S> {
 
 async fn rollback_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) {
     for entry in entries {
+        // Tokens come back: the shard's cached image no longer holds.
+        shared.rejections.forget_key(&entry.key);
         let refund = negated(&entry.debited);
         if let Err(e) = write_net(&shared.store, entry, &refund, Part::of(entry)).await {
             tracing::warn!(bucket = %entry.key.pk(), error = %e, "rollback: the refund failed");
@@ -325,6 +327,13 @@ async fn rollback_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) {
 }
 
 async fn commit_entries<S: Store>(shared: &Shared<S>, entries: &[Entry]) -> Result<(), Error> {
+    // A release may give tokens back: the shards' cached images no longer hold.
+    for entry in entries
+        .iter()
+        .filter(|e| e.pending.values().any(|d| *d != 0))
+    {
+        shared.rejections.forget_key(&entry.key);
+    }
     let writes = entries
         .iter()
         .map(|e| write_net(&shared.store, e, &e.pending, Part::of(e)));
@@ -513,6 +522,8 @@ pub(crate) fn entry_from_view(
         shard_count: view.shard_count,
         vu: view.vu,
         foreign: view.unsupported.is_some(),
+        // A bypass-shaped write counted only: so do its refund and writes.
+        bypassed: view.counted_only,
         ..entry(key, &view.limits, consume, now)
     }
 }

@@ -9,10 +9,13 @@
 //! - `shared`: the state every acquire and lease of a limiter shares;
 //! - `config`: the limits resolved from the entity, resource and system
 //!   levels, and `OnUnavailable`;
+//! - `overrides`: `limits=`, a caller's own limits for one acquire;
 //! - `bucket`: a bucket item as the paths read it, and the `vu` pin;
 //! - `fast`: the fast path (its write, its refusals, cascades and shards);
 //! - `slow`: the slow path (reads, the plan, the commit);
 //! - `rejection`: the errors an acquire refuses with, and their statuses;
+//! - `rejection_cache`: the last image of each shard, to refuse a repeat
+//!   with no request;
 //! - `status`: one limit's status, as a rejection lists it;
 //! - `lease`: what an admitted acquire holds, and its commit and rollback;
 //! - `error`: `Error` and the rejection it carries;
@@ -29,7 +32,9 @@ pub mod lease;
 mod limiter;
 #[cfg(feature = "load")]
 pub mod load;
+mod overrides;
 mod rejection;
+mod rejection_cache;
 mod shared;
 mod slow;
 mod status;
@@ -46,4 +51,5 @@ pub use config::OnUnavailable;
 pub use error::{Error, Feature, LimitStatus, RateLimitExceeded};
 pub use lease::Lease;
 pub use limiter::{CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, sdk_config};
+pub use zae_table::config::LimitConfig;
 pub use zae_table::sdk::DynamoStore;

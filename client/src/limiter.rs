@@ -7,12 +7,14 @@ use crate::config::{OnUnavailable, SystemCache};
 use crate::error::Error;
 use crate::fast::Fast;
 use crate::lease::{Lease, Outcome, Unclaimed, entry_from_view};
+use crate::overrides;
+use crate::rejection_cache::RejectionCache;
 use crate::shared::{Shared, draw};
 use crate::status::Consume;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use zae_table::config::MAX_TOKENS;
+use zae_table::config::{LimitConfig, MAX_TOKENS};
 use zae_table::keys::{self, BucketKey};
 use zae_table::names::{self, NameKind};
 use zae_table::sdk::DynamoStore;
@@ -35,6 +37,9 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// A fixed draw in [0.8, 1.0] for stamp deadlines (tests); `None` draws.
     pub stamp_draw: Option<f64>,
+    /// How long a fast write's image may refuse a repeat with no request
+    /// (monotonic); 0 turns the rejection cache off.
+    pub rejection_cache_ttl: Duration,
 }
 
 impl Default for Options {
@@ -47,6 +52,7 @@ impl Default for Options {
             speculative_writes: true,
             clock: Arc::new(SystemClock),
             stamp_draw: None,
+            rejection_cache_ttl: Duration::from_secs(1),
         }
     }
 }
@@ -126,6 +132,7 @@ impl<S: Store + 'static> RateLimiter<S> {
             speculative_writes,
             clock,
             stamp_draw,
+            rejection_cache_ttl,
         } = options;
         Ok(RateLimiter {
             shared: Arc::new(Shared {
@@ -140,6 +147,8 @@ impl<S: Store + 'static> RateLimiter<S> {
                 ttl_multiplier,
                 shards: Mutex::new(HashMap::new()),
                 parents: Mutex::new(HashMap::new()),
+                bypassed: Mutex::new(HashSet::new()),
+                rejections: RejectionCache::new(rejection_cache_ttl),
             }),
         })
     }
@@ -151,6 +160,13 @@ impl<S: Store + 'static> RateLimiter<S> {
 
     pub fn store(&self) -> &S {
         &self.shared.store
+    }
+
+    /// Forgets every image the rejection cache holds, so that the next
+    /// acquire asks the table: for a caller that just changed limits (the
+    /// Python client clears it on each of its admin writes).
+    pub fn clear_rejection_cache(&self) {
+        self.shared.rejections.clear();
     }
 
     /// Admits `consume` (whole tokens per limit) for `entity` on `resource`,
@@ -167,14 +183,45 @@ impl<S: Store + 'static> RateLimiter<S> {
         consume: &[(&str, i64)],
     ) -> Result<Lease<S>, Error> {
         let consume = validate(entity, resource, consume)?;
+        self.acquire_scoped(entity, resource, consume, None).await
+    }
+
+    /// `acquire` with the caller's own limits for this acquire (the Python
+    /// client's `acquire(limits=...)`): they replace every config level's
+    /// limits, on the entity's bucket and its parent's. An existing bucket
+    /// keeps its stored parameters; `disabled`, bypass and cascade still
+    /// come from config. docs/client.md has the rules.
+    pub async fn acquire_with_limits(
+        &self,
+        entity: &str,
+        resource: &str,
+        consume: &[(&str, i64)],
+        limits: &[LimitConfig],
+    ) -> Result<Lease<S>, Error> {
+        let consume = validate(entity, resource, consume)?;
+        let limits = overrides::validate(limits)?;
+        self.acquire_scoped(entity, resource, consume, Some(limits))
+            .await
+    }
+
+    /// The acquire on a task of its own (cancel-safe), with `limits` as its
+    /// override.
+    async fn acquire_scoped(
+        &self,
+        entity: &str,
+        resource: &str,
+        consume: Consume,
+        limits: Option<Arc<[LimitConfig]>>,
+    ) -> Result<Lease<S>, Error> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return self.admit(entity, resource, &consume).await;
+            return overrides::scoped(limits, self.admit(entity, resource, &consume)).await;
         };
         let (sender, receiver) = futures::channel::oneshot::channel();
         let this = self.clone();
         let (entity, resource) = (entity.to_owned(), resource.to_owned());
         let task = runtime.spawn(async move {
-            let admitted = this.admit(&entity, &resource, &consume).await;
+            let admit = this.admit(&entity, &resource, &consume);
+            let admitted = overrides::scoped(limits, admit).await;
             // Unsent or unread, the lease rolls itself back.
             let _ = sender.send(admitted.map(Unclaimed::new));
         });
@@ -236,19 +283,53 @@ impl<S: Store + 'static> RateLimiter<S> {
         Ok(result)
     }
 
-    /// One attempt: the fast path first (both buckets at once when the
-    /// entity is known to cascade), the slow path when it cannot decide.
+    /// One attempt, as `attempt_paths`; under `limits=`, a fast-path
+    /// admission that only a config soft stamp allowed, on a limit the
+    /// override declares hard, is refunded and the slow path decides.
     async fn attempt(&self, entity: &str, resource: &str, consume: &Consume) -> Outcome {
+        let entries = self.attempt_paths(entity, resource, consume).await?;
+        let Some(limits) = overrides::current() else {
+            return Ok(entries);
+        };
+        let waived = entries.iter().any(|e| {
+            !e.bypassed
+                && e.limits
+                    .iter()
+                    .any(|(n, l)| l.tk < 0 && overrides::is_hard(&limits, n))
+        });
+        let Some(key) = entries.first().map(|e| e.key.clone()).filter(|_| waived) else {
+            return Ok(entries);
+        };
+        for entry in &entries {
+            self.shared.refund(entry).await;
+        }
+        self.shared.slow(&key, consume, true).await
+    }
+
+    /// The fast path first (both buckets at once when the entity is known
+    /// to cascade), the slow path when it cannot decide.
+    async fn attempt_paths(&self, entity: &str, resource: &str, consume: &Consume) -> Outcome {
         let shared = &self.shared;
         let now = shared.now();
         let count = shared.known_shards(entity, resource);
+        let limits = overrides::current();
+        // Shards the rejection cache knows short are not drawn; all of them
+        // short is a rejection with no request. Never under `limits=`: the
+        // images hold the stored parameters, not the override's.
+        let short = match shared.speculative_writes && limits.is_none() {
+            true => shared.precheck(entity, resource, consume, now)?,
+            false => Vec::new(),
+        };
+        // An override's soft limit is on no bucket: the fast path would judge it hard.
+        let fast = shared.speculative_writes
+            && !limits.is_some_and(|l| overrides::skips_fast(&l, consume));
         let key = BucketKey {
             namespace: shared.namespace.clone(),
             entity: entity.to_owned(),
             resource: resource.to_owned(),
-            shard: draw(count, &[]),
+            shard: draw(count, &short),
         };
-        if !shared.speculative_writes {
+        if !fast {
             return shared.slow(&key, consume, true).await;
         }
         // A process that knows the entity cascades writes both buckets at

@@ -131,11 +131,29 @@ pub(crate) fn plan_statuses(
     consume: &Consume,
     now: i64,
 ) -> Vec<LimitStatus> {
+    let mut statuses = plan_statuses_all(key, plan, resolved, consume, now);
+    // Under `limits=` the item limits the override does not name are
+    // carried, never judged: no status.
+    if resolved.from_override {
+        statuses.retain(|s| resolved.limit(&s.limit).is_some());
+    }
+    statuses
+}
+
+fn plan_statuses_all(
+    key: &BucketKey,
+    plan: &Planned,
+    resolved: &Resolved,
+    consume: &Consume,
+    now: i64,
+) -> Vec<LimitStatus> {
     let soft = |n: &str| resolved.is_soft(n);
     let who = (key.entity.as_str(), key.resource.as_str());
     match &plan.view {
         Some(view) => {
             let mut view = view.clone();
+            // An enforced pass enforces: a stamp config does not back waives nothing.
+            view.bypass = None;
             for (name, after) in &plan.after {
                 view.limits.entry(name.clone()).or_insert_with(|| {
                     let mut seeded = *after;

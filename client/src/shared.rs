@@ -7,7 +7,8 @@
 use crate::bucket::BucketView;
 use crate::clock::Clock;
 use crate::config::{OnUnavailable, SystemCache};
-use std::collections::HashMap;
+use crate::rejection_cache::RejectionCache;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zae_table::bucket::shard::MAX_SHARD_COUNT;
@@ -34,6 +35,11 @@ pub(crate) struct Shared<S> {
     pub(crate) shards: Mutex<HashMap<(String, String), i64>>,
     /// The parent an entity's bucket cascades to, as its images said.
     pub(crate) parents: Mutex<HashMap<(String, String), Option<String>>>,
+    /// The (entity, resource) pairs whose last image carried a `bypass`
+    /// stamp: their fast writes take the bypass shape (`fast::bypass`).
+    pub(crate) bypassed: Mutex<HashSet<(String, String)>>,
+    /// The last image of each shard, to refuse a repeat with no request.
+    pub(crate) rejections: RejectionCache,
 }
 
 impl<S> Shared<S> {

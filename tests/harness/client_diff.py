@@ -13,15 +13,19 @@ gives.
         every bucket item of namespace "default"; prints {"buckets":[...]}
 
 A spec (examples in client_diff/):
-    {"stamp_ttl_ms": N, "setup_at_ms": MS, "setup": [ADMIN...], "steps": [STEP...]}
+    {"stamp_ttl_ms": N, "setup_at_ms": MS, "setup": [ADMIN...], "steps": [STEP...],
+     ["rejection_cache_ttl_ms": N (default 0: off)]}
     ADMIN: {"op":"limits","level":"system"|"resource"|"entity", ["resource":R], ["entity":E],
             "limits":[{"name","capacity","refill_amount","refill_period_s","soft"}],
             ["on_unavailable":"allow"|"block", system only]}
            {"op":"delete_limits", level fields}  {"op":"entity","entity":E,"parent":P|null,"cascade":B}
            {"op":"disable"|"enable","resource":R}
+           {"op":"bypass"|"unbypass","resource":R,["entity":E]}  (bypass_resource or bypass_entity;
+            clear_resource_disabled or clear_entity_disabled)
     STEP:  {"at_ms":MS,"admin":ADMIN}
            {"at_ms":MS,"acquire":{"entity","resource","consume":{name:n},
-            "lease":[{"adjust"|"release"|"consume":{name:n}}...],"fail":B}}
+            "lease":[{"adjust"|"release"|"consume":{name:n}}...],"fail":B,
+            ["limits":[limit...]] (acquire(limits=...), limits as in ADMIN)}}
 An answer is {"outcome":"admitted","overdrawn":[...],"lease":["ok"|REJECTED...]}, REJECTED
 {"outcome":"rejected","contended","retry_after_ms","statuses":[...]}, {"outcome":"disabled",
 "entity","resource"}, {"outcome":"error","kind","message"} or {"outcome":"admin"}. overdrawn is
@@ -127,8 +131,26 @@ def check_admin(op, where: str) -> None:
         need(isinstance(op.get("cascade", False), bool), f"{where}.cascade", "expected true or false")
     elif kind in ("disable", "enable"):
         need(isinstance(op.get("resource"), str), f"{where}.resource", "expected a string")
+    elif kind in ("bypass", "unbypass"):
+        check_bypass(op, where)
     else:
-        raise SpecError(f"{where}.op: expected limits, delete_limits, entity, disable or enable, got {kind!r}")
+        raise SpecError(f"{where}.op: expected limits, delete_limits, entity, disable, enable, bypass or unbypass, got {kind!r}")
+
+
+def check_bypass(op, where: str) -> None:
+    need(isinstance(op.get("resource"), str), f"{where}.resource", "expected a string")
+    need(op.get("entity") is None or isinstance(op["entity"], str), f"{where}.entity", "expected a string")
+
+
+def check_limits(limits, where: str) -> None:
+    """An acquire's `limits` (the client's limits= override): a list as an ADMIN op's."""
+    need(isinstance(limits, list) and limits, where, "expected a non-empty list")
+    for i, limit in enumerate(limits):
+        w = f"{where}[{i}]"
+        need(isinstance(limit, dict) and isinstance(limit.get("name"), str), f"{w}.name", "expected a string")
+        for field in ("capacity", "refill_amount", "refill_period_s"):
+            need(is_int(limit.get(field)), f"{w}.{field}", f"expected an integer, got {limit.get(field)!r}")
+        need(isinstance(limit.get("soft", False), bool), f"{w}.soft", "expected true or false")
 
 
 def check_step(step, where: str) -> None:
@@ -150,6 +172,8 @@ def check_step(step, where: str) -> None:
         need(name in ("adjust", "release", "consume"), f"{w}.lease[{i}]", f"unknown lease op {name!r}")
         check_amounts(amounts, f"{w}.lease[{i}].{name}")
     need(isinstance(acq.get("fail", False), bool), f"{w}.fail", "expected true or false")
+    if "limits" in acq:
+        check_limits(acq["limits"], f"{w}.limits")
 
 
 def load_spec(path: str) -> dict:
@@ -162,6 +186,8 @@ def load_spec(path: str) -> dict:
         need(isinstance(spec, dict), "spec", "expected an object")
         need(is_int(spec.get("stamp_ttl_ms")) and spec["stamp_ttl_ms"] > 0, "stamp_ttl_ms", "expected a positive integer")
         need(is_int(spec.get("setup_at_ms")), "setup_at_ms", "expected an integer (epoch ms)")
+        cache_ttl = spec.get("rejection_cache_ttl_ms", 0)
+        need(is_int(cache_ttl) and cache_ttl >= 0, "rejection_cache_ttl_ms", "expected an integer >= 0")
         need(isinstance(spec.get("setup", []), list), "setup", "expected a list")
         for i, op in enumerate(spec.get("setup", [])):
             check_admin(op, f"setup[{i}]")
@@ -209,7 +235,9 @@ def require_table(table: str) -> None:
         raise
 
 
-async def open_limiter(table: str, clock: Clock) -> tuple[Repository, RateLimiter]:
+async def open_limiter(
+    table: str, clock: Clock, rejection_cache_ttl_ms: int = 0
+) -> tuple[Repository, RateLimiter]:
     require_table(table)
     repo = await Repository.open(
         NAMESPACE,
@@ -217,7 +245,7 @@ async def open_limiter(table: str, clock: Clock) -> tuple[Repository, RateLimite
         region=region(),
         endpoint_url=endpoint(),
         config_cache_ttl=0,
-        rejection_cache_ttl=0,
+        rejection_cache_ttl=rejection_cache_ttl_ms / 1000,
         stamp_ttl=clock.stamp_ttl_ms / 1000,
     )
     install_clock(repo, clock)
@@ -274,11 +302,27 @@ async def apply_admin(limiter: RateLimiter, repo: Repository, op: dict) -> dict:
                 _creating.reset(token)
         elif kind == "disable":
             await repo.disable_resource(op["resource"])
+        elif kind in ("bypass", "unbypass"):
+            await apply_bypass(repo, op)
         else:
             await repo.enable_resource(op["resource"])
     except (ZAELimiterError, ClientError) as e:
         return error_answer(e)
     return {"outcome": "admin"}
+
+
+async def apply_bypass(repo: Repository, op: dict) -> None:
+    """bypass/unbypass: the repository's own admin calls, resource or entity."""
+    entity = op.get("entity")
+    if op["op"] == "bypass":
+        if entity is None:
+            await repo.bypass_resource(op["resource"])
+        else:
+            await repo.bypass_entity(entity, op["resource"])
+    elif entity is None:
+        await repo.clear_resource_disabled(op["resource"])
+    else:
+        await repo.clear_entity_disabled(entity, op["resource"])
 
 
 def status_out(s) -> dict:
@@ -310,12 +354,18 @@ class BodyFailed(Exception):
     """What a step with fail=true raises inside the lease, for the rollback."""
 
 
+def override_of(acq: dict) -> dict:
+    """The acquire's limits= keyword, when the step names limits."""
+    return {"limits": [to_limit(d) for d in acq["limits"]]} if "limits" in acq else {}
+
+
 async def acquire(limiter: RateLimiter, acq: dict) -> dict:
     lease_answers: list = []
     overdrawn: list = []
     try:
         async with limiter.acquire(
-            entity_id=acq["entity"], resource=acq["resource"], consume=dict(acq["consume"])
+            entity_id=acq["entity"], resource=acq["resource"], consume=dict(acq["consume"]),
+            **override_of(acq),
         ) as lease:
             for op in acq.get("lease", []):
                 (name, amounts), = op.items()
@@ -399,7 +449,7 @@ async def prepare(table: str, spec: dict) -> dict:
 
 async def run(table: str, spec: dict) -> dict:
     clock = Clock(spec["setup_at_ms"], spec["stamp_ttl_ms"])
-    repo, limiter = await open_limiter(table, clock)
+    repo, limiter = await open_limiter(table, clock, spec.get("rejection_cache_ttl_ms", 0))
     ns = repo.namespace_id
     out = []
     try:

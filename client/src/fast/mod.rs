@@ -2,8 +2,10 @@
 //! bucket, never reading first; a refusal is judged on the item it
 //! returns. Its modules, in the order an acquire meets them:
 //! - `update`: the write and what a refusal says (pure);
+//! - `bypass`: the bypass-shaped write, for a pair known stamped;
 //! - here: the write on one shard, conflicts resent, and a refusal sent on
 //!   (to a rejection, to other shards, to the slow path);
+//! - `local`: a rejection the rejection cache already knows, before any write;
 //! - `cascade`: the parent's bucket after the entity's took the debit;
 //! - `shards`: other shards of an exhausted bucket, and doubling the count
 //!   when the write budget is spent.
@@ -14,7 +16,9 @@
 //! `RateLimiter`, so the paths need nothing of `limiter` (which dispatches
 //! to them).
 
+pub(crate) mod bypass;
 mod cascade;
+mod local;
 mod shards;
 pub(crate) mod update;
 
@@ -26,7 +30,7 @@ use crate::shared::{CONFLICT_WAITS_MS, Shared, conflict_wait};
 use crate::status::Consume;
 use update::Refusal;
 use zae_table::keys::BucketKey;
-use zae_table::store::{Store, Updated};
+use zae_table::store::{Store, Update, Updated};
 
 /// One shard's fast-path write, as it ended.
 pub(crate) enum Fast {
@@ -38,20 +42,34 @@ pub(crate) enum Fast {
 }
 
 impl<S: Store + 'static> Shared<S> {
-    /// The fast path on one shard, conflicts resent up to three times.
+    /// The fast path on one shard, conflicts resent up to three times; in
+    /// the bypass shape when the pair is known stamped (`bypass`).
     pub(crate) async fn fast(
         &self,
         key: &BucketKey,
         consume: &Consume,
         now: i64,
     ) -> Result<Fast, Error> {
-        let update = update::update(key, consume, now);
+        if self.knows_bypass(key)
+            && let Some(done) = self.fast_bypassed(key, consume, now).await?
+        {
+            return Ok(done);
+        }
+        self.send(key, &update::update(key, consume, now)).await
+    }
+
+    /// One fast-path write, conflicts resent up to three times; what its
+    /// image says of the owner's cascade, shards and bypass is learnt.
+    async fn send(&self, key: &BucketKey, update: &Update) -> Result<Fast, Error> {
         let store = &self.store;
         for attempt in 0..=CONFLICT_WAITS_MS.len() {
-            match store.update_or_old(&update).await {
+            match store.update_or_old(update).await {
                 Ok(Updated::Applied(Some(item))) => {
                     let view = BucketView::read(&item);
                     self.learn(key, &view);
+                    self.learn_bypass(key, &view);
+                    self.rejections
+                        .store(&key.entity, &key.resource, key.shard, &view);
                     return Ok(Fast::Admitted(view));
                 }
                 Ok(Updated::Applied(None)) | Ok(Updated::Refused(None)) => {
@@ -60,6 +78,9 @@ impl<S: Store + 'static> Shared<S> {
                 Ok(Updated::Refused(Some(item))) => {
                     let view = BucketView::read(&item);
                     self.learn(key, &view);
+                    self.learn_bypass(key, &view);
+                    self.rejections
+                        .store(&key.entity, &key.resource, key.shard, &view);
                     return Ok(Fast::Refused(view));
                 }
                 Err(e) if e.is_conflict() => conflict_wait(attempt).await,
@@ -79,7 +100,11 @@ impl<S: Store + 'static> Shared<S> {
         now: i64,
     ) -> Entry {
         let mut entry = entry_from_view(key, view, consume, now);
-        if view.bypassed(now) {
+        if view.counted_only {
+            // The bypass shape debited nothing: nothing to give back.
+            entry.bypassed = true;
+        } else if view.bypassed(now) {
+            self.rejections.forget_key(key);
             let refund = negated(&entry.debited);
             if let Err(e) = lease::write_net(&self.store, &entry, &refund, Part::Tokens).await {
                 tracing::warn!(bucket = %key.pk(), error = %e, "the refund of a bypassed debit failed");
@@ -97,6 +122,7 @@ impl<S: Store + 'static> Shared<S> {
     /// Takes back an entry's initial debit (its count alone when it was
     /// admitted bypassed: its tokens went back at once); failures are logged.
     pub(crate) async fn refund(&self, entry: &Entry) {
+        self.rejections.forget_key(&entry.key);
         let refund = negated(&entry.debited);
         let part = Part::of(entry);
         if let Err(e) = lease::write_net(&self.store, entry, &refund, part).await {

@@ -63,6 +63,16 @@ impl<S: Store + 'static> Shared<S> {
                         .collect()));
                 }
                 Err(e) if e.is_conflict() => conflict_wait(attempt).await,
+                Err(StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. })
+                    if plans.iter().any(|p| p.bypassed && p.view.is_some()) =>
+                {
+                    // A bypass lifted since the config read: plan again, from
+                    // fresh reads (enforced now), never a debit on a guess.
+                    if !last {
+                        return None;
+                    }
+                    break;
+                }
                 Err(e @ (StoreError::ConditionFailed { .. } | StoreError::Cancelled { .. })) => {
                     // One bucket that lost its lock, or lost its create to
                     // another writer's: the consumption alone, onto the
@@ -185,13 +195,24 @@ impl<S: Store + 'static> Shared<S> {
 /// The lease's view of a planned bucket: the balances this pass computed,
 /// refilled where its refill reached (as the Python lease holds them).
 fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
-    Entry {
+    let mut entry = Entry {
         quoted: plan.quoted.clone(),
         rf: plan.rf,
         refilled_at: plan.refilled_at.clone(),
         shard_count: plan.shard_count,
+        bypassed: plan.bypassed,
         ..entry(&plan.key, &plan.after, consume, now)
+    };
+    // Under `limits=` the override says which limits are soft, stamp or not.
+    if let Some(limits) = crate::overrides::current() {
+        entry.soft = entry
+            .limits
+            .keys()
+            .filter(|n| limits.iter().any(|l| &l.name == *n && l.soft))
+            .cloned()
+            .collect();
     }
+    entry
 }
 
 /// The consumption alone, after a lost lock (§3.5): no refill, no stamps;

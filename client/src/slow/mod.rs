@@ -5,11 +5,13 @@
 //!   cascade);
 //! - `plan`: each bucket's write (pure), and here the pass's rejection
 //!   when a hard limit is short, with its stale stamps corrected;
+//! - `bypass`: the counted write of a bucket bypassed by config and stamp;
 //! - `commit`: the write, conflicts resent, and after a lost lock the
 //!   consumption alone (§3.5).
 //!
 //! Like the fast path's, its I/O is `impl Shared` blocks (see `fast`).
 
+mod bypass;
 mod commit;
 pub(crate) mod plan;
 mod read;
@@ -61,6 +63,10 @@ impl<S: Store + 'static> Shared<S> {
             let targets = self
                 .read_targets(key, cascade, pass > 0, parent_shard)
                 .await?;
+            // This pass writes them: their cached images will not hold.
+            for (k, _) in &targets {
+                self.rejections.forget_key(k);
+            }
             let plans = self.plan(&targets, consume, now_plan).await?;
             let last = pass + 1 == SLOW_PASSES;
             if let Some(done) = self.commit(&plans, &targets, consume, now_plan, last).await {
@@ -113,6 +119,9 @@ impl<S: Store + 'static> Shared<S> {
                     stamps,
                 };
                 match &t.view {
+                    Some(view) if t.resolved.bypassed() && view.bypass_present => {
+                        bypass::plan_counted(k, view, pass)
+                    }
                     Some(view) => plan::plan_update(k, view, pass),
                     None => plan::plan_create(k, shared.known_shards(&k.entity, &k.resource), pass),
                 }
@@ -125,6 +134,8 @@ impl<S: Store + 'static> Shared<S> {
         let statuses = plans
             .iter()
             .zip(targets)
+            // A bypassed bucket is judged on nothing: it lists no statuses.
+            .filter(|(p, _)| !p.bypassed)
             .flat_map(|(p, (k, t))| plan_statuses(k, p, &t.resolved, consume, now_plan))
             .collect();
         Err(Error::RateLimitExceeded(RateLimitExceeded {

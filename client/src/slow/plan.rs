@@ -59,6 +59,8 @@ pub struct Planned {
     pub view: Option<BucketView>,
     /// The configured limits this pass judged by, as statuses quote them.
     pub quoted: Quotes,
+    /// Admitted under bypass (config and stamp): counted, not debited.
+    pub bypassed: bool,
 }
 
 /// Seconds a limit takes to refill from empty, as the Python client
@@ -155,17 +157,25 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         }
     }
     limit_attrs(&mut item, WCU_LIMIT, &wcu_full());
+    // Created under bypass: funded as any create, stamped, nothing debited.
+    let bypassed = resolved.bypassed();
+    if bypassed {
+        let deadline = (stamps.deadline)(pass.now_plan);
+        item.insert(BYPASS.to_owned(), Attr::n(deadline));
+    }
     let mut after = BTreeMap::new();
     let mut admitted = true;
     for limit in &resolved.limits {
         let consumed = milli(consume.get(&limit.name).copied().unwrap_or_default());
-        let mut view = fresh(limit, shards, consumed);
-        if limit.soft {
+        let mut view = fresh(limit, shards, if bypassed { 0 } else { consumed });
+        view.tc = consumed;
+        // A `limits=` soft limit is trusted for this write, stamped on nothing.
+        if limit.soft && !resolved.from_override {
             let deadline = (stamps.deadline)(now);
             item.insert(limit_attr(&limit.name, field::SOFT), Attr::n(deadline));
             view.soft = Some(deadline);
             view.soft_present = true;
-        } else if view.tk < 0 {
+        } else if !limit.soft && view.tk < 0 {
             admitted = false;
         }
         limit_attrs(&mut item, &limit.name, &view);
@@ -185,6 +195,7 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         admitted,
         view: None,
         quoted: quoted_config(&resolved.limits),
+        bypassed,
     }
 }
 
@@ -216,8 +227,15 @@ pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planne
     let mut d = Draft::new(Vec::new());
     d.lock(view, pass);
     d.debit(view, pass);
-    d.restamp_soft(view, pass.resolved, pass.now_plan, pass.stamps, true);
-    d.drop_bypass(view);
+    if !pass.resolved.from_override {
+        d.restamp_soft(view, pass.resolved, pass.now_plan, pass.stamps, true);
+    }
+    let wanted = pass.resolved.bypassed();
+    d.restamp_bypass(
+        view,
+        wanted.then(|| (pass.stamps.deadline)(pass.now_plan)),
+        pass.now_plan,
+    );
     d.seed_missing(view, pass);
     bucket::pin_valid_until(&mut d.b, &mut d.conditions, view.vu);
     d.b.remove(VALID_UNTIL);
@@ -233,6 +251,7 @@ pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planne
         admitted: d.admitted,
         view: Some(view.clone()),
         quoted: quoted_config(&pass.resolved.limits),
+        bypassed: false,
     }
 }
 
@@ -261,8 +280,9 @@ impl Draft {
     /// limit that falls short is held by a floor, a refill by the balance
     /// read. The write budget is refilled, never spent.
     fn debit(&mut self, view: &BucketView, pass: Pass<'_>) {
+        // An enforced pass enforces, whatever stamp the item carries: the
+        // stamp follows the config it read (`restamp_bypass`).
         let (shards, now_plan) = (view.shard_count, pass.now_plan);
-        let bypassed = view.bypassed(now_plan);
         let b = &mut self.b;
         let now_value = b.value(Attr::n(now_plan));
         for (name, limit) in &view.limits {
@@ -270,7 +290,10 @@ impl Draft {
             let projected = limit.project(view.rf, now_plan, shards);
             let refill = projected.saturating_sub(limit.tk);
             let soft = pass.resolved.is_soft(name);
-            if !soft && !bypassed && projected < consumed {
+            // Under `limits=`, an item limit the override does not name is
+            // carried (refilled), never gated.
+            let gated = !pass.resolved.from_override || pass.resolved.limit(name).is_some();
+            if gated && !soft && projected < consumed {
                 self.admitted = false;
             }
             let tk = b.name(&limit_attr(name, field::TOKENS));
@@ -311,12 +334,12 @@ impl Draft {
             }
             let consumed = milli(pass.consume.get(&limit.name).copied().unwrap_or_default());
             let mut seeded = fresh(limit, view.shard_count, consumed);
-            if limit.soft {
+            if limit.soft && !pass.resolved.from_override {
                 let deadline = (pass.stamps.deadline)(pass.now_plan);
                 self.b
                     .set(&limit_attr(&limit.name, field::SOFT), Attr::n(deadline));
                 (seeded.soft, seeded.soft_present) = (Some(deadline), true);
-            } else if seeded.tk < 0 {
+            } else if !limit.soft && seeded.tk < 0 {
                 self.admitted = false;
             }
             self.seed(&limit.name, &seeded);
@@ -399,18 +422,30 @@ impl Draft {
         changed
     }
 
-    /// A `bypass` stamp goes with the pass that reads config without bypass
-    /// (this client refuses config bypass before it plans), pinned on the
-    /// stamp as read. Whether there was one.
-    fn drop_bypass(&mut self, view: &BucketView) -> bool {
-        if !view.bypass_present {
-            return false;
-        }
+    /// The `bypass` stamp follows the config this pass read (`wanted`: the
+    /// deadline when it says bypass): set when missing, renewed once past,
+    /// removed when config no longer backs it; pinned on the stamp as read.
+    /// Whether it changed.
+    fn restamp_bypass(&mut self, view: &BucketView, wanted: Option<i64>, now: i64) -> bool {
+        let change = match (wanted, view.bypass_present) {
+            (None, false) => return false,
+            (Some(_), true) if view.bypassed(now) => return false,
+            (change, _) => change,
+        };
         let alias = self.b.name(BYPASS);
-        self.b.remove(BYPASS);
-        if let Some(read) = view.bypass {
-            let read = self.b.value(Attr::n(read));
-            self.conditions.push(format!("{alias} = {read}"));
+        match change {
+            Some(deadline) => self.b.set(BYPASS, Attr::n(deadline)),
+            None => self.b.remove(BYPASS),
+        };
+        match view.bypass {
+            Some(read) => {
+                let read = self.b.value(Attr::n(read));
+                self.conditions.push(format!("{alias} = {read}"));
+            }
+            None if !view.bypass_present => self
+                .conditions
+                .push(format!("attribute_not_exists({alias})")),
+            None => {}
         }
         true
     }
@@ -443,8 +478,9 @@ pub fn stamp_fix(
     stamps: Stamps<'_>,
 ) -> Option<Update> {
     let mut d = Draft::new(vec![ITEM_EXISTS.to_owned()]);
-    let soft = d.restamp_soft(view, resolved, now, stamps, false);
-    let bypass = d.drop_bypass(view);
+    let soft = !resolved.from_override && d.restamp_soft(view, resolved, now, stamps, false);
+    let wanted = resolved.bypassed().then(|| (stamps.deadline)(now));
+    let bypass = d.restamp_bypass(view, wanted, now);
     (soft || bypass).then(|| {
         d.b.build(&key.pk(), SK_STATE, Some(d.conditions.join(" AND ")))
     })

@@ -5,7 +5,7 @@ use super::Target;
 use super::plan::cascades;
 use crate::bucket::BucketView;
 use crate::config;
-use crate::error::{Error, Feature};
+use crate::error::Error;
 use crate::rejection::{disabled, unsupported};
 use crate::shared::Shared;
 use zae_table::config::Disabled;
@@ -55,14 +55,6 @@ impl<S: Store + 'static> Shared<S> {
         .await?;
         if let Some((Disabled::Yes, level)) = &resolved.disabled {
             return Err(disabled(key, level.kind()));
-        }
-        if let Some((Disabled::Bypass, level)) = &resolved.disabled {
-            return Err(Error::Unsupported {
-                feature: Feature::Bypass,
-                entity: key.entity.clone(),
-                resource: key.resource.clone(),
-                at: format!("the {} level", level.describe()),
-            });
         }
         let meta_pk = keys::pk_entity(&shared.namespace, &key.entity);
         let keys = vec![

@@ -25,11 +25,24 @@ pub async fn sdk() -> aws_config::SdkConfig {
 /// settings: no config cache, stamp deadlines at 9/10 of their TTL, the
 /// given clock.
 pub async fn limiter(table: &str, clock: &ManualClock, stamp_ttl_ms: u64) -> RateLimiter {
+    limiter_with_cache(table, clock, stamp_ttl_ms, 0).await
+}
+
+/// `limiter` with the rejection cache on for `cache_ttl_ms` (0: off), as a
+/// spec's `rejection_cache_ttl_ms` opens both clients.
+pub async fn limiter_with_cache(
+    table: &str,
+    clock: &ManualClock,
+    stamp_ttl_ms: u64,
+    cache_ttl_ms: u64,
+) -> RateLimiter {
     let options = Options {
         config_cache_ttl: std::time::Duration::ZERO,
         stamp_ttl: std::time::Duration::from_millis(stamp_ttl_ms),
         clock: Arc::new(clock.clone()),
         stamp_draw: Some(0.9),
+        // As client_diff.py opens the Python client.
+        rejection_cache_ttl: std::time::Duration::from_millis(cache_ttl_ms),
         ..Options::default()
     };
     RateLimiter::open_with(&sdk().await, "default", table, options)
@@ -109,12 +122,39 @@ fn lease_op(lease: &mut Lease<DynamoStore>, op: &Value) -> Value {
     json!("ok")
 }
 
+/// A step's `limits` (the `limits=` override), as client_diff.py's `to_limit`.
+fn override_limits(v: &Value) -> Vec<zae_client::LimitConfig> {
+    let int = |l: &Value, f: &str| l[f].as_i64().unwrap_or_default();
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| zae_client::LimitConfig {
+            soft: l["soft"].as_bool().unwrap_or(false),
+            ..zae_client::LimitConfig::drip(
+                l["name"].as_str().unwrap_or_default(),
+                int(l, "capacity"),
+                int(l, "refill_amount"),
+                int(l, "refill_period_s"),
+            )
+        })
+        .collect()
+}
+
 /// One acquire step through zae-client: its answer, as client_diff.py's.
 pub async fn acquire_step(limiter: &RateLimiter, step: &Value) -> Value {
     let entity = step["entity"].as_str().unwrap_or_default();
     let resource = step["resource"].as_str().unwrap_or_default();
     let consume = amounts(&step["consume"]);
-    let mut lease = match limiter.acquire(entity, resource, &borrowed(&consume)).await {
+    let acquired = match step.get("limits") {
+        Some(limits) => {
+            let limits = override_limits(limits);
+            limiter
+                .acquire_with_limits(entity, resource, &borrowed(&consume), &limits)
+                .await
+        }
+        None => limiter.acquire(entity, resource, &borrowed(&consume)).await,
+    };
+    let mut lease = match acquired {
         Ok(lease) => lease,
         Err(e) => return error_answer(&e),
     };
@@ -141,7 +181,8 @@ pub async fn run_rust(table: &str, spec_path: &str, spec: &Value) -> Vec<Value> 
     );
     let ttl = spec["stamp_ttl_ms"].as_u64().unwrap_or(60_000);
     let clock = ManualClock::new(spec["setup_at_ms"].as_i64().unwrap_or_default());
-    let limiter = limiter(table, &clock, ttl).await;
+    let cache_ttl = spec["rejection_cache_ttl_ms"].as_u64().unwrap_or(0);
+    let limiter = limiter_with_cache(table, &clock, ttl, cache_ttl).await;
     let mut out = Vec::new();
     for step in spec["steps"].as_array().into_iter().flatten() {
         let at = step["at_ms"].as_i64().unwrap_or_default();
@@ -160,6 +201,9 @@ pub async fn run_rust(table: &str, spec_path: &str, spec: &Value) -> Vec<Value> 
                 "--stamp-ttl-ms",
                 &ttl,
             ];
+            // The Python client clears its rejection cache on its own admin
+            // writes; this one's admin runs in another process.
+            limiter.clear_rejection_cache();
             run_json("client_diff.py", &args)
         } else {
             acquire_step(&limiter, &step["acquire"]).await

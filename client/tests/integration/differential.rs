@@ -46,10 +46,29 @@ async fn an_in_lease_consume_beside_a_limit_in_debt_matches_the_python_client() 
     differential("lease-debt").await;
 }
 
+#[tokio::test]
+async fn config_bypass_its_stamps_renewal_and_lifting_match_the_python_client() {
+    differential("bypass").await;
+}
+
+#[tokio::test]
+async fn repeated_rejections_with_the_rejection_cache_on_both_sides_match_the_python_client() {
+    differential("rejection-cache").await;
+}
+
+#[tokio::test]
+async fn a_callers_own_limits_for_one_acquire_match_the_python_client() {
+    differential("limits").await;
+}
+
 // The same differentials on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     soft_debt_rejections_and_lease_adjustments_match_the_python_client,
     cascades_to_the_parent_match_the_python_client,
     limit_levels_and_changes_between_steps_match_the_python_client,
     a_credit_over_the_ceiling_and_its_trim_match_the_python_client,
+    config_bypass_its_stamps_renewal_and_lifting_match_the_python_client,
+    repeated_rejections_with_the_rejection_cache_on_both_sides_match_the_python_client,
+    a_callers_own_limits_for_one_acquire_match_the_python_client,
+    an_in_lease_consume_beside_a_limit_in_debt_matches_the_python_client,
 );

@@ -2,6 +2,9 @@
 //! the whole SDK; one link instead of several on every rebuild).
 //!
 //! - `memory`: on the in-memory twin, with faults injected at the store seam.
+//! - `bypass`: config bypass on the twin (costs, disagreeing stamps, a lift).
+//! - `rejection_cache`: local rejections on the twin, requests counted.
+//! - `limits`: `acquire_with_limits` on the twin (the cache, bad limits).
 //! - `lifecycle`: how acquires and leases end (a dropped acquire, a dropped
 //!   lease, a panic, `acquire_with`).
 //! - `defects`: issue 42's admission defects and the Python client's shard
@@ -14,14 +17,17 @@
 //! - `tower` (feature `tower`): the example gateway under a real HTTP client.
 //! - `load` (feature `load`): the built `zae-load` on moto.
 
+mod bypass;
 mod common;
 mod defects;
 mod differential;
 mod generated;
 mod lifecycle;
+mod limits;
 #[cfg(feature = "load")]
 mod load;
 mod memory;
 mod others;
+mod rejection_cache;
 #[cfg(feature = "tower")]
 mod tower;
