@@ -430,6 +430,31 @@ async fn bad_ids_a_self_parent_a_cycle_and_bad_page_keys_are_refused_naming_them
     );
 }
 
+#[tokio::test]
+async fn a_move_on_a_stack_whose_lambdas_predate_moves_is_refused() {
+    let table = table("entity-gate");
+    let rust = open(&table).await;
+    create(&rust, "org", None, false).await;
+    create(&rust, "key", None, false).await;
+    run_json(
+        "limits_client.py",
+        &["lambda-version", "--table", &table, "--version", "0.16.0"],
+    );
+    let refused = rust.set_parent("key", Some("org"), None).await;
+    assert!(
+        matches!(&refused, Err(AdminError::VersionMismatch { lambda, .. }) if lambda == "0.16.0"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        get(&rust, "key").await["parent_id"],
+        Value::Null,
+        "nothing moved"
+    );
+    // Not compared with the Python client: its `Repository.open` (with
+    // `auto_update`, the default) redeploys a stack whose Lambdas are older
+    // than itself before any call, so its move never meets this record.
+}
+
 // The same on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     an_entity_created_by_either_client_reads_the_same_in_both,
@@ -437,4 +462,5 @@ zae_test_support::also_on_dynamodb_local!(
     a_move_by_python_sends_a_rust_limiter_that_knew_the_old_parent_to_the_new_one,
     audit_events_of_both_clients_read_the_same_in_both_page_by_page,
     bad_ids_a_self_parent_a_cycle_and_bad_page_keys_are_refused_naming_them,
+    a_move_on_a_stack_whose_lambdas_predate_moves_is_refused,
 );
