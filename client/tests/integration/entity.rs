@@ -464,3 +464,119 @@ zae_test_support::also_on_dynamodb_local!(
     bad_ids_a_self_parent_a_cycle_and_bad_page_keys_are_refused_naming_them,
     a_move_on_a_stack_whose_lambdas_predate_moves_is_refused,
 );
+
+/// On the in-memory twin, with a fault moto cannot show injected at the
+/// store seam: the restamp of `kid`'s `gpt` bucket is throttled once.
+mod twin {
+    use crate::memory::{NS, T0, bucket, limit, n, open, set};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use zae_client::{AdminError, ManualClock, NewEntity, RateLimiter};
+    use zae_table::level::Level;
+    use zae_table::store::{Store, StoreError};
+    use zae_table::{Attr, Item, keys};
+    use zae_test_support::faults::{Call, Faults, Injected};
+    use zae_test_support::memory::MemoryStore;
+
+    struct ThrottledStamp(AtomicBool);
+
+    impl Faults for ThrottledStamp {
+        fn before(&self, call: &Call<'_>) -> Option<StoreError> {
+            let Call::Update(u) = call else { return None };
+            let stamp = u.pk.contains("/BUCKET#kid#gpt#") && u.names.values().any(|v| v == "pinc");
+            (stamp && !self.0.swap(true, Ordering::SeqCst)).then(|| StoreError::Retryable {
+                operation: "UpdateItem",
+                key: u.pk.clone(),
+                message: "ThrottlingException".into(),
+            })
+        }
+    }
+
+    async fn entity<S: Store + 'static>(limiter: &RateLimiter<S>, id: &str, parent: Option<&str>) {
+        let new = NewEntity {
+            id: id.into(),
+            parent_id: parent.map(str::to_owned),
+            cascade: true,
+            ..NewEntity::default()
+        };
+        limiter.create_entity(new).await.expect("create");
+    }
+
+    async fn acquired<S: Store + 'static>(limiter: &RateLimiter<S>, resource: &str) {
+        let lease = limiter
+            .acquire("kid", resource, &[("rpm", 1)])
+            .await
+            .expect("admitted");
+        lease.commit().await.expect("commit");
+    }
+
+    #[tokio::test]
+    async fn a_move_whose_restamp_stops_part_way_says_so_and_the_same_call_again_finishes_it() {
+        let clock = ManualClock::new(T0);
+        let memory = Arc::new(MemoryStore::new());
+        memory.register_namespace(NS);
+        set(&memory, &Level::System, vec![limit("rpm", 100, false)]);
+        memory.insert(Item::from([
+            ("PK".to_owned(), Attr::s(keys::pk_registry())),
+            ("SK".to_owned(), Attr::s(keys::SK_VERSION)),
+            ("lambda_version".to_owned(), Attr::s("0.17.0")),
+        ]));
+        let store = Injected {
+            inner: Arc::clone(&memory),
+            faults: ThrottledStamp(AtomicBool::new(false)),
+        };
+        let limiter = open(store, &clock).await;
+        for org in ["org-a", "org-b"] {
+            entity(&limiter, org, None).await;
+        }
+        entity(&limiter, "kid", Some("org-a")).await;
+        acquired(&limiter, "gpt").await;
+        acquired(&limiter, "embed").await;
+
+        let stopped = limiter.set_parent("kid", Some("org-b"), None).await;
+        assert!(
+            matches!(
+                &stopped,
+                Err(AdminError::FanoutIncomplete { stamped: 1, .. })
+            ),
+            "embed stamped, gpt throttled: {stopped:?}"
+        );
+        let events = limiter
+            .get_audit_events("kid", 10, None)
+            .await
+            .expect("events");
+        assert_eq!(
+            events[0].action, "entity_parent_changed",
+            "most recent first"
+        );
+        assert_eq!(events[0].details["buckets_stamped"], Attr::n(1));
+        assert_eq!(
+            bucket(&memory, "kid")["parent_id"],
+            Attr::s("org-a"),
+            "gpt kept the old stamp"
+        );
+
+        let finished = limiter.set_parent("kid", Some("org-b"), None).await;
+        assert_eq!(finished.expect("the same call again"), 2);
+        let gpt = bucket(&memory, "kid");
+        assert_eq!(gpt["parent_id"], Attr::s("org-b"));
+        let meta = memory
+            .item(&keys::pk_entity(NS, "kid"), keys::SK_META)
+            .expect("META");
+        assert_eq!(
+            n(&gpt, "pgen"),
+            n(&meta, "pgen"),
+            "stamped at the META's generation"
+        );
+        let events = limiter
+            .get_audit_events("kid", 2, None)
+            .await
+            .expect("events");
+        let after = limiter
+            .get_audit_events("kid", 10, Some(&events[1].event_id))
+            .await
+            .expect("the next page");
+        assert_eq!((events.len(), after.len()), (2, 1), "three events in all");
+        assert_eq!(after[0].action, "entity_created");
+    }
+}
