@@ -533,6 +533,8 @@ mod twin {
         acquired(&limiter, "gpt").await;
         acquired(&limiter, "embed").await;
 
+        // Events a second apart, so that their ids sort by time.
+        clock.set(T0 + 1_000);
         let stopped = limiter.set_parent("kid", Some("org-b"), None).await;
         assert!(
             matches!(
@@ -556,6 +558,7 @@ mod twin {
             "gpt kept the old stamp"
         );
 
+        clock.set(T0 + 2_000);
         let finished = limiter.set_parent("kid", Some("org-b"), None).await;
         assert_eq!(finished.expect("the same call again"), 2);
         let gpt = bucket(&memory, "kid");
