@@ -43,7 +43,9 @@ pub mod tower;
 pub use crate::tower::{Ask, RateLimit, RateLimitLayer, Usage};
 /// The SDK configuration crate [`RateLimiter::open_with`] takes, at the
 /// version this crate builds with.
-pub use admin::{AdminError, AuditEvent, Entity, NewEntity, PageKey, UsageQuery, UsageSnapshot};
+pub use admin::{
+    AdminError, AuditEvent, Entity, NewEntity, PageKey, UsageQuery, UsageSnapshot, UsageSummary,
+};
 pub use aws_config;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::OnUnavailable;

@@ -14,6 +14,7 @@ Rust client's tests of the same calls (namespace "default").
                              [--end ISO] [--limit N] [--next-key JSON]
                              one page of get_usage_snapshots: {"snapshots": [...], "next_key": ...}
     entity_client.py pages   (the usage arguments) every page, following next_key: a list of pages
+    entity_client.py summary (the usage arguments but --limit, --next-key) get_usage_summary
     entity_client.py audit   --table T --entity E [--limit N] [--start-event-id ID]
                              get_audit_events: a list of events
 
@@ -107,6 +108,12 @@ async def command(a) -> object:
             return {b.limit_name: b.tokens_milli for b in buckets} or None
         if a.command == "usage":
             return await usage_page(limiter, a, json.loads(a.next_key) if a.next_key else None)
+        if a.command == "summary":
+            summary = await limiter.get_usage_summary(
+                entity_id=a.entity, resource=a.resource, window_type=a.window,
+                start_time=when(a.start), end_time=when(a.end),
+            )
+            return dataclasses.asdict(summary)
         if a.command == "pages":
             pages, cursor = [], None
             while True:
@@ -125,7 +132,7 @@ async def command(a) -> object:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["create", "get", "move", "acquire", "bucket", "usage", "pages", "audit"])
+    p.add_argument("command", choices=["create", "get", "move", "acquire", "bucket", "usage", "pages", "summary", "audit"])
     p.add_argument("--table", required=True)
     p.add_argument("--entity")
     p.add_argument("--parent")

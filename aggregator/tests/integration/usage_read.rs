@@ -1,12 +1,14 @@
 //! Usage snapshots this build's aggregator wrote, from acquires by the
 //! Python 0.17.0 client and by zae-client, read back by both clients'
 //! `get_usage_snapshots` with the same filters and page sizes: the same
-//! records on the same pages, and a page key from either continues in the
-//! other (`tests/harness/entity_client.py` is the Python side).
+//! records on the same pages, the same `get_usage_summary`, and a page key
+//! from either continues in the other (`tests/harness/entity_client.py` is the Python side).
 
 use crate::common::poll;
 use serde_json::{Value, json};
-use zae_client::{AdminError, Options, PageKey, RateLimiter, UsageQuery, UsageSnapshot};
+use zae_client::{
+    AdminError, Options, PageKey, RateLimiter, UsageQuery, UsageSnapshot, UsageSummary,
+};
 use zae_test_support::harness::{TempDir, endpoint, run_json, unique_table};
 
 async fn limiter(table: &str) -> RateLimiter {
@@ -42,6 +44,16 @@ fn snapshot_json(s: &UsageSnapshot) -> Value {
     json!({"entity_id": s.entity_id, "resource": s.resource, "window_start": s.window_start,
            "window_end": s.window_end, "window_type": s.window_type, "counters": s.counters,
            "total_events": s.total_events, "overdrawn": s.overdrawn})
+}
+
+fn summary_json(s: &UsageSummary) -> Value {
+    let total: serde_json::Map<String, Value> = s
+        .total
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(i64::try_from(*v).expect("a test's sum"))))
+        .collect();
+    json!({"snapshot_count": s.snapshot_count, "total": total, "average": s.average,
+           "min_window_start": s.min_window_start, "max_window_start": s.max_window_start})
 }
 
 fn page_key_json(key: Option<&PageKey>) -> Value {
@@ -149,6 +161,9 @@ async fn snapshots_read_by_both_clients_give_the_same_records_on_the_same_pages(
     for q in &queries {
         let rust = rust_pages(&limiter, q).await;
         assert_eq!(rust, py("pages", &table, &py_args(q)), "{q:?}");
+        let summary = limiter.get_usage_summary(q).await.expect("summary");
+        let python = py("summary", &table, &py_args(q)[2..]);
+        assert_eq!(summary_json(&summary), python, "{q:?}");
     }
     // What the aggregator counted: key-both's gpt windows hold 2 + 3 rpm.
     let (all, _) = limiter

@@ -2,10 +2,11 @@
 //! filters and paging: `get_usage_snapshots` (by entity on the table, by
 //! resource on GSI2; most recent first; `limit` items read per page, then
 //! filtered) and `get_audit_events` (an entity's events, most recent first,
-//! after `start_event_id`).
+//! after `start_event_id`), and `get_usage_summary` (every page, summed).
 
 use super::{AdminError, AuditEvent, UsageSnapshot, check_entity};
 use crate::limiter::RateLimiter;
+use std::collections::BTreeMap;
 use zae_table::audit::{self, Recorded};
 use zae_table::keys::{self, Index};
 use zae_table::names::{self, NameKind};
@@ -256,4 +257,70 @@ fn wanted(q: &UsageQuery, usage: &Usage) -> bool {
         .is_none_or(|w| *w == usage.window_type)
         && q.start_time.as_deref().is_none_or(|t| start >= t)
         && q.end_time.as_deref().is_none_or(|t| start <= t)
+}
+
+/// Snapshots the summary reads at most, and its page size (the client's).
+const SUMMARY_MAX: usize = 10_000;
+const SUMMARY_PAGE: u32 = 1_000;
+
+/// What `get_usage_summary` answers, as the client's `UsageSummary`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UsageSummary {
+    pub snapshot_count: usize,
+    /// Consumption per limit over the snapshots read (i128: no sum of
+    /// stored counters can overflow it, as none can a Python int).
+    pub total: BTreeMap<String, i128>,
+    /// `total` over the number of snapshots that count the limit.
+    pub average: BTreeMap<String, f64>,
+    pub min_window_start: Option<String>,
+    pub max_window_start: Option<String>,
+}
+
+impl<S: Store + 'static> RateLimiter<S> {
+    /// Every snapshot `q` selects (its `limit` and `next_key` ignored), read
+    /// in pages of 1,000 up to 10,000 snapshots, summed per limit.
+    pub async fn get_usage_summary(&self, q: &UsageQuery) -> Result<UsageSummary, AdminError> {
+        let mut page = UsageQuery {
+            limit: SUMMARY_PAGE,
+            next_key: None,
+            ..q.clone()
+        };
+        let mut all = Vec::new();
+        loop {
+            let (snapshots, next) = self.get_usage_snapshots(&page).await?;
+            all.extend(snapshots);
+            match next {
+                Some(next) if all.len() < SUMMARY_MAX => page.next_key = Some(next),
+                _ => return Ok(summarise(&all)),
+            }
+        }
+    }
+}
+
+fn summarise(all: &[UsageSnapshot]) -> UsageSummary {
+    let mut summary = UsageSummary {
+        snapshot_count: all.len(),
+        ..UsageSummary::default()
+    };
+    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+    for snapshot in all {
+        let start = &snapshot.window_start;
+        if summary.min_window_start.as_ref().is_none_or(|m| start < m) {
+            summary.min_window_start = Some(start.clone());
+        }
+        if summary.max_window_start.as_ref().is_none_or(|m| start > m) {
+            summary.max_window_start = Some(start.clone());
+        }
+        for (limit, value) in &snapshot.counters {
+            *summary.total.entry(limit.clone()).or_default() += i128::from(*value);
+            *counts.entry(limit).or_default() += 1;
+        }
+    }
+    for (limit, total) in &summary.total {
+        let count = counts.get(limit.as_str()).copied().unwrap_or(1).max(1);
+        summary
+            .average
+            .insert(limit.clone(), *total as f64 / f64::from(count));
+    }
+    summary
 }

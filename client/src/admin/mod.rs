@@ -11,7 +11,7 @@ mod entity;
 mod history;
 
 pub use entity::NewEntity;
-pub use history::{PageKey, UsageQuery};
+pub use history::{PageKey, UsageQuery, UsageSummary};
 pub use zae_table::audit::Recorded as AuditEvent;
 pub use zae_table::entity::Record as Entity;
 pub use zae_table::snapshot::Usage as UsageSnapshot;
