@@ -81,7 +81,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 text_or_null(record.parent_id.as_deref()),
             ),
             ("cascade".into(), Attr::Bool(record.cascade)),
-            ("metadata".into(), item[meta::METADATA].clone()),
+            ("metadata".into(), metadata_attr(&record)),
         ]);
         let principal = new.principal.as_deref();
         audit::record(
@@ -145,8 +145,17 @@ impl<S: Store + 'static> RateLimiter<S> {
             // The fan-out's error says what to do next; a failed audit
             // write must not hide it (the client logs and drops that one).
             Err(e) => {
+                // Its kind only: the error's key names the entity, often
+                // an API key, as the client avoids logging it.
                 if let Err(audit_error) = audited.await {
-                    tracing::warn!(error = %audit_error, "audit event entity_parent_changed not written after an incomplete move");
+                    let kind = match audit_error {
+                        AdminError::PermissionDenied(_) => "permission denied",
+                        _ => "unavailable",
+                    };
+                    tracing::warn!(
+                        kind,
+                        "audit event entity_parent_changed not written after an incomplete move"
+                    );
                 }
                 Err(e)
             }
@@ -163,6 +172,17 @@ impl<S: Store + 'static> RateLimiter<S> {
             .unwrap_or_else(|p| p.into_inner());
         parents.retain(|(entity, _), _| entity != id);
     }
+}
+
+/// `details.metadata` of `entity_created`: the map as stored.
+fn metadata_attr(record: &Record) -> Attr {
+    Attr::M(
+        record
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), Attr::s(v)))
+            .collect(),
+    )
 }
 
 /// The ids a move names, and no entity its own parent.

@@ -134,7 +134,10 @@ impl<S: Store + 'static> RateLimiter<S> {
         if !audit::is_audit_entity(entity_id) {
             return Err(AdminError::invalid(
                 "entity_id",
-                format!("{entity_id}: not an entity id, $SYSTEM or $RESOURCE:<resource>"),
+                format!(
+                    "{}: not an entity id, $SYSTEM or $RESOURCE:<resource>",
+                    zae_table::shown::shown(entity_id, 300)
+                ),
             ));
         }
         let namespace = &self.shared.namespace;
