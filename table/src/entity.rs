@@ -271,3 +271,57 @@ pub fn cascade_stamp(meta: &Item, policy: bool) -> (UpdateBuilder, String) {
     );
     (update, pin)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_as_written_with_a_childs_index_keys() {
+        let record = Record {
+            id: "key".into(),
+            name: Some("Key".into()),
+            parent_id: Some("org".into()),
+            cascade: true,
+            metadata: BTreeMap::from([("tier".into(), "gold".into())]),
+            created_at: Some("2026-12-06T12:00:00Z".into()),
+            parent_generation: 1_796_000_000_000,
+            incarnation: "00ff00ff00ff00ff".into(),
+        };
+        let item = record.item("ns");
+        assert_eq!(Record::read(&item), record);
+        assert_eq!(item[GSI1PK], Attr::s("ns/PARENT#org"));
+        assert_eq!(item[GSI1SK], Attr::s("CHILD#key"));
+        let root = Record {
+            parent_id: None,
+            ..record
+        };
+        let item = root.item("ns");
+        assert_eq!(
+            item[PARENT_ID],
+            Attr::Null,
+            "no parent is NULL, as the client writes it"
+        );
+        assert!(!item.contains_key(GSI1PK));
+        assert_eq!(Record::read(&item).parent_id, None);
+    }
+
+    #[test]
+    fn a_move_to_no_parent_removes_the_index_keys_and_bumps_the_generation() {
+        let update = move_parent("ns", "key", None);
+        assert!(
+            update.expression.contains("REMOVE"),
+            "{}",
+            update.expression
+        );
+        assert!(
+            update.expression.contains("if_not_exists"),
+            "{}",
+            update.expression
+        );
+        assert_eq!(update.assigned(PARENT_ID), Some(&Attr::Null));
+        assert_eq!(update.condition.as_deref(), Some(ITEM_EXISTS));
+        let update = move_parent("ns", "key", Some("org"));
+        assert_eq!(update.assigned(GSI1PK), Some(&Attr::s("ns/PARENT#org")));
+    }
+}
