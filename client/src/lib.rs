@@ -20,9 +20,12 @@
 //! - `lease`: what an admitted acquire holds, and its commit and rollback;
 //! - `error`: `Error` and the rejection it carries;
 //! - `clock`: the time the paths read (a manual one for tests);
+//! - `admin`: beside the acquire: entities created, read and moved to
+//!   another parent; usage snapshots and audit events read back;
 //! - `tower` (feature `tower`): the middleware;
 //! - `load` (feature `load`): `zae-load`, the load generator.
 
+pub mod admin;
 mod bucket;
 pub mod clock;
 mod config;
@@ -45,6 +48,9 @@ pub mod tower;
 pub use crate::tower::{Ask, RateLimit, RateLimitLayer, Usage};
 /// The SDK configuration crate [`RateLimiter::open_with`] takes, at the
 /// version this crate builds with.
+pub use admin::{
+    AdminError, AuditEvent, Entity, NewEntity, PageKey, UsageQuery, UsageSnapshot, UsageSummary,
+};
 pub use aws_config;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::OnUnavailable;

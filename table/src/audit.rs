@@ -40,13 +40,15 @@ pub fn expiry(at_ms: i64, retention_days: i64) -> i64 {
         .saturating_add(retention_days.saturating_mul(86_400))
 }
 
-/// The actions the server side records.
+/// The actions the server side and the Rust client record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     LimitsSet,
     LimitsDeleted,
     LimitOverdrawn,
     LimitRecovered,
+    EntityCreated,
+    EntityParentChanged,
 }
 
 impl Action {
@@ -56,6 +58,8 @@ impl Action {
             Action::LimitsDeleted => "limits_deleted",
             Action::LimitOverdrawn => "limit_overdrawn",
             Action::LimitRecovered => "limit_recovered",
+            Action::EntityCreated => "entity_created",
+            Action::EntityParentChanged => "entity_parent_changed",
         }
     }
 }
@@ -125,6 +129,38 @@ impl AuditEvent<'_> {
             ("GSI4PK".to_owned(), Attr::s(self.namespace)),
             ("GSI4SK".to_owned(), Attr::s(&pk)),
         ])
+    }
+}
+
+/// An audit event as the 0.17.0 client reads one back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    pub event_id: String,
+    pub timestamp: String,
+    pub action: String,
+    pub entity_id: String,
+    pub principal: Option<String>,
+    pub resource: Option<String>,
+    /// The item's `details` map as stored.
+    pub details: Item,
+}
+
+impl Recorded {
+    /// `None` for an item without a text `action`, which the client skips.
+    pub fn read(item: &Item) -> Option<Recorded> {
+        let text = |name: &str| item.get(name).and_then(Attr::as_s).map(str::to_owned);
+        Some(Recorded {
+            action: text("action")?,
+            event_id: text("event_id").unwrap_or_default(),
+            timestamp: text("timestamp").unwrap_or_default(),
+            entity_id: text("entity_id").unwrap_or_default(),
+            principal: text("principal"),
+            resource: text("resource"),
+            details: match item.get("details") {
+                Some(Attr::M(map)) => map.clone(),
+                _ => Item::new(),
+            },
+        })
     }
 }
 

@@ -19,6 +19,11 @@ pub const BUCKET_PREFIX: &str = "BUCKET#";
 pub const ENTITY_PREFIX: &str = "ENTITY#";
 pub const RESOURCE_PREFIX: &str = "RESOURCE#";
 pub const AUDIT_PREFIX: &str = "AUDIT#";
+/// GSI1: a parent's children (`{ns}/PARENT#{parent}`, `CHILD#{child}`).
+pub const PARENT_PREFIX: &str = "PARENT#";
+pub const CHILD_PREFIX: &str = "CHILD#";
+/// GSI2 sort-key prefix of usage snapshots.
+pub const GSI2_USAGE_PREFIX: &str = "USAGE#";
 pub const SYSTEM_PREFIX: &str = "SYSTEM#";
 pub const ENTITY_CONFIG_PREFIX: &str = "ENTITY_CONFIG#";
 /// The adaptive-limit partitions (`{ns}/ADAPTIVE#...`): a prefix the 0.17.0
@@ -240,6 +245,16 @@ pub fn pk_entity(namespace: &str, entity: &str) -> String {
     format!("{namespace}/{ENTITY_PREFIX}{entity}")
 }
 
+/// GSI1 partition of a parent's children.
+pub fn gsi1_pk_parent(namespace: &str, parent: &str) -> String {
+    format!("{namespace}/{PARENT_PREFIX}{parent}")
+}
+
+/// GSI1 sort key of a child under its parent.
+pub fn gsi1_sk_child(entity: &str) -> String {
+    format!("{CHILD_PREFIX}{entity}")
+}
+
 pub fn pk_system(namespace: &str) -> String {
     format!("{namespace}/{SYSTEM_PREFIX}")
 }
@@ -299,7 +314,7 @@ pub fn sk_pending(kind: &str, level: &Level) -> String {
 }
 
 pub fn gsi2_sk_usage(window_key: &str, entity: &str) -> String {
-    format!("USAGE#{window_key}#{entity}")
+    format!("{GSI2_USAGE_PREFIX}{window_key}#{entity}")
 }
 
 /// Sort key of a usage snapshot.

@@ -9,7 +9,7 @@
 //! limits' items ([`adaptive`]); the rules the client applies to names
 //! ([`names`]) and schedules ([`schedule`]); the stream-record codec
 //! ([`stream`]), millitoken arithmetic ([`milli`]) and snapshot windows
-//! ([`window`]).
+//! ([`window`]); the version gate a feature's first write passes ([`gate`]).
 //! Client-chosen text and messages, bounded for errors and logs: [`shown`].
 
 pub mod adaptive;
@@ -18,6 +18,7 @@ pub mod audit;
 pub mod bucket;
 pub mod config;
 pub mod entity;
+pub mod gate;
 pub mod keys;
 pub mod level;
 pub mod milli;

@@ -14,6 +14,8 @@
 //!   parent), careless lease amounts, a lost lock on soft debt.
 //! - `differential` and `generated`: the same steps through the Python
 //!   0.17.0 client and zae-client on moto, compared step by step.
+//! - `entity`: entities created, read and moved, and audit events read,
+//!   beside the Python 0.17.0 client on moto and DynamoDB Local.
 //! - `tower` (feature `tower`): the example gateway under a real HTTP client.
 //! - `load` (feature `load`): the built `zae-load` on moto.
 
@@ -21,6 +23,7 @@ mod bypass;
 mod common;
 mod defects;
 mod differential;
+mod entity;
 mod generated;
 mod lifecycle;
 mod limits;

@@ -3,7 +3,7 @@
 
 use super::{classify, item_from_sdk, item_to_sdk, to_sdk};
 use crate::store::{
-    Condition, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, Updated,
+    Condition, Paging, Query, QueryPage, Returns, Store, StoreError, TxWrite, Update, Updated,
     item_key_text, key_text,
 };
 use crate::value::{Attr, Item};
@@ -303,6 +303,7 @@ impl Store for DynamoStore {
         let returns = match returns {
             Returns::Nothing => ReturnValue::None,
             Returns::AllNew => ReturnValue::AllNew,
+            Returns::AllOld => ReturnValue::AllOld,
         };
         let out = self
             .update_request(update)
@@ -377,6 +378,15 @@ impl Store for DynamoStore {
         query: &Query,
         start: Option<&Item>,
     ) -> Result<QueryPage, StoreError> {
+        self.query_page_by(query, start, Paging::default()).await
+    }
+
+    async fn query_page_by(
+        &self,
+        query: &Query,
+        start: Option<&Item>,
+        paging: Paging,
+    ) -> Result<QueryPage, StoreError> {
         let index = query.index;
         let mut request = self
             .client
@@ -397,6 +407,8 @@ impl Store for DynamoStore {
         };
         let out = request
             .consistent_read(query.consistent && index.name.is_none())
+            .scan_index_forward(!paging.descending)
+            .set_limit(paging.limit.map(|n| i32::try_from(n).unwrap_or(i32::MAX)))
             .set_exclusive_start_key(start.map(item_to_sdk))
             .send()
             .await

@@ -111,6 +111,8 @@ impl StoreError {
 pub enum Returns {
     Nothing,
     AllNew,
+    /// The item before the write (`ALL_OLD`).
+    AllOld,
 }
 
 /// One UpdateItem, with its expression already rendered.
@@ -197,6 +199,52 @@ pub async fn all_pages<S: Store + ?Sized>(
             None => return Ok(items),
         }
     }
+}
+
+/// Which way a page of a query reads, and how many items at most
+/// (DynamoDB's `ScanIndexForward` and `Limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Paging {
+    /// Highest sort key first.
+    pub descending: bool,
+    /// `None`: up to DynamoDB's 1 MB.
+    pub limit: Option<u32>,
+}
+
+/// [`Store::query_page_by`] over a store that cannot order or limit: every
+/// item of the query, sorted by the index's sort key (then the table's
+/// keys), read on from `start` as DynamoDB's `ExclusiveStartKey` is. A
+/// full page names its last item to go on from, as DynamoDB does.
+pub async fn emulated_page<S: Store + ?Sized>(
+    store: &S,
+    query: &Query,
+    start: Option<&Item>,
+    paging: Paging,
+) -> Result<QueryPage, StoreError> {
+    let index = query.index;
+    let order = |item: &Item| {
+        [index.sk, Index::TABLE.pk, Index::TABLE.sk].map(|name| {
+            item.get(name)
+                .and_then(Attr::as_s)
+                .unwrap_or_default()
+                .to_owned()
+        })
+    };
+    let mut items = store.query(query).await?;
+    items.sort_by_key(order);
+    if paging.descending {
+        items.reverse();
+    }
+    if let Some(start) = start.map(order) {
+        items.retain(|item| (order(item) < start) == paging.descending && order(item) != start);
+    }
+    let limit = paging.limit.map_or(usize::MAX, |n| n as usize);
+    let full = items.len() >= limit && limit > 0;
+    items.truncate(limit);
+    let next = full
+        .then(|| items.last().map(|last| index.start_key(last)))
+        .flatten();
+    Ok(QueryPage { items, next })
 }
 
 /// One page of a query: its items, and the key to go on from (DynamoDB's
@@ -368,6 +416,18 @@ pub trait Store: Send + Sync {
                 next: None,
             })
         }
+    }
+
+    /// One page of a query in the order and size `paging` asks, from
+    /// `start`. The default reads the whole query and pages it in memory
+    /// ([`emulated_page`]); the SDK store asks DynamoDB.
+    fn query_page_by(
+        &self,
+        query: &Query,
+        start: Option<&Item>,
+        paging: Paging,
+    ) -> impl Future<Output = Result<QueryPage, StoreError>> + Send {
+        emulated_page(self, query, start, paging)
     }
 
     /// All or nothing. A condition failing on the first write is

@@ -472,10 +472,11 @@ impl Store for MemoryStore {
         bad_key("UpdateItem", &update.pk, &update.sk)?;
         let key = (update.pk.clone(), update.sk.clone());
         let planned = Planned::Update(key.clone(), compiled_update("UpdateItem", update)?);
-        self.write("UpdateItem", &planned)?;
+        let before = self.write("UpdateItem", &planned)?;
         Ok(match returns {
             Returns::Nothing => None,
             Returns::AllNew => self.lock().get(&key).cloned(),
+            Returns::AllOld => before,
         })
     }
 
