@@ -4,12 +4,14 @@
 
 use crate::error::Feature;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use zae_table::bucket::refill::refill_tokens;
 use zae_table::bucket::{
     BYPASS, CASCADE, DISABLED, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT,
-    RSCHED, SCHED, SCHED_TZ, SHARD_COUNT, TTL, VALID_UNTIL, field, split_bucket_attr,
+    RSCHED, SCHED, SCHED_NONE, SCHED_TZ, SHARD_COUNT, TTL, VALID_UNTIL, field, split_bucket_attr,
 };
 use zae_table::names::WCU_LIMIT;
+use zae_table::schedule::LimitSchedule;
 use zae_table::store::UpdateBuilder;
 use zae_table::{Attr, Item};
 
@@ -118,8 +120,12 @@ pub struct BucketView {
     pub pinc: Option<String>,
     pub limits: BTreeMap<String, LimitView>,
     pub wcu: Option<LimitView>,
-    /// A field of a feature this client refuses (quota, schedule, window).
+    /// A field of a feature this client refuses (quota, window, a
+    /// schedule it cannot read).
     pub unsupported: Option<Feature>,
+    /// Each scheduled limit's schedules: the item's (its default or the
+    /// limit's override) as read; a slow pass puts its config's in place.
+    pub schedules: BTreeMap<String, Arc<LimitSchedule>>,
 }
 
 fn int(item: &Item, name: &str) -> Option<i64> {
@@ -134,14 +140,8 @@ impl BucketView {
                 fields.entry(limit).or_default().insert(field, value);
             }
         }
-        let mut unsupported = [SCHED, RSCHED, SCHED_TZ]
-            .iter()
-            .any(|a| item.get(*a).and_then(Attr::as_s).is_some_and(|s| s != "-"))
-            .then_some(Feature::Schedule);
+        let mut unsupported = None;
         let vu = int(item, VALID_UNTIL);
-        if vu.is_some_and(|v| v != 0) {
-            unsupported = unsupported.or(Some(Feature::ValidUntil));
-        }
         let mut view = BucketView {
             rf: int(item, REFILLED_AT).unwrap_or_default(),
             shard_count: int(item, SHARD_COUNT).filter(|c| *c >= 1).unwrap_or(1),
@@ -161,10 +161,6 @@ impl BucketView {
         };
         for (limit, f) in fields {
             let n = |name: &str| f.get(name).and_then(|v| v.as_int());
-            let sched = |name: &str| f.get(name).and_then(|v| v.as_s()).is_some_and(|s| s != "-");
-            if sched(field::SCHED) || sched(field::RSCHED) {
-                unsupported = unsupported.or(Some(Feature::Schedule));
-            }
             if [field::GRANT_COUNT, field::TOPPED_UP]
                 .iter()
                 .any(|x| f.contains_key(x))
@@ -196,16 +192,79 @@ impl BucketView {
             };
             if limit == WCU_LIMIT {
                 view.wcu = Some(limit_view);
-            } else {
-                view.limits.insert(limit.to_owned(), limit_view);
+                continue;
             }
+            let text = |name: &str| f.get(name).and_then(|v| v.as_s());
+            match item_schedule(item, text(field::SCHED), text(field::RSCHED)) {
+                Ok(Some(schedule)) => {
+                    view.schedules.insert(limit.to_owned(), Arc::new(schedule));
+                }
+                Ok(None) => {}
+                Err(_) => unsupported = unsupported.or(Some(Feature::Schedule)),
+            }
+            view.limits.insert(limit.to_owned(), limit_view);
         }
         view.unsupported = unsupported;
         view
+    }
+
+    /// `limit` (named `name`) with the parameters its schedule puts in
+    /// force at `now`; as stored when it has none. Refills and tests go by
+    /// these; the stored ones stay what a write pins.
+    pub fn effective(&self, name: &str, limit: &LimitView, now: i64) -> LimitView {
+        let Some(schedule) = self.schedules.get(name) else {
+            return *limit;
+        };
+        let (cp, ra, rp) = schedule.params_at((limit.cp, limit.ra, limit.rp), now);
+        LimitView {
+            cp,
+            ra,
+            rp,
+            ..*limit
+        }
+    }
+
+    /// The wait (ms, plus one) until `deficit` millitokens are back on this
+    /// shard: walked across the limit's schedule when it has one.
+    pub fn retry_after_ms(&self, name: &str, limit: &LimitView, deficit: i64, now: i64) -> i64 {
+        let shards = self.shard_count;
+        match self.schedules.get(name) {
+            Some(s) => s.retry_after_ms(deficit, (limit.cp, limit.ra, limit.rp), shards, now),
+            None => crate::status::retry_after_ms(deficit, limit.ra, limit.rp, shards),
+        }
+    }
+
+    /// `vu` passed: the image was materialised under parameters no longer
+    /// in force, so only a slow pass can judge it (0 is no boundary).
+    pub fn past_boundary(&self, now: i64) -> bool {
+        self.vu.is_some_and(|vu| vu != 0 && vu <= now)
     }
 
     /// A live bypass stamp: admitted without the balance test.
     pub fn bypassed(&self, now: i64) -> bool {
         self.bypass.is_some_and(|b| b > now)
     }
+}
+
+/// A limit's schedules on an item: its own override (`-` for none), else
+/// the item's default, read in the item's zone. `None` when it has none.
+fn item_schedule(
+    item: &Item,
+    own_sched: Option<&str>,
+    own_rsched: Option<&str>,
+) -> Result<Option<LimitSchedule>, zae_table::schedule::ScheduleError> {
+    let text = |name: &str| item.get(name).and_then(Attr::as_s);
+    let pick = |own: Option<&str>, default: &str| match own {
+        Some(SCHED_NONE) => String::new(),
+        Some(own) => own.to_owned(),
+        None => text(default)
+            .filter(|s| *s != SCHED_NONE)
+            .unwrap_or("")
+            .to_owned(),
+    };
+    let (sched, rsched) = (pick(own_sched, SCHED), pick(own_rsched, RSCHED));
+    if sched.is_empty() && rsched.is_empty() {
+        return Ok(None);
+    }
+    LimitSchedule::decode(&sched, &rsched, text(SCHED_TZ)).map(Some)
 }

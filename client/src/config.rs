@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use zae_table::config::{Disabled, LevelConfig, LimitConfig};
 use zae_table::keys::config_key;
 use zae_table::level::Level;
+use zae_table::schedule::LimitSchedule;
 use zae_table::store::Store;
 
 /// What to do when the table cannot answer.
@@ -41,6 +42,8 @@ pub struct Resolved {
     pub disabled: Option<(Disabled, Level)>,
     /// The most specific level's `cascade`, when one sets it.
     pub cascade: Option<bool>,
+    /// The zone the winning level's schedules are read in (`sched_tz`).
+    pub sched_tz: Option<String>,
 }
 
 impl Resolved {
@@ -160,21 +163,22 @@ pub async fn resolve<S: Store>(
             resource: resource.to_owned(),
         });
     };
-    let limits = config.map(|c| c.limits).unwrap_or_default();
-    refuse_unsupported(&limits, entity, resource, &level)?;
+    let (limits, sched_tz) = config.map(|c| (c.limits, c.sched_tz)).unwrap_or_default();
+    refuse_unsupported(&limits, sched_tz.as_deref(), (entity, resource), &level)?;
     Ok(Resolved {
         limits,
         level,
         disabled,
         cascade,
+        sched_tz,
     })
 }
 
 /// A limit this client cannot enforce as the Python client does.
 fn refuse_unsupported(
     limits: &[LimitConfig],
-    entity: &str,
-    resource: &str,
+    tz: Option<&str>,
+    (entity, resource): (&str, &str),
     level: &Level,
 ) -> Result<(), Error> {
     for limit in limits {
@@ -182,7 +186,9 @@ fn refuse_unsupported(
             Feature::DurationWindow
         } else if limit.rsched.is_some() || limit.refill_amount == 0 {
             Feature::Quota
-        } else if limit.sched.is_some() {
+        } else if let Err(e) = schedule_of(limit, tz) {
+            // A schedule this build cannot read (0.17.0 refuses it too).
+            tracing::warn!(limit = %limit.name, error = %e, "unreadable schedule");
             Feature::Schedule
         } else {
             continue;
@@ -195,4 +201,31 @@ fn refuse_unsupported(
         });
     }
     Ok(())
+}
+
+/// A configured limit's schedules, read in `tz` (`None`: UTC); `None` when
+/// it has none.
+pub fn schedule_of(
+    limit: &LimitConfig,
+    tz: Option<&str>,
+) -> Result<Option<LimitSchedule>, zae_table::schedule::ScheduleError> {
+    let sched = limit.sched.as_deref().unwrap_or("");
+    let rsched = limit.rsched.as_deref().unwrap_or("");
+    if sched.is_empty() && rsched.is_empty() {
+        return Ok(None);
+    }
+    LimitSchedule::decode(sched, rsched, tz).map(Some)
+}
+
+impl Resolved {
+    /// Each configured limit's schedules, as a slow pass judges by them.
+    pub fn schedules(&self) -> std::collections::BTreeMap<String, std::sync::Arc<LimitSchedule>> {
+        self.limits
+            .iter()
+            .filter_map(|l| {
+                let schedule = schedule_of(l, self.sched_tz.as_deref()).ok()??;
+                Some((l.name.clone(), std::sync::Arc::new(schedule)))
+            })
+            .collect()
+    }
 }

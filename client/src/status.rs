@@ -6,6 +6,7 @@ use crate::error::LimitStatus;
 use std::collections::BTreeMap;
 use zae_table::config::LimitConfig;
 use zae_table::milli::MILLI;
+use zae_table::schedule::LimitSchedule;
 
 /// The amounts one acquire asks of each limit, whole tokens.
 pub type Consume = BTreeMap<String, i64>;
@@ -58,6 +59,26 @@ impl Quoted {
     }
 }
 
+impl Quoted {
+    /// One shard's share of the parameters `schedule` puts in force at
+    /// `now`: scaled first (in millitokens), then divided.
+    pub fn scheduled(self, schedule: &LimitSchedule, shards: i64, now: i64) -> Quoted {
+        let milli = |v: i64| v.saturating_mul(MILLI);
+        let base = (
+            milli(self.capacity),
+            milli(self.refill_amount),
+            milli(self.refill_period_s),
+        );
+        let (cp, ra, rp) = schedule.params_at(base, now);
+        let share = |v: i64| (v / shards.max(1) / MILLI).max(1);
+        Quoted {
+            capacity: share(cp),
+            refill_amount: share(ra),
+            refill_period_s: (rp / MILLI).max(1),
+        }
+    }
+}
+
 /// Limits by name, as statuses quote them.
 pub type Quotes = BTreeMap<String, Quoted>;
 
@@ -98,12 +119,18 @@ pub fn statuses(
         .iter()
         .map(|(name, limit)| {
             let shards = view.shard_count;
-            let projected = limit.project(view.rf, now, shards);
+            let projected = view
+                .effective(name, limit, now)
+                .project(view.rf, now, shards);
             let requested = consume.get(name).copied().unwrap_or_default();
             let wanted = requested.saturating_mul(MILLI);
             let is_soft = soft(name);
             let exceeded = !is_soft && !bypassed && projected < wanted;
-            let quote = Quoted::of(quoted.get(name), limit).per_shard(shards);
+            let base = Quoted::of(quoted.get(name), limit);
+            let quote = match view.schedules.get(name) {
+                Some(schedule) => base.scheduled(schedule, shards, now),
+                None => base.per_shard(shards),
+            };
             LimitStatus {
                 entity: entity.to_owned(),
                 resource: resource.to_owned(),
@@ -112,7 +139,7 @@ pub fn statuses(
                 requested,
                 exceeded,
                 retry_after_ms: if exceeded {
-                    retry_after_ms(wanted.saturating_sub(projected), limit.ra, limit.rp, shards)
+                    view.retry_after_ms(name, limit, wanted.saturating_sub(projected), now)
                 } else {
                     0
                 },

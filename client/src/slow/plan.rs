@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use zae_table::bucket::{
     BYPASS, CASCADE, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT, SHARD_COUNT,
     TTL, VALID_UNTIL, field, limit_attr,
+    sched::{self, Named},
 };
 use zae_table::config::LimitConfig;
 use zae_table::entity::Meta;
@@ -88,11 +89,17 @@ pub(super) fn milli(tokens: i64) -> i64 {
     tokens.saturating_mul(MILLI)
 }
 
-/// A configured limit as a new bucket (or a seed) starts it on a shard.
-fn fresh(limit: &LimitConfig, shards: i64, consumed: i64) -> LimitView {
+/// A configured limit as a new bucket (or a seed) starts it on a shard:
+/// the share of the capacity its schedule puts in force at `now`.
+fn fresh(limit: &LimitConfig, pass: Pass<'_>, shards: i64, consumed: i64) -> LimitView {
     let cp = milli(limit.capacity);
+    let base = (cp, milli(limit.refill_amount), milli(limit.refill_period));
+    let (start, _, _) = match crate::config::schedule_of(limit, pass.resolved.sched_tz.as_deref()) {
+        Ok(Some(schedule)) => schedule.params_at(base, pass.now_plan),
+        _ => base,
+    };
     LimitView {
-        tk: cp.div_euclid(shards.max(1)).saturating_sub(consumed),
+        tk: start.div_euclid(shards.max(1)).saturating_sub(consumed),
         cp,
         ra: milli(limit.refill_amount),
         rp: milli(limit.refill_period),
@@ -159,7 +166,7 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
     let mut admitted = true;
     for limit in &resolved.limits {
         let consumed = milli(consume.get(&limit.name).copied().unwrap_or_default());
-        let mut view = fresh(limit, shards, consumed);
+        let mut view = fresh(limit, pass, shards, consumed);
         if limit.soft {
             let deadline = (stamps.deadline)(now);
             item.insert(limit_attr(&limit.name, field::SOFT), Attr::n(deadline));
@@ -171,6 +178,7 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         limit_attrs(&mut item, &limit.name, &view);
         after.insert(limit.name.clone(), view);
     }
+    stamp_schedules(&mut item, resolved, pass.now_plan);
     let condition = zae_table::store::Condition::plain(ITEM_ABSENT);
     Planned {
         key: key.clone(),
@@ -185,6 +193,38 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         admitted,
         view: None,
         quoted: quoted_config(&resolved.limits),
+    }
+}
+
+/// The zone a pass writes schedules in: the level's, else UTC.
+fn zone(resolved: &Resolved) -> &str {
+    resolved.sched_tz.as_deref().unwrap_or("UTC")
+}
+
+/// The earliest boundary after `now` over the configured schedules: the
+/// `vu` a materialising write stamps.
+fn boundary(resolved: &Resolved, now: i64) -> Option<i64> {
+    resolved
+        .schedules()
+        .values()
+        .filter_map(|s| s.boundary(now))
+        .min()
+}
+
+/// A new item's schedules (defaults, overrides, zone) and its `vu`.
+fn stamp_schedules(item: &mut Item, resolved: &Resolved, now: i64) {
+    let named: Vec<Named<'_>> = resolved.limits.iter().map(named).collect();
+    sched::stamp_new_item(item, &named, zone(resolved));
+    if let Some(vu) = boundary(resolved, now) {
+        item.insert(VALID_UNTIL.to_owned(), Attr::n(vu));
+    }
+}
+
+fn named(limit: &LimitConfig) -> Named<'_> {
+    Named {
+        name: &limit.name,
+        sched: limit.sched.as_deref().filter(|s| !s.is_empty()),
+        rsched: limit.rsched.as_deref().filter(|s| !s.is_empty()),
     }
 }
 
@@ -220,7 +260,10 @@ pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planne
     d.drop_bypass(view);
     d.seed_missing(view, pass);
     bucket::pin_valid_until(&mut d.b, &mut d.conditions, view.vu);
-    d.b.remove(VALID_UNTIL);
+    match boundary(pass.resolved, pass.now_plan) {
+        Some(vu) => d.b.set(VALID_UNTIL, Attr::n(vu)),
+        None => d.b.remove(VALID_UNTIL),
+    };
     let update =
         d.b.build(&key.pk(), SK_STATE, Some(d.conditions.join(" AND ")));
     Planned {
@@ -267,7 +310,8 @@ impl Draft {
         let now_value = b.value(Attr::n(now_plan));
         for (name, limit) in &view.limits {
             let consumed = milli(pass.consume.get(name).copied().unwrap_or_default());
-            let projected = limit.project(view.rf, now_plan, shards);
+            let effective = view.effective(name, limit, now_plan);
+            let projected = effective.project(view.rf, now_plan, shards);
             let refill = projected.saturating_sub(limit.tk);
             let soft = pass.resolved.is_soft(name);
             if !soft && !bypassed && projected < consumed {
@@ -290,8 +334,10 @@ impl Draft {
                 self.conditions.push(format!("{tk} <= {read}"));
             }
             let mut next = *limit;
-            self.refilled_at
-                .insert(name.clone(), limit.refill_to(view.rf, now_plan, shards).1);
+            self.refilled_at.insert(
+                name.clone(),
+                effective.refill_to(view.rf, now_plan, shards).1,
+            );
             next.tk = projected.saturating_sub(consumed);
             next.tc = limit.tc.saturating_add(consumed);
             self.after.insert(name.clone(), next);
@@ -310,7 +356,7 @@ impl Draft {
                 continue;
             }
             let consumed = milli(pass.consume.get(&limit.name).copied().unwrap_or_default());
-            let mut seeded = fresh(limit, view.shard_count, consumed);
+            let mut seeded = fresh(limit, pass, view.shard_count, consumed);
             if limit.soft {
                 let deadline = (pass.stamps.deadline)(pass.now_plan);
                 self.b
@@ -319,7 +365,7 @@ impl Draft {
             } else if seeded.tk < 0 {
                 self.admitted = false;
             }
-            self.seed(&limit.name, &seeded);
+            self.seed(named(limit), zone(pass.resolved), &seeded);
             self.after.insert(limit.name.clone(), seeded);
         }
     }
@@ -416,13 +462,14 @@ impl Draft {
     }
 
     /// A configured limit missing from an existing item, written whole.
-    fn seed(&mut self, name: &str, l: &LimitView) {
-        let b = &mut self.b;
+    fn seed(&mut self, limit: Named<'_>, tz: &str, l: &LimitView) {
+        let (b, name) = (&mut self.b, limit.name);
         for (f, v) in l.fields() {
             b.set(&limit_attr(name, f), Attr::n(v));
         }
-        b.set(&limit_attr(name, field::SCHED), Attr::s("-"));
-        b.set(&limit_attr(name, field::RSCHED), Attr::s("-"));
+        for (attr, value) in sched::seed_attrs(limit, tz) {
+            b.set(&attr, value);
+        }
         let cp = b.name(&limit_attr(name, field::CAPACITY));
         let tk = b.name(&limit_attr(name, field::TOKENS));
         self.conditions.push(format!(

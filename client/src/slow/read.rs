@@ -73,11 +73,12 @@ impl<S: Store + 'static> Shared<S> {
             .iter()
             .find(|i| keys::pk_of(i) == Some(&meta_pk))
             .map(Meta::read);
-        let view = items
+        let mut view = items
             .iter()
             .find(|i| keys::pk_of(i) == Some(&key.pk()))
             .map(BucketView::read);
-        if let Some(v) = &view {
+        if let Some(v) = &mut view {
+            judge_by_config(v, &resolved);
             shared.learn_shards(key, v.shard_count);
             if let Some(feature) = v.unsupported {
                 return Err(unsupported(key, feature));
@@ -91,5 +92,18 @@ impl<S: Store + 'static> Shared<S> {
             meta,
             view,
         })
+    }
+}
+
+/// A slow pass judges each configured limit by the config's schedules, not
+/// the item's (an operator's change reaches the bucket here); a limit the
+/// config no longer has keeps the item's.
+fn judge_by_config(view: &mut BucketView, resolved: &crate::config::Resolved) {
+    let configured = resolved.schedules();
+    for limit in &resolved.limits {
+        match configured.get(&limit.name) {
+            Some(schedule) => view.schedules.insert(limit.name.clone(), schedule.clone()),
+            None => view.schedules.remove(&limit.name),
+        };
     }
 }

@@ -46,3 +46,8 @@ zae_test_support::also_on_dynamodb_local!(
     limit_levels_and_changes_between_steps_match_the_python_client,
     a_credit_over_the_ceiling_and_its_trim_match_the_python_client,
 );
+
+#[tokio::test]
+async fn schedules_across_boundaries_zones_and_dst_match_the_python_client() {
+    differential("schedule").await;
+}

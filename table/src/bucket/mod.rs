@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 pub mod range;
 pub mod refill;
+pub mod sched;
 pub mod shard;
 pub mod stamp_record;
 mod state;

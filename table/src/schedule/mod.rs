@@ -10,7 +10,7 @@ pub use chrono_tz::Tz;
 pub use cron::check_cron;
 use cron::{FIELD_TAGS, encode_cron};
 pub use pattern::{Block, Pattern};
-pub use walk::{effective_params, next_boundary, prev_reset_edge};
+pub use walk::{effective_params, next_boundary, next_reset_edge, prev_reset_edge, retry_after_ms};
 
 pub const ENCODING_VERSION: &str = "1";
 /// The client's ceiling on a schedule entry's `scale`.
@@ -277,6 +277,58 @@ pub fn timezone(name: Option<&str>) -> Result<chrono_tz::Tz, ScheduleError> {
         Some(name) => name
             .parse()
             .map_err(|_| ScheduleError::Timezone(name.to_owned())),
+    }
+}
+
+/// One limit's schedules as a reader applies them: its parameter windows,
+/// its reset edges, and the zone both are read in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitSchedule {
+    pub params: Vec<CompactEntry>,
+    pub resets: Vec<Pattern>,
+    pub tz: Tz,
+}
+
+impl LimitSchedule {
+    /// From the compact strings (empty for none) and the stored zone.
+    pub fn decode(sched: &str, rsched: &str, tz: Option<&str>) -> Result<Self, ScheduleError> {
+        Ok(LimitSchedule {
+            params: decode_params(sched)?,
+            resets: decode_resets(rsched)?,
+            tz: timezone(tz)?,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.params.is_empty() && self.resets.is_empty()
+    }
+
+    /// The undivided (cp, ra, rp) in force at `now`.
+    pub fn params_at(&self, base: (i64, i64, i64), now: i64) -> (i64, i64, i64) {
+        effective_params(base, &self.params, self.tz, now)
+    }
+
+    /// The next instant the bucket must be re-materialised (its `vu`).
+    pub fn boundary(&self, now: i64) -> Option<i64> {
+        next_boundary(&self.params, &self.resets, self.tz, now)
+    }
+
+    /// [`retry_after_ms`] for this limit.
+    pub fn retry_after_ms(
+        &self,
+        deficit: i64,
+        base: (i64, i64, i64),
+        shards: i64,
+        now: i64,
+    ) -> i64 {
+        retry_after_ms(
+            deficit,
+            base,
+            (&self.params, &self.resets),
+            self.tz,
+            now,
+            shards,
+        )
     }
 }
 
