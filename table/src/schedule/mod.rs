@@ -442,6 +442,48 @@ mod tests {
         assert!(decode_compact("1c1000000000000000").is_some());
     }
 
+    fn schedule(sched: &str, rsched: &str, tz: &str) -> LimitSchedule {
+        LimitSchedule::decode(sched, rsched, Some(tz)).unwrap()
+    }
+
+    // Expected waits are the 0.17.0 client's `retry_after_with_schedule`
+    // on the same inputs, in ms.
+    #[test]
+    fn a_wait_walks_across_a_boundary_that_halves_the_rate() {
+        // 08:59:50 in New York, a 0.5x window from 09:00: 10 s at 1000/min
+        // yields 166_666, the 333_334 left take 40 s at 500/min.
+        let s = schedule("1h9-17w1-5s500", "", "America/New_York");
+        let now = 1_796_219_990_000;
+        let base = (1_000_000, 1_000_000, 60_000);
+        assert_eq!(s.retry_after_ms(500_000, base, 1, now), 50_001);
+        assert_eq!(s.retry_after_ms(500_000, base, 3, now), 170_001, "shared after scaling");
+        assert_eq!(s.retry_after_ms(0, base, 1, now), 0);
+        let flat = schedule("", "", "UTC");
+        assert_eq!(flat.retry_after_ms(500_000, base, 1, now), 30_001);
+    }
+
+    #[test]
+    fn a_reset_edge_answers_a_wait_outright() {
+        let s = schedule("", "1m0h0", "UTC");
+        let now = 1_796_219_990_000;
+        assert_eq!(s.retry_after_ms(5_000, (0, 0, 60_000), 1, now), 36_010_001);
+        assert_eq!(next_reset_edge(&s.resets, s.tz, now), Some(1_796_256_000_000));
+    }
+
+    #[test]
+    fn a_boundary_in_the_hour_clocks_skip_is_the_hour_after() {
+        // 01:59:30 EST on the day New York skips 02:00-03:00: the 2-3 window
+        // opens at 03:00 EDT (07:00 UTC).
+        let s = schedule("1h2-3s500", "", "America/New_York");
+        let now = 1_805_007_570_000;
+        assert_eq!(s.boundary(now), Some(1_805_007_600_000));
+        assert_eq!(s.retry_after_ms(20_000, (10_000, 10_000, 60_000), 1, now), 210_001);
+        assert_eq!(
+            s.params_at((10_000, 10_000, 60_000), now + 60_000),
+            (5_000, 5_000, 60_000)
+        );
+    }
+
     proptest::proptest! {
         // 256 cases in the test command; `scripts/fuzz.sh` sets more.
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
