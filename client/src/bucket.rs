@@ -126,6 +126,44 @@ pub struct BucketView {
     /// Each scheduled limit's schedules: the item's (its default or the
     /// limit's override) as read; a slow pass puts its config's in place.
     pub schedules: BTreeMap<String, Arc<LimitSchedule>>,
+    /// The schedule strings as stored, which a credit's ceiling pins.
+    pub sched_strings: SchedStrings,
+}
+
+/// A bucket's schedule strings as stored (`None`: absent): the item's
+/// `sched`, `rsched`, `sched_tz`, and each limit's `b_{n}_sched`,
+/// `b_{n}_rsched`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchedStrings {
+    pub item: [Option<String>; 3],
+    pub limits: BTreeMap<String, [Option<String>; 2]>,
+}
+
+impl SchedStrings {
+    /// Conditions that each string is still as read.
+    pub fn pin(&self, b: &mut UpdateBuilder, conditions: &mut Vec<String>, limit: Option<&str>) {
+        let mut pin_one = |attr: String, read: &Option<String>| {
+            let alias = b.name(&attr);
+            conditions.push(match read {
+                Some(read) => format!("{alias} = {}", b.value(Attr::s(read))),
+                None => format!("attribute_not_exists({alias})"),
+            });
+        };
+        match limit {
+            None => {
+                for (attr, read) in [SCHED, RSCHED, SCHED_TZ].iter().zip(&self.item) {
+                    pin_one((*attr).to_owned(), read);
+                }
+            }
+            Some(name) => {
+                let none = [None, None];
+                let own = self.limits.get(name).unwrap_or(&none);
+                for (f, read) in [field::SCHED, field::RSCHED].iter().zip(own) {
+                    pin_one(zae_table::bucket::limit_attr(name, f), read);
+                }
+            }
+        }
+    }
 }
 
 fn int(item: &Item, name: &str) -> Option<i64> {
@@ -142,6 +180,7 @@ impl BucketView {
         }
         let mut unsupported = None;
         let vu = int(item, VALID_UNTIL);
+        let string = |a: &str| item.get(a).and_then(Attr::as_s).map(str::to_owned);
         let mut view = BucketView {
             rf: int(item, REFILLED_AT).unwrap_or_default(),
             shard_count: int(item, SHARD_COUNT).filter(|c| *c >= 1).unwrap_or(1),
@@ -157,6 +196,10 @@ impl BucketView {
                 .get(PARENT_INCARNATION)
                 .and_then(Attr::as_s)
                 .map(str::to_owned),
+            sched_strings: SchedStrings {
+                item: [SCHED, RSCHED, SCHED_TZ].map(string),
+                limits: BTreeMap::new(),
+            },
             ..BucketView::default()
         };
         for (limit, f) in fields {
@@ -195,6 +238,10 @@ impl BucketView {
                 continue;
             }
             let text = |name: &str| f.get(name).and_then(|v| v.as_s());
+            view.sched_strings.limits.insert(
+                limit.to_owned(),
+                [field::SCHED, field::RSCHED].map(|x| text(x).map(str::to_owned)),
+            );
             match item_schedule(item, text(field::SCHED), text(field::RSCHED)) {
                 Ok(Some(schedule)) => {
                     view.schedules.insert(limit.to_owned(), Arc::new(schedule));

@@ -118,9 +118,6 @@ pub enum Feature {
     Quota,
     Schedule,
     DurationWindow,
-    /// A bucket item carrying `vu` other than 0 (a schedule, quota or
-    /// window written by another client).
-    ValidUntil,
     /// `disabled: "bypass"` on a config level.
     Bypass,
 }
@@ -129,11 +126,8 @@ impl Feature {
     pub fn name(self) -> &'static str {
         match self {
             Feature::Quota => "quotas (a limit with refill_amount 0 or a reset schedule)",
-            Feature::Schedule => "schedules (with_schedule)",
+            Feature::Schedule => "a stored schedule this build cannot read",
             Feature::DurationWindow => "duration windows (reset_after)",
-            Feature::ValidUntil => {
-                "a bucket with a validity stamp (vu) from a schedule, quota or window"
-            }
             Feature::Bypass => "bypass (disabled: \"bypass\" on a config level)",
         }
     }

@@ -10,7 +10,7 @@ use crate::status::{self, Consume};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use zae_table::Attr;
-use zae_table::bucket::{RSCHED, SCHED, SCHED_TZ, SHARD_COUNT, VALID_UNTIL, field, limit_attr};
+use zae_table::bucket::{SHARD_COUNT, VALID_UNTIL, field, limit_attr};
 use zae_table::config::MAX_TOKENS;
 use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::milli::MILLI;
@@ -46,6 +46,39 @@ pub struct Entry {
     /// The configured limits a slow pass judged by, as statuses quote them
     /// (empty on the fast path: the bucket's are quoted).
     pub(crate) quoted: crate::status::Quotes,
+    /// The limits' schedules, for a credit's ceiling, and the strings as
+    /// stored, which that ceiling pins.
+    pub(crate) schedules: BTreeMap<String, Arc<zae_table::schedule::LimitSchedule>>,
+    pub(crate) sched: crate::bucket::SchedStrings,
+}
+
+/// `limit` with the parameters its schedule puts in force at `now`.
+fn scheduled(
+    schedules: &BTreeMap<String, Arc<zae_table::schedule::LimitSchedule>>,
+    name: &str,
+    limit: &LimitView,
+    now: i64,
+) -> LimitView {
+    match schedules.get(name) {
+        Some(s) => {
+            let (cp, ra, rp) = s.params_at((limit.cp, limit.ra, limit.rp), now);
+            LimitView {
+                cp,
+                ra,
+                rp,
+                ..*limit
+            }
+        }
+        None => *limit,
+    }
+}
+
+impl Entry {
+    /// A limit's ceiling on this shard, by the parameters in force when the
+    /// lease read it (a passed boundary fails the credit's `vu` pin).
+    fn ceiling(&self, name: &str, limit: &LimitView) -> i64 {
+        scheduled(&self.schedules, name, limit, self.rf).ceiling(self.shard_count)
+    }
 }
 
 /// The buckets an acquire debited. Commit it to write the adjustments; an
@@ -141,7 +174,8 @@ impl<S: Store + 'static> Lease<S> {
                     continue;
                 };
                 let rf = entry.refilled_at.get(*name).copied().unwrap_or(entry.rf);
-                let (tokens, reached) = limit.refill_to(rf, now, entry.shard_count);
+                let effective = scheduled(&entry.schedules, name, limit, now);
+                let (tokens, reached) = effective.refill_to(rf, now, entry.shard_count);
                 let delta = amount * MILLI;
                 let pending = entry.pending.entry((*name).to_owned()).or_default();
                 let Some(total) = pending.checked_add(delta) else {
@@ -194,7 +228,8 @@ impl<S: Store + 'static> Lease<S> {
             // Each limit judged on its own in-memory refill.
             let limits = entry.limits.iter().map(|(n, l)| {
                 let rf = entry.refilled_at.get(n).copied().unwrap_or(entry.rf);
-                let (tk, _) = l.refill_to(rf, now, entry.shard_count);
+                let (tk, _) =
+                    scheduled(&entry.schedules, n, l, now).refill_to(rf, now, entry.shard_count);
                 (n.clone(), crate::bucket::LimitView { tk, ..*l })
             });
             let view = crate::bucket::BucketView {
@@ -202,6 +237,7 @@ impl<S: Store + 'static> Lease<S> {
                 shard_count: entry.shard_count,
                 limits: limits.collect(),
                 bypass: entry.bypassed.then_some(i64::MAX),
+                schedules: entry.schedules.clone(),
                 ..Default::default()
             };
             let soft = |n: &str| entry.soft.iter().any(|s| s == n);
@@ -407,25 +443,21 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], part: Part, pinned: bool) -
             continue;
         }
         let tk = b.name(&limit_attr(name, field::TOKENS));
-        let most = limit.ceiling(entry.shard_count).saturating_add(*delta);
+        let most = entry.ceiling(name, limit).saturating_add(*delta);
         let most = b.value(Attr::n(most));
         let cp = b.name(&limit_attr(name, field::CAPACITY));
         let cp_read = b.value(Attr::n(limit.cp));
         conditions.push(format!("{tk} <= {most} AND {cp} = {cp_read}"));
-        for f in [field::GRANT_COUNT, field::SCHED, field::RSCHED] {
-            let alias = b.name(&limit_attr(name, f));
-            conditions.push(format!("attribute_not_exists({alias})"));
-        }
+        let gc = b.name(&limit_attr(name, field::GRANT_COUNT));
+        conditions.push(format!("attribute_not_exists({gc})"));
+        entry.sched.pin(&mut b, &mut conditions, Some(name));
     }
     if pinned && credit {
         let sc = b.name(SHARD_COUNT);
         let count = b.value(Attr::n(entry.shard_count));
         conditions.push(format!("(attribute_not_exists({sc}) OR {sc} = {count})"));
         bucket::pin_valid_until(&mut b, &mut conditions, entry.vu);
-        for attr in [SCHED, RSCHED, SCHED_TZ] {
-            let alias = b.name(attr);
-            conditions.push(format!("attribute_not_exists({alias})"));
-        }
+        entry.sched.pin(&mut b, &mut conditions, None);
     } else if credit {
         b.set(VALID_UNTIL, Attr::n(0));
     }
@@ -477,6 +509,8 @@ pub(crate) fn entry(
         foreign: false,
         pending: BTreeMap::new(),
         quoted: BTreeMap::new(),
+        schedules: BTreeMap::new(),
+        sched: Default::default(),
     }
 }
 
@@ -491,6 +525,8 @@ pub(crate) fn entry_from_view(
         shard_count: view.shard_count,
         vu: view.vu,
         foreign: view.unsupported.is_some(),
+        schedules: view.schedules.clone(),
+        sched: view.sched_strings.clone(),
         ..entry(key, &view.limits, consume, now)
     }
 }

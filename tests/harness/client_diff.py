@@ -15,7 +15,9 @@ gives.
 A spec (examples in client_diff/):
     {"stamp_ttl_ms": N, "setup_at_ms": MS, "setup": [ADMIN...], "steps": [STEP...]}
     ADMIN: {"op":"limits","level":"system"|"resource"|"entity", ["resource":R], ["entity":E],
-            "limits":[{"name","capacity","refill_amount","refill_period_s","soft"}],
+            "limits":[{"name","capacity","refill_amount","refill_period_s","soft",
+                       "schedule":[{"cron","tz","scale"|"capacity","refill_amount","refill_period_s"}],
+                       "reset_schedule":[{"cron","tz"}],"reset_after_s"}],
             ["on_unavailable":"allow"|"block", system only]}
            {"op":"delete_limits", level fields}  {"op":"entity","entity":E,"parent":P|null,"cascade":B}
            {"op":"disable"|"enable","resource":R}

@@ -183,6 +183,9 @@ fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
         rf: plan.rf,
         refilled_at: plan.refilled_at.clone(),
         shard_count: plan.shard_count,
+        vu: plan.vu,
+        schedules: plan.schedules.clone(),
+        sched: plan.sched.clone(),
         ..entry(&plan.key, &plan.after, consume, now)
     }
 }

@@ -2,13 +2,14 @@
 //! debited, as one write. A new bucket is a `Put` with a check on its
 //! owner's META (§3.3); an existing one an update locked on `rf` (§3.4).
 
-use crate::bucket::{self, BucketView, LimitView, WCU_CAPACITY, WCU_PERIOD_MS};
+use crate::bucket::{self, BucketView, LimitView, SchedStrings, WCU_CAPACITY, WCU_PERIOD_MS};
 use crate::config::Resolved;
 use crate::status::{Consume, Quotes, quoted_config};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use zae_table::bucket::{
-    BYPASS, CASCADE, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT, SHARD_COUNT,
-    TTL, VALID_UNTIL, field, limit_attr,
+    BYPASS, CASCADE, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT, SCHED_NONE,
+    SHARD_COUNT, TTL, VALID_UNTIL, field, limit_attr,
     sched::{self, Named},
 };
 use zae_table::config::LimitConfig;
@@ -16,6 +17,7 @@ use zae_table::entity::Meta;
 use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::milli::MILLI;
 use zae_table::names::WCU_LIMIT;
+use zae_table::schedule::LimitSchedule;
 use zae_table::store::{ITEM_ABSENT, ITEM_EXISTS, TxWrite, Update, UpdateBuilder};
 use zae_table::{Attr, Item};
 
@@ -60,6 +62,11 @@ pub struct Planned {
     pub view: Option<BucketView>,
     /// The configured limits this pass judged by, as statuses quote them.
     pub quoted: Quotes,
+    /// `vu` and the schedule strings once the write lands, and the
+    /// schedules judged by: what a lease credit pins and bounds by.
+    pub vu: Option<i64>,
+    pub sched: SchedStrings,
+    pub schedules: BTreeMap<String, Arc<LimitSchedule>>,
 }
 
 /// Seconds a limit takes to refill from empty, as the Python client
@@ -179,6 +186,7 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         after.insert(limit.name.clone(), view);
     }
     stamp_schedules(&mut item, resolved, pass.now_plan);
+    let image = BucketView::read(&item);
     let condition = zae_table::store::Condition::plain(ITEM_ABSENT);
     Planned {
         key: key.clone(),
@@ -193,6 +201,9 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         admitted,
         view: None,
         quoted: quoted_config(&resolved.limits),
+        vu: image.vu,
+        sched: image.sched_strings,
+        schedules: resolved.schedules(),
     }
 }
 
@@ -237,6 +248,8 @@ struct Draft {
     refilled_at: BTreeMap<String, i64>,
     /// Every limit passed so far.
     admitted: bool,
+    /// The schedule strings once the write lands (seeds spell theirs).
+    sched: SchedStrings,
 }
 
 impl Draft {
@@ -247,6 +260,7 @@ impl Draft {
             after: BTreeMap::new(),
             refilled_at: BTreeMap::new(),
             admitted: true,
+            sched: SchedStrings::default(),
         }
     }
 }
@@ -254,13 +268,15 @@ impl Draft {
 /// Plans the rf-locked write to an existing bucket (§3.4).
 pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planned {
     let mut d = Draft::new(Vec::new());
+    d.sched = view.sched_strings.clone();
     d.lock(view, pass);
     d.debit(view, pass);
     d.restamp_soft(view, pass.resolved, pass.now_plan, pass.stamps, true);
     d.drop_bypass(view);
     d.seed_missing(view, pass);
     bucket::pin_valid_until(&mut d.b, &mut d.conditions, view.vu);
-    match boundary(pass.resolved, pass.now_plan) {
+    let vu = boundary(pass.resolved, pass.now_plan);
+    match vu {
         Some(vu) => d.b.set(VALID_UNTIL, Attr::n(vu)),
         None => d.b.remove(VALID_UNTIL),
     };
@@ -276,6 +292,9 @@ pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planne
         admitted: d.admitted,
         view: Some(view.clone()),
         quoted: quoted_config(&pass.resolved.limits),
+        vu,
+        sched: d.sched,
+        schedules: view.schedules.clone(),
     }
 }
 
@@ -469,6 +488,11 @@ impl Draft {
         }
         for (attr, value) in sched::seed_attrs(limit, tz) {
             b.set(&attr, value);
+        }
+        let own = [limit.sched, limit.rsched].map(|s| Some(s.unwrap_or(SCHED_NONE).to_owned()));
+        self.sched.limits.insert(name.to_owned(), own);
+        if limit.sched.is_some() || limit.rsched.is_some() {
+            self.sched.item[2] = Some(tz.to_owned());
         }
         let cp = b.name(&limit_attr(name, field::CAPACITY));
         let tk = b.name(&limit_attr(name, field::TOKENS));

@@ -456,7 +456,11 @@ mod tests {
         let now = 1_796_219_990_000;
         let base = (1_000_000, 1_000_000, 60_000);
         assert_eq!(s.retry_after_ms(500_000, base, 1, now), 50_001);
-        assert_eq!(s.retry_after_ms(500_000, base, 3, now), 170_001, "shared after scaling");
+        assert_eq!(
+            s.retry_after_ms(500_000, base, 3, now),
+            170_001,
+            "shared after scaling"
+        );
         assert_eq!(s.retry_after_ms(0, base, 1, now), 0);
         let flat = schedule("", "", "UTC");
         assert_eq!(flat.retry_after_ms(500_000, base, 1, now), 30_001);
@@ -467,7 +471,10 @@ mod tests {
         let s = schedule("", "1m0h0", "UTC");
         let now = 1_796_219_990_000;
         assert_eq!(s.retry_after_ms(5_000, (0, 0, 60_000), 1, now), 36_010_001);
-        assert_eq!(next_reset_edge(&s.resets, s.tz, now), Some(1_796_256_000_000));
+        assert_eq!(
+            next_reset_edge(&s.resets, s.tz, now),
+            Some(1_796_256_000_000)
+        );
     }
 
     #[test]
@@ -477,7 +484,10 @@ mod tests {
         let s = schedule("1h2-3s500", "", "America/New_York");
         let now = 1_805_007_570_000;
         assert_eq!(s.boundary(now), Some(1_805_007_600_000));
-        assert_eq!(s.retry_after_ms(20_000, (10_000, 10_000, 60_000), 1, now), 210_001);
+        assert_eq!(
+            s.retry_after_ms(20_000, (10_000, 10_000, 60_000), 1, now),
+            210_001
+        );
         assert_eq!(
             s.params_at((10_000, 10_000, 60_000), now + 60_000),
             (5_000, 5_000, 60_000)
