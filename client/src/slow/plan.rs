@@ -70,12 +70,26 @@ pub struct Planned {
 }
 
 /// Seconds a limit takes to refill from empty, as the Python client
-/// computes it (floats, the same operations in the same order).
+/// computes it (floats, the same operations in the same order): the
+/// slowest of its base parameters and every window of its schedule (an
+/// absolute entry can slow the refill), since a TTL cannot know which
+/// window it will land in.
 fn recovery_seconds(limit: &LimitConfig) -> f64 {
-    let cp = (limit.capacity * MILLI) as f64;
-    let ra = (limit.refill_amount * MILLI) as f64;
-    let rp = (limit.refill_period * MILLI) as f64;
-    (cp / ra) * (rp / 1000.0)
+    let base = (
+        limit.capacity * MILLI,
+        limit.refill_amount * MILLI,
+        limit.refill_period * MILLI,
+    );
+    let fill = |(cp, ra, rp): (i64, i64, i64)| (cp as f64 / ra as f64) * (rp as f64 / 1000.0);
+    let entries = limit
+        .sched
+        .as_deref()
+        .and_then(|s| zae_table::schedule::decode_params(s).ok())
+        .unwrap_or_default();
+    entries
+        .iter()
+        .map(|e| fill(e.params(base.0, base.1, base.2)))
+        .fold(fill(base), f64::max)
 }
 
 /// `ttl` for a bucket whose limits come from the resource or system level.
