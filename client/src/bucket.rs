@@ -46,6 +46,12 @@ pub struct LimitView {
     /// `b_{n}_soft` as a deadline (epoch ms); `None` when absent or not a number.
     pub soft: Option<i64>,
     pub soft_present: bool,
+    /// A quota's grant count (`gc`); a duration window's start, the start
+    /// already applied, and its length in seconds (`ws`, `wa`, `rsa`).
+    pub gc: Option<i64>,
+    pub ws: Option<i64>,
+    pub wa: Option<i64>,
+    pub rsa: Option<i64>,
 }
 
 impl LimitView {
@@ -204,17 +210,13 @@ impl BucketView {
         };
         for (limit, f) in fields {
             let n = |name: &str| f.get(name).and_then(|v| v.as_int());
-            if [field::GRANT_COUNT, field::TOPPED_UP]
+            // Top-ups (an operator's) and a quota's allowance moves between
+            // shards are not built.
+            let quota = [field::GRANT_COUNT, field::WINDOW_START, field::RESET_AFTER]
                 .iter()
-                .any(|x| f.contains_key(x))
-            {
+                .any(|x| f.contains_key(x));
+            if f.contains_key(field::TOPPED_UP) || (quota && view.shard_count > 1) {
                 unsupported = unsupported.or(Some(Feature::Quota));
-            }
-            if [field::WINDOW_START, field::RESET_AFTER]
-                .iter()
-                .any(|x| f.contains_key(x))
-            {
-                unsupported = unsupported.or(Some(Feature::DurationWindow));
             }
             let (Some(tk), Some(cp), Some(ra), Some(rp)) = (
                 n(field::TOKENS),
@@ -232,6 +234,10 @@ impl BucketView {
                 tc: n(field::CONSUMED).unwrap_or_default(),
                 soft: n(field::SOFT),
                 soft_present: f.contains_key(field::SOFT),
+                gc: n(field::GRANT_COUNT),
+                ws: n(field::WINDOW_START),
+                wa: n(field::WINDOW_APPLIED),
+                rsa: n(field::RESET_AFTER),
             };
             if limit == WCU_LIMIT {
                 view.wcu = Some(limit_view);
@@ -271,9 +277,65 @@ impl BucketView {
         }
     }
 
+    /// `limit` as a pass at `now` judges it, before its refill: the
+    /// parameters its schedule puts in force, and a quota's balance restored
+    /// to the shard's share when a reset edge passed since `rf`, its
+    /// duration window ended (a new one anchored at `now`), or another
+    /// writer opened one (`ws` past `wa`). Whether it was restored.
+    pub fn materialise(&self, name: &str, limit: &LimitView, now: i64) -> (LimitView, bool) {
+        let mut l = self.effective(name, limit, now);
+        if l.ra != 0 {
+            return (l, false);
+        }
+        let target = l.cp.div_euclid(self.shard_count.max(1));
+        let mut restored = false;
+        if let Some(rsa) = l.rsa {
+            let end = |ws: i64| ws.saturating_add(rsa.saturating_mul(1000));
+            let ended = l.ws.is_none_or(|ws| now >= end(ws));
+            let rolled = match (l.ws, l.wa) {
+                (Some(ws), Some(wa)) => ws > wa,
+                (Some(ws), None) => ws > self.rf,
+                _ => false,
+            };
+            if ended {
+                l.ws = Some(now);
+            }
+            if ended || rolled {
+                (l.tk, l.wa, restored) = (target, l.ws, true);
+            }
+        }
+        if let Some(s) = self.schedules.get(name) {
+            let edge = zae_table::schedule::prev_reset_edge(&s.resets, s.tz, now);
+            if edge.is_some_and(|e| e > self.rf) {
+                (l.tk, restored) = (target, true);
+            }
+        }
+        (l, restored)
+    }
+
+    /// A limit's balance at `now`: materialised, then refilled.
+    pub fn balance(&self, name: &str, limit: &LimitView, now: i64) -> i64 {
+        let (l, _) = self.materialise(name, limit, now);
+        l.project(self.rf, now, self.shard_count)
+    }
+
+    /// The end of the duration window in force on a quota limit.
+    pub fn window_end(limit: &LimitView) -> Option<i64> {
+        let (ws, rsa) = (limit.ws?, limit.rsa?);
+        (limit.ra == 0).then(|| ws.saturating_add(rsa.saturating_mul(1000)))
+    }
+
     /// The wait (ms, plus one) until `deficit` millitokens are back on this
-    /// shard: walked across the limit's schedule when it has one.
+    /// shard: walked across the limit's schedule when it has one; a
+    /// duration window's end (no plus one: the end is the next window's).
     pub fn retry_after_ms(&self, name: &str, limit: &LimitView, deficit: i64, now: i64) -> i64 {
+        if deficit <= 0 {
+            return 0;
+        }
+        let (materialised, _) = self.materialise(name, limit, now);
+        if let Some(end) = Self::window_end(&materialised) {
+            return end.saturating_sub(now).max(0);
+        }
         let shards = self.shard_count;
         match self.schedules.get(name) {
             Some(s) => s.retry_after_ms(deficit, (limit.cp, limit.ra, limit.rp), shards, now),

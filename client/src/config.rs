@@ -182,9 +182,10 @@ fn refuse_unsupported(
     level: &Level,
 ) -> Result<(), Error> {
     for limit in limits {
-        let feature = if limit.reset_after_seconds.is_some() {
-            Feature::DurationWindow
-        } else if limit.rsched.is_some() || limit.refill_amount == 0 {
+        let resets = limit.rsched.is_some() || limit.reset_after_seconds.is_some();
+        // A zero rate with no reset never recovers, and a rate beside a
+        // reset is two mechanisms: 0.17.0 refuses both shapes.
+        let feature = if (limit.refill_amount == 0) != resets {
             Feature::Quota
         } else if let Err(e) = schedule_of(limit, tz) {
             // A schedule this build cannot read (0.17.0 refuses it too).
@@ -228,4 +229,9 @@ impl Resolved {
             })
             .collect()
     }
+}
+
+/// A quota: no drip, and a reset (a calendar schedule or a duration window).
+pub fn is_quota(limit: &LimitConfig) -> bool {
+    limit.refill_amount == 0 && (limit.rsched.is_some() || limit.reset_after_seconds.is_some())
 }

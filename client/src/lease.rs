@@ -524,7 +524,7 @@ pub(crate) fn entry_from_view(
         rf: view.rf,
         shard_count: view.shard_count,
         vu: view.vu,
-        foreign: view.unsupported.is_some(),
+        foreign: view.unsupported.is_some() || view.limits.values().any(|l| l.gc.is_some()),
         schedules: view.schedules.clone(),
         sched: view.sched_strings.clone(),
         ..entry(key, &view.limits, consume, now)

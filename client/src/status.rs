@@ -40,7 +40,12 @@ impl Quoted {
     fn of_bucket(limit: &LimitView) -> Quoted {
         Quoted {
             capacity: (limit.cp / MILLI).max(1),
-            refill_amount: (limit.ra / MILLI).max(1),
+            // A quota has no drip.
+            refill_amount: if limit.ra == 0 {
+                0
+            } else {
+                (limit.ra / MILLI).max(1)
+            },
             refill_period_s: (limit.rp / MILLI).max(1),
         }
     }
@@ -53,7 +58,11 @@ impl Quoted {
         let share = |whole: i64| (whole.saturating_mul(MILLI) / shards / MILLI).max(1);
         Quoted {
             capacity: share(self.capacity),
-            refill_amount: share(self.refill_amount),
+            refill_amount: if self.refill_amount == 0 {
+                0
+            } else {
+                share(self.refill_amount)
+            },
             refill_period_s: self.refill_period_s.max(1),
         }
     }
@@ -73,7 +82,8 @@ impl Quoted {
         let share = |v: i64| (v / shards.max(1) / MILLI).max(1);
         Quoted {
             capacity: share(cp),
-            refill_amount: share(ra),
+            // A quota has no drip, however scaled or shared.
+            refill_amount: if ra == 0 { 0 } else { share(ra) },
             refill_period_s: (rp / MILLI).max(1),
         }
     }
@@ -119,9 +129,7 @@ pub fn statuses(
         .iter()
         .map(|(name, limit)| {
             let shards = view.shard_count;
-            let projected = view
-                .effective(name, limit, now)
-                .project(view.rf, now, shards);
+            let projected = view.balance(name, limit, now);
             let requested = consume.get(name).copied().unwrap_or_default();
             let wanted = requested.saturating_mul(MILLI);
             let is_soft = soft(name);

@@ -115,8 +115,7 @@ pub fn fits_now(view: &BucketView, consume: &Consume, now: i64, refill: bool) ->
             return false;
         };
         let balance = if refill {
-            view.effective(name, limit, now)
-                .project(view.rf, now, view.shard_count)
+            view.balance(name, limit, now)
         } else {
             limit.tk
         };

@@ -75,6 +75,17 @@ pub struct Planned {
 /// absolute entry can slow the refill), since a TTL cannot know which
 /// window it will land in.
 fn recovery_seconds(limit: &LimitConfig) -> f64 {
+    // A quota recovers whole at its reset: its window, or its cron's cycle.
+    if let Some(rsa) = limit.reset_after_seconds {
+        return rsa as f64;
+    }
+    if let Some(resets) = limit
+        .rsched
+        .as_deref()
+        .and_then(|r| zae_table::schedule::decode_resets(r).ok())
+    {
+        return resets.iter().map(|p| p.cycle_seconds()).min().unwrap_or(0) as f64;
+    }
     let base = (
         limit.capacity * MILLI,
         limit.refill_amount * MILLI,
@@ -127,13 +138,37 @@ fn fresh(limit: &LimitConfig, pass: Pass<'_>, shards: i64, consumed: i64) -> Lim
         tc: consumed,
         soft: None,
         soft_present: false,
+        // A quota is granted at the item's count; a duration window opens
+        // with the limit (its start applied at once).
+        gc: crate::config::is_quota(limit).then_some(shards),
+        rsa: limit.reset_after_seconds,
+        ws: limit.reset_after_seconds.map(|_| pass.now_plan),
+        wa: limit.reset_after_seconds.map(|_| pass.now_plan),
     }
 }
 
+/// A limit's quota fields as a write sets them (those it has).
+fn quota_fields(l: &LimitView) -> Vec<(&'static str, i64)> {
+    [
+        (field::GRANT_COUNT, l.gc),
+        (field::RESET_AFTER, l.rsa),
+        (field::WINDOW_START, l.ws),
+        (field::WINDOW_APPLIED, l.wa),
+    ]
+    .into_iter()
+    .filter_map(|(f, v)| Some((f, v?)))
+    .collect()
+}
+
 fn limit_attrs(item: &mut Item, name: &str, l: &LimitView) {
-    for (f, v) in l.fields() {
+    for (f, v) in l.fields().into_iter().chain(quota_fields(l)) {
         item.insert(limit_attr(name, f), Attr::n(v));
     }
+}
+
+/// The end of every duration window in `limits`, for `vu`.
+fn window_ends<'a>(limits: impl IntoIterator<Item = &'a LimitView>) -> Option<i64> {
+    limits.into_iter().filter_map(BucketView::window_end).min()
 }
 
 fn wcu_full() -> LimitView {
@@ -199,7 +234,12 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         limit_attrs(&mut item, &limit.name, &view);
         after.insert(limit.name.clone(), view);
     }
-    stamp_schedules(&mut item, resolved, pass.now_plan);
+    stamp_schedules(
+        &mut item,
+        resolved,
+        pass.now_plan,
+        window_ends(after.values()),
+    );
     let image = BucketView::read(&item);
     let condition = zae_table::store::Condition::plain(ITEM_ABSENT);
     Planned {
@@ -237,10 +277,10 @@ fn boundary(resolved: &Resolved, now: i64) -> Option<i64> {
 }
 
 /// A new item's schedules (defaults, overrides, zone) and its `vu`.
-fn stamp_schedules(item: &mut Item, resolved: &Resolved, now: i64) {
+fn stamp_schedules(item: &mut Item, resolved: &Resolved, now: i64, windows: Option<i64>) {
     let named: Vec<Named<'_>> = resolved.limits.iter().map(named).collect();
     sched::stamp_new_item(item, &named, zone(resolved));
-    if let Some(vu) = boundary(resolved, now) {
+    if let Some(vu) = boundary(resolved, now).into_iter().chain(windows).min() {
         item.insert(VALID_UNTIL.to_owned(), Attr::n(vu));
     }
 }
@@ -289,7 +329,10 @@ pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planne
     d.drop_bypass(view);
     d.seed_missing(view, pass);
     bucket::pin_valid_until(&mut d.b, &mut d.conditions, view.vu);
-    let vu = boundary(pass.resolved, pass.now_plan);
+    let vu = boundary(pass.resolved, pass.now_plan)
+        .into_iter()
+        .chain(window_ends(d.after.values()))
+        .min();
     match vu {
         Some(vu) => d.b.set(VALID_UNTIL, Attr::n(vu)),
         None => d.b.remove(VALID_UNTIL),
@@ -343,7 +386,7 @@ impl Draft {
         let now_value = b.value(Attr::n(now_plan));
         for (name, limit) in &view.limits {
             let consumed = milli(pass.consume.get(name).copied().unwrap_or_default());
-            let effective = view.effective(name, limit, now_plan);
+            let (effective, restored) = view.materialise(name, limit, now_plan);
             let projected = effective.project(view.rf, now_plan, shards);
             let refill = projected.saturating_sub(limit.tk);
             let soft = pass.resolved.is_soft(name);
@@ -373,6 +416,22 @@ impl Draft {
             );
             next.tk = projected.saturating_sub(consumed);
             next.tc = limit.tc.saturating_add(consumed);
+            let quota = pass
+                .resolved
+                .limit(name)
+                .is_some_and(crate::config::is_quota);
+            if restored && quota {
+                // A reset or a window's roll re-grants at the item's count.
+                next.gc = Some(shards);
+            }
+            if effective.rsa.is_some() {
+                (next.ws, next.wa, next.rsa) = (effective.ws, effective.wa, effective.rsa);
+            }
+            for (f, v) in quota_fields(&next) {
+                if f != field::GRANT_COUNT || (restored && quota) {
+                    b.set(&limit_attr(name, f), Attr::n(v));
+                }
+            }
             self.after.insert(name.clone(), next);
         }
         if let Some(wcu) = &view.wcu {
@@ -497,7 +556,7 @@ impl Draft {
     /// A configured limit missing from an existing item, written whole.
     fn seed(&mut self, limit: Named<'_>, tz: &str, l: &LimitView) {
         let (b, name) = (&mut self.b, limit.name);
-        for (f, v) in l.fields() {
+        for (f, v) in l.fields().into_iter().chain(quota_fields(l)) {
             b.set(&limit_attr(name, f), Attr::n(v));
         }
         for (attr, value) in sched::seed_attrs(limit, tz) {

@@ -77,6 +77,7 @@ impl<S: Store + 'static> Shared<S> {
             .iter()
             .find(|i| keys::pk_of(i) == Some(&key.pk()))
             .map(BucketView::read);
+        let quotas = resolved.limits.iter().any(config::is_quota);
         if let Some(v) = &mut view {
             judge_by_config(v, &resolved);
             shared.learn_shards(key, v.shard_count);
@@ -86,6 +87,11 @@ impl<S: Store + 'static> Shared<S> {
             if v.disabled {
                 return Err(disabled(key, "bucket"));
             }
+        }
+        let shards = view.as_ref().map_or(1, |v| v.shard_count);
+        if quotas && (key.shard > 0 || shards > 1) {
+            // A quota's allowance moves between shards are not built.
+            return Err(unsupported(key, Feature::Quota));
         }
         Ok(Target {
             resolved,
@@ -105,5 +111,9 @@ fn judge_by_config(view: &mut BucketView, resolved: &crate::config::Resolved) {
             Some(schedule) => view.schedules.insert(limit.name.clone(), schedule.clone()),
             None => view.schedules.remove(&limit.name),
         };
+        // The window length in force is the config's.
+        if let Some(l) = view.limits.get_mut(&limit.name) {
+            l.rsa = limit.reset_after_seconds;
+        }
     }
 }

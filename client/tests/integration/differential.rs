@@ -51,3 +51,13 @@ zae_test_support::also_on_dynamodb_local!(
 async fn schedules_across_boundaries_zones_and_dst_match_the_python_client() {
     differential("schedule").await;
 }
+
+#[tokio::test]
+async fn duration_windows_anchor_roll_and_restore_as_the_python_client_does() {
+    differential("window").await;
+}
+
+#[tokio::test]
+async fn calendar_quotas_reset_at_their_edge_as_the_python_client_does() {
+    differential("quota").await;
+}
