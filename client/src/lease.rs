@@ -439,6 +439,9 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], part: Part, pinned: bool) -
         let Some(limit) = entry.limits.get(*name) else {
             continue;
         };
+        if tokens && *delta < 0 {
+            period_terms(entry, name, limit, &mut b, &mut conditions);
+        }
         if !(pinned && tokens && *delta < 0) {
             continue;
         }
@@ -448,8 +451,12 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], part: Part, pinned: bool) -
         let cp = b.name(&limit_attr(name, field::CAPACITY));
         let cp_read = b.value(Attr::n(limit.cp));
         conditions.push(format!("{tk} <= {most} AND {cp} = {cp_read}"));
-        let gc = b.name(&limit_attr(name, field::GRANT_COUNT));
-        conditions.push(format!("attribute_not_exists({gc})"));
+        pin_number(
+            &mut b,
+            &mut conditions,
+            &limit_attr(name, field::GRANT_COUNT),
+            limit.gc,
+        );
         entry.sched.pin(&mut b, &mut conditions, Some(name));
     }
     if pinned && credit {
@@ -462,6 +469,75 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], part: Part, pinned: bool) -
         b.set(VALID_UNTIL, Attr::n(0));
     }
     b.build(&entry.key.pk(), SK_STATE, Some(conditions.join(" AND ")))
+}
+
+/// A number still as read (`None`: absent).
+fn pin_number(b: &mut UpdateBuilder, conditions: &mut Vec<String>, attr: &str, read: Option<i64>) {
+    let alias = b.name(attr);
+    conditions.push(match read {
+        Some(read) => format!("{alias} = {}", b.value(Attr::n(read))),
+        None => format!("attribute_not_exists({alias})"),
+    });
+}
+
+/// A quota credit lands only in the period of the debit it returns, in the
+/// pinned write and the trim alike: a duration window as read, or no reset
+/// edge passed since the lease's `rf` (the cron that edge came from, and
+/// the operator-reset count, unchanged). Across a reset it is dropped.
+fn period_terms(
+    entry: &Entry,
+    name: &str,
+    limit: &LimitView,
+    b: &mut UpdateBuilder,
+    conditions: &mut Vec<String>,
+) {
+    if limit.ra != 0 {
+        return;
+    }
+    if limit.rsa.is_some() {
+        pin_number(
+            b,
+            conditions,
+            &limit_attr(name, field::WINDOW_START),
+            limit.ws,
+        );
+        pin_number(
+            b,
+            conditions,
+            &limit_attr(name, field::WINDOW_APPLIED),
+            limit.wa,
+        );
+        return;
+    }
+    let Some(schedule) = entry.schedules.get(name).filter(|s| !s.resets.is_empty()) else {
+        return;
+    };
+    if let Some(edge) =
+        zae_table::schedule::next_reset_edge(&schedule.resets, schedule.tz, entry.rf)
+    {
+        let rf = b.name(zae_table::bucket::REFILLED_AT);
+        conditions.push(format!("{rf} < {}", b.value(Attr::n(edge))));
+    }
+    let strings = &entry.sched;
+    let own = strings.limits.get(name).and_then(|l| l[1].clone());
+    for (attr, read) in [
+        (
+            zae_table::bucket::RSCHED.to_owned(),
+            strings.item[1].clone(),
+        ),
+        (
+            zae_table::bucket::SCHED_TZ.to_owned(),
+            strings.item[2].clone(),
+        ),
+        (limit_attr(name, field::RSCHED), own),
+    ] {
+        let alias = b.name(&attr);
+        conditions.push(match read {
+            Some(read) => format!("{alias} = {}", b.value(Attr::s(read))),
+            None => format!("attribute_not_exists({alias})"),
+        });
+    }
+    pin_number(b, conditions, &limit_attr(name, field::RESET_NUMBER), None);
 }
 
 fn debited(consume: &Consume, has: impl Fn(&str) -> bool) -> BTreeMap<String, i64> {
@@ -524,7 +600,7 @@ pub(crate) fn entry_from_view(
         rf: view.rf,
         shard_count: view.shard_count,
         vu: view.vu,
-        foreign: view.unsupported.is_some() || view.limits.values().any(|l| l.gc.is_some()),
+        foreign: view.unsupported.is_some(),
         schedules: view.schedules.clone(),
         sched: view.sched_strings.clone(),
         ..entry(key, &view.limits, consume, now)

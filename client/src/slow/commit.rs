@@ -184,9 +184,6 @@ fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
         refilled_at: plan.refilled_at.clone(),
         shard_count: plan.shard_count,
         vu: plan.vu,
-        // A quota's credits need its period pins, not built: dropped when
-        // the ceiling pins fail.
-        foreign: plan.after.values().any(|l| l.gc.is_some()),
         schedules: plan.schedules.clone(),
         sched: plan.sched.clone(),
         ..entry(&plan.key, &plan.after, consume, now)
