@@ -45,6 +45,8 @@ zae_test_support::also_on_dynamodb_local!(
     cascades_to_the_parent_match_the_python_client,
     limit_levels_and_changes_between_steps_match_the_python_client,
     a_credit_over_the_ceiling_and_its_trim_match_the_python_client,
+    duration_windows_anchor_roll_and_restore_as_the_python_client_does,
+    calendar_quotas_reset_at_their_edge_as_the_python_client_does,
 );
 
 #[tokio::test]
