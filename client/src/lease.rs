@@ -38,8 +38,9 @@ pub struct Entry {
     pub vu: Option<i64>,
     /// Admitted under a bypass stamp: later writes count, never debit.
     pub bypassed: bool,
-    /// The bucket carries a quota, schedule or window (another client's):
-    /// credits that fail their pins are dropped, never forced.
+    /// The bucket carries a feature this client refuses (a sharded quota,
+    /// a top-up, an unreadable schedule): credits that fail their pins are
+    /// dropped, never forced.
     pub foreign: bool,
     /// Millitokens consumed since the initial commit (negative: released).
     pub pending: BTreeMap<String, i64>,
@@ -385,9 +386,9 @@ impl Part {
 /// credit of tokens is bounded by the shard's ceiling and pinned on what
 /// that ceiling came from; if the pins fail, it lands anyway with `vu = 0`,
 /// which sends the next acquire through the slow path to trim the balance.
-/// On a bucket carrying a feature this client does not build (a quota, a
-/// schedule, a window) a credit whose pins fail is dropped instead: its
-/// period cannot be told, and `vu` is that feature's.
+/// On a bucket carrying a feature this client does not build a credit
+/// whose pins fail is dropped instead. A quota's credit carries its
+/// period's terms in both writes, so one across a reset is dropped too.
 pub(crate) async fn write_net<S: Store>(
     store: &S,
     entry: &Entry,
