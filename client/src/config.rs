@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use zae_table::config::{Disabled, LevelConfig, LimitConfig};
 use zae_table::keys::config_key;
 use zae_table::level::Level;
+use zae_table::schedule::LimitSchedule;
 use zae_table::store::Store;
 
 /// What to do when the table cannot answer.
@@ -44,6 +45,8 @@ pub struct Resolved {
     /// The limits are the caller's `limits=`: soft-ness is trusted from
     /// them and stamped on nothing; item limits they do not name are not gated.
     pub from_override: bool,
+    /// The zone the winning level's schedules are read in (`sched_tz`).
+    pub sched_tz: Option<String>,
 }
 
 impl Resolved {
@@ -162,13 +165,14 @@ pub async fn resolve<S: Store>(
         // The caller's limits replace every level's; like the resource and
         // system levels', a bucket they create carries a TTL.
         let level = Level::Resource(resource.to_owned());
-        refuse_unsupported(&limits, entity, resource, &level)?;
+        refuse_unsupported(&limits, None, (entity, resource), &level)?;
         return Ok(Resolved {
             limits: limits.to_vec(),
             level,
             disabled,
             cascade,
             from_override: true,
+            sched_tz: None,
         });
     }
     levels.push((Level::System, system.get(store, namespace).await?));
@@ -181,11 +185,11 @@ pub async fn resolve<S: Store>(
             resource: resource.to_owned(),
         });
     };
-    let limits = config.map(|c| c.limits).unwrap_or_default();
+    let (limits, sched_tz) = config.map(|c| (c.limits, c.sched_tz)).unwrap_or_default();
     // A disabled resource is `ResourceDisabled` whatever its limits carry,
     // as in Python; the caller refuses it.
     if !matches!(disabled, Some((Disabled::Yes, _))) {
-        refuse_unsupported(&limits, entity, resource, &level)?;
+        refuse_unsupported(&limits, sched_tz.as_deref(), (entity, resource), &level)?;
     }
     Ok(Resolved {
         limits,
@@ -193,22 +197,26 @@ pub async fn resolve<S: Store>(
         disabled,
         cascade,
         from_override: false,
+        sched_tz,
     })
 }
 
 /// A limit this client cannot enforce as the Python client does.
 fn refuse_unsupported(
     limits: &[LimitConfig],
-    entity: &str,
-    resource: &str,
+    tz: Option<&str>,
+    (entity, resource): (&str, &str),
     level: &Level,
 ) -> Result<(), Error> {
     for limit in limits {
-        let feature = if limit.reset_after_seconds.is_some() {
-            Feature::DurationWindow
-        } else if limit.rsched.is_some() || limit.refill_amount == 0 {
+        let resets = limit.rsched.is_some() || limit.reset_after_seconds.is_some();
+        // A zero rate with no reset never recovers, and a rate beside a
+        // reset is two mechanisms: 0.17.0 refuses both shapes.
+        let feature = if (limit.refill_amount == 0) != resets {
             Feature::Quota
-        } else if limit.sched.is_some() {
+        } else if let Err(e) = schedule_of(limit, tz) {
+            // A schedule this build cannot read (0.17.0 refuses it too).
+            tracing::warn!(limit = %limit.name, error = %e, "unreadable schedule");
             Feature::Schedule
         } else {
             continue;
@@ -221,4 +229,36 @@ fn refuse_unsupported(
         });
     }
     Ok(())
+}
+
+/// A configured limit's schedules, read in `tz` (`None`: UTC); `None` when
+/// it has none.
+pub fn schedule_of(
+    limit: &LimitConfig,
+    tz: Option<&str>,
+) -> Result<Option<LimitSchedule>, zae_table::schedule::ScheduleError> {
+    let sched = limit.sched.as_deref().unwrap_or("");
+    let rsched = limit.rsched.as_deref().unwrap_or("");
+    if sched.is_empty() && rsched.is_empty() {
+        return Ok(None);
+    }
+    LimitSchedule::decode(sched, rsched, tz).map(Some)
+}
+
+impl Resolved {
+    /// Each configured limit's schedules, as a slow pass judges by them.
+    pub fn schedules(&self) -> std::collections::BTreeMap<String, std::sync::Arc<LimitSchedule>> {
+        self.limits
+            .iter()
+            .filter_map(|l| {
+                let schedule = schedule_of(l, self.sched_tz.as_deref()).ok()??;
+                Some((l.name.clone(), std::sync::Arc::new(schedule)))
+            })
+            .collect()
+    }
+}
+
+/// A quota: no drip, and a reset (a calendar schedule or a duration window).
+pub fn is_quota(limit: &LimitConfig) -> bool {
+    limit.refill_amount == 0 && (limit.rsched.is_some() || limit.reset_after_seconds.is_some())
 }

@@ -115,12 +115,11 @@ impl std::fmt::Display for RateLimitExceeded {
 /// build; refused rather than acquired wrongly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Feature {
+    /// A quota on a sharded bucket (allowance moves), a top-up, or a
+    /// limit 0.17.0 cannot construct.
     Quota,
+    /// A stored schedule this build cannot read.
     Schedule,
-    DurationWindow,
-    /// A bucket item carrying `vu` other than 0 (a schedule, quota or
-    /// window written by another client).
-    ValidUntil,
     /// `disabled: "bypass"` on a config level.
     Bypass,
 }
@@ -128,12 +127,10 @@ pub enum Feature {
 impl Feature {
     pub fn name(self) -> &'static str {
         match self {
-            Feature::Quota => "quotas (a limit with refill_amount 0 or a reset schedule)",
-            Feature::Schedule => "schedules (with_schedule)",
-            Feature::DurationWindow => "duration windows (reset_after)",
-            Feature::ValidUntil => {
-                "a bucket with a validity stamp (vu) from a schedule, quota or window"
+            Feature::Quota => {
+                "this quota shape (on a sharded bucket, topped up, or a zero rate with no reset)"
             }
+            Feature::Schedule => "a stored schedule this build cannot read",
             Feature::Bypass => "bypass (disabled: \"bypass\" on a config level)",
         }
     }

@@ -10,7 +10,7 @@ use crate::status::{self, Consume};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use zae_table::Attr;
-use zae_table::bucket::{RSCHED, SCHED, SCHED_TZ, SHARD_COUNT, VALID_UNTIL, field, limit_attr};
+use zae_table::bucket::{SHARD_COUNT, VALID_UNTIL, field, limit_attr};
 use zae_table::config::MAX_TOKENS;
 use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::milli::MILLI;
@@ -38,14 +38,48 @@ pub struct Entry {
     pub vu: Option<i64>,
     /// Admitted under a bypass stamp: later writes count, never debit.
     pub bypassed: bool,
-    /// The bucket carries a quota, schedule or window (another client's):
-    /// credits that fail their pins are dropped, never forced.
+    /// The bucket carries a feature this client refuses (a sharded quota,
+    /// a top-up, an unreadable schedule): credits that fail their pins are
+    /// dropped, never forced.
     pub foreign: bool,
     /// Millitokens consumed since the initial commit (negative: released).
     pub pending: BTreeMap<String, i64>,
     /// The configured limits a slow pass judged by, as statuses quote them
     /// (empty on the fast path: the bucket's are quoted).
     pub(crate) quoted: crate::status::Quotes,
+    /// The limits' schedules, for a credit's ceiling, and the strings as
+    /// stored, which that ceiling pins.
+    pub(crate) schedules: BTreeMap<String, Arc<zae_table::schedule::LimitSchedule>>,
+    pub(crate) sched: crate::bucket::SchedStrings,
+}
+
+/// `limit` with the parameters its schedule puts in force at `now`.
+fn scheduled(
+    schedules: &BTreeMap<String, Arc<zae_table::schedule::LimitSchedule>>,
+    name: &str,
+    limit: &LimitView,
+    now: i64,
+) -> LimitView {
+    match schedules.get(name) {
+        Some(s) => {
+            let (cp, ra, rp) = s.params_at((limit.cp, limit.ra, limit.rp), now);
+            LimitView {
+                cp,
+                ra,
+                rp,
+                ..*limit
+            }
+        }
+        None => *limit,
+    }
+}
+
+impl Entry {
+    /// A limit's ceiling on this shard, by the parameters in force when the
+    /// lease read it (a passed boundary fails the credit's `vu` pin).
+    fn ceiling(&self, name: &str, limit: &LimitView) -> i64 {
+        scheduled(&self.schedules, name, limit, self.rf).ceiling(self.shard_count)
+    }
 }
 
 /// The buckets an acquire debited. Commit it to write the adjustments; an
@@ -144,7 +178,8 @@ impl<S: Store + 'static> Lease<S> {
                     continue;
                 };
                 let rf = entry.refilled_at.get(*name).copied().unwrap_or(entry.rf);
-                let (tokens, reached) = limit.refill_to(rf, now, entry.shard_count);
+                let effective = scheduled(&entry.schedules, name, limit, now);
+                let (tokens, reached) = effective.refill_to(rf, now, entry.shard_count);
                 let delta = amount * MILLI;
                 let pending = entry.pending.entry((*name).to_owned()).or_default();
                 let Some(total) = pending.checked_add(delta) else {
@@ -197,7 +232,8 @@ impl<S: Store + 'static> Lease<S> {
             // Each limit judged on its own in-memory refill.
             let limits = entry.limits.iter().map(|(n, l)| {
                 let rf = entry.refilled_at.get(n).copied().unwrap_or(entry.rf);
-                let (tk, _) = l.refill_to(rf, now, entry.shard_count);
+                let (tk, _) =
+                    scheduled(&entry.schedules, n, l, now).refill_to(rf, now, entry.shard_count);
                 (n.clone(), crate::bucket::LimitView { tk, ..*l })
             });
             let view = crate::bucket::BucketView {
@@ -205,6 +241,7 @@ impl<S: Store + 'static> Lease<S> {
                 shard_count: entry.shard_count,
                 limits: limits.collect(),
                 bypass: entry.bypassed.then_some(i64::MAX),
+                schedules: entry.schedules.clone(),
                 ..Default::default()
             };
             let soft = |n: &str| entry.soft.iter().any(|s| s == n);
@@ -369,10 +406,10 @@ impl Part {
 /// credit of tokens is bounded by the shard's ceiling and pinned on what
 /// that ceiling came from; if the pins fail, it lands anyway with `vu = 0`,
 /// which sends the next acquire through the slow path to trim the balance.
-/// On a bucket carrying a feature this client does not build (a quota, a
-/// schedule, a window) a credit whose pins fail is dropped instead: its
-/// period cannot be told, and `vu` is that feature's. The same change's
-/// debits are then written alone.
+/// On a bucket carrying a feature this client does not build a credit
+/// whose pins fail is dropped instead; the same change's debits are then
+/// written alone. A quota's credit carries its period's terms in both
+/// writes, so one across a reset is dropped too.
 pub(crate) async fn write_net<S: Store>(
     store: &S,
     entry: &Entry,
@@ -434,33 +471,105 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], part: Part, pinned: bool) -
         let Some(limit) = entry.limits.get(*name) else {
             continue;
         };
+        if tokens && *delta < 0 {
+            period_terms(entry, name, limit, &mut b, &mut conditions);
+        }
         if !(pinned && tokens && *delta < 0) {
             continue;
         }
         let tk = b.name(&limit_attr(name, field::TOKENS));
-        let most = limit.ceiling(entry.shard_count).saturating_add(*delta);
+        let most = entry.ceiling(name, limit).saturating_add(*delta);
         let most = b.value(Attr::n(most));
         let cp = b.name(&limit_attr(name, field::CAPACITY));
         let cp_read = b.value(Attr::n(limit.cp));
         conditions.push(format!("{tk} <= {most} AND {cp} = {cp_read}"));
-        for f in [field::GRANT_COUNT, field::SCHED, field::RSCHED] {
-            let alias = b.name(&limit_attr(name, f));
-            conditions.push(format!("attribute_not_exists({alias})"));
-        }
+        pin_number(
+            &mut b,
+            &mut conditions,
+            &limit_attr(name, field::GRANT_COUNT),
+            limit.gc,
+        );
+        entry.sched.pin(&mut b, &mut conditions, Some(name));
     }
     if pinned && credit {
         let sc = b.name(SHARD_COUNT);
         let count = b.value(Attr::n(entry.shard_count));
         conditions.push(format!("(attribute_not_exists({sc}) OR {sc} = {count})"));
         bucket::pin_valid_until(&mut b, &mut conditions, entry.vu);
-        for attr in [SCHED, RSCHED, SCHED_TZ] {
-            let alias = b.name(attr);
-            conditions.push(format!("attribute_not_exists({alias})"));
-        }
+        entry.sched.pin(&mut b, &mut conditions, None);
     } else if credit {
         b.set(VALID_UNTIL, Attr::n(0));
     }
     b.build(&entry.key.pk(), SK_STATE, Some(conditions.join(" AND ")))
+}
+
+/// A number still as read (`None`: absent).
+fn pin_number(b: &mut UpdateBuilder, conditions: &mut Vec<String>, attr: &str, read: Option<i64>) {
+    let alias = b.name(attr);
+    conditions.push(match read {
+        Some(read) => format!("{alias} = {}", b.value(Attr::n(read))),
+        None => format!("attribute_not_exists({alias})"),
+    });
+}
+
+/// A quota credit lands only in the period of the debit it returns, in the
+/// pinned write and the trim alike: a duration window as read, or no reset
+/// edge passed since the lease's `rf` (the cron that edge came from, and
+/// the operator-reset count, unchanged). Across a reset it is dropped.
+fn period_terms(
+    entry: &Entry,
+    name: &str,
+    limit: &LimitView,
+    b: &mut UpdateBuilder,
+    conditions: &mut Vec<String>,
+) {
+    if limit.ra != 0 {
+        return;
+    }
+    if limit.rsa.is_some() {
+        pin_number(
+            b,
+            conditions,
+            &limit_attr(name, field::WINDOW_START),
+            limit.ws,
+        );
+        pin_number(
+            b,
+            conditions,
+            &limit_attr(name, field::WINDOW_APPLIED),
+            limit.wa,
+        );
+        return;
+    }
+    let Some(schedule) = entry.schedules.get(name).filter(|s| !s.resets.is_empty()) else {
+        return;
+    };
+    if let Some(edge) =
+        zae_table::schedule::next_reset_edge(&schedule.resets, schedule.tz, entry.rf)
+    {
+        let rf = b.name(zae_table::bucket::REFILLED_AT);
+        conditions.push(format!("{rf} < {}", b.value(Attr::n(edge))));
+    }
+    let strings = &entry.sched;
+    let own = strings.limits.get(name).and_then(|l| l[1].clone());
+    for (attr, read) in [
+        (
+            zae_table::bucket::RSCHED.to_owned(),
+            strings.item[1].clone(),
+        ),
+        (
+            zae_table::bucket::SCHED_TZ.to_owned(),
+            strings.item[2].clone(),
+        ),
+        (limit_attr(name, field::RSCHED), own),
+    ] {
+        let alias = b.name(&attr);
+        conditions.push(match read {
+            Some(read) => format!("{alias} = {}", b.value(Attr::s(read))),
+            None => format!("attribute_not_exists({alias})"),
+        });
+    }
+    pin_number(b, conditions, &limit_attr(name, field::RESET_NUMBER), None);
 }
 
 fn debited(consume: &Consume, has: impl Fn(&str) -> bool) -> BTreeMap<String, i64> {
@@ -508,6 +617,8 @@ pub(crate) fn entry(
         foreign: false,
         pending: BTreeMap::new(),
         quoted: BTreeMap::new(),
+        schedules: BTreeMap::new(),
+        sched: Default::default(),
     }
 }
 
@@ -524,6 +635,8 @@ pub(crate) fn entry_from_view(
         foreign: view.unsupported.is_some(),
         // A bypass-shaped write counted only: so do its refund and writes.
         bypassed: view.counted_only,
+        schedules: view.schedules.clone(),
+        sched: view.sched_strings.clone(),
         ..entry(key, &view.limits, consume, now)
     }
 }

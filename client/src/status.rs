@@ -6,6 +6,7 @@ use crate::error::LimitStatus;
 use std::collections::BTreeMap;
 use zae_table::config::LimitConfig;
 use zae_table::milli::MILLI;
+use zae_table::schedule::LimitSchedule;
 
 /// The amounts one acquire asks of each limit, whole tokens.
 pub type Consume = BTreeMap<String, i64>;
@@ -39,7 +40,12 @@ impl Quoted {
     fn of_bucket(limit: &LimitView) -> Quoted {
         Quoted {
             capacity: (limit.cp / MILLI).max(1),
-            refill_amount: (limit.ra / MILLI).max(1),
+            // A quota has no drip.
+            refill_amount: if limit.ra == 0 {
+                0
+            } else {
+                (limit.ra / MILLI).max(1)
+            },
             refill_period_s: (limit.rp / MILLI).max(1),
         }
     }
@@ -52,8 +58,33 @@ impl Quoted {
         let share = |whole: i64| (whole.saturating_mul(MILLI) / shards / MILLI).max(1);
         Quoted {
             capacity: share(self.capacity),
-            refill_amount: share(self.refill_amount),
+            refill_amount: if self.refill_amount == 0 {
+                0
+            } else {
+                share(self.refill_amount)
+            },
             refill_period_s: self.refill_period_s.max(1),
+        }
+    }
+}
+
+impl Quoted {
+    /// One shard's share of the parameters `schedule` puts in force at
+    /// `now`: scaled first (in millitokens), then divided.
+    pub fn scheduled(self, schedule: &LimitSchedule, shards: i64, now: i64) -> Quoted {
+        let milli = |v: i64| v.saturating_mul(MILLI);
+        let base = (
+            milli(self.capacity),
+            milli(self.refill_amount),
+            milli(self.refill_period_s),
+        );
+        let (cp, ra, rp) = schedule.params_at(base, now);
+        let share = |v: i64| (v / shards.max(1) / MILLI).max(1);
+        Quoted {
+            capacity: share(cp),
+            // A quota has no drip, however scaled or shared.
+            refill_amount: if ra == 0 { 0 } else { share(ra) },
+            refill_period_s: (rp / MILLI).max(1),
         }
     }
 }
@@ -98,12 +129,16 @@ pub fn statuses(
         .iter()
         .map(|(name, limit)| {
             let shards = view.shard_count;
-            let projected = limit.project(view.rf, now, shards);
+            let projected = view.balance(name, limit, now);
             let requested = consume.get(name).copied().unwrap_or_default();
             let wanted = requested.saturating_mul(MILLI);
             let is_soft = soft(name);
             let exceeded = !is_soft && !bypassed && projected < wanted;
-            let quote = Quoted::of(quoted.get(name), limit).per_shard(shards);
+            let base = Quoted::of(quoted.get(name), limit);
+            let quote = match view.schedules.get(name) {
+                Some(schedule) => base.scheduled(schedule, shards, now),
+                None => base.per_shard(shards),
+            };
             LimitStatus {
                 entity: entity.to_owned(),
                 resource: resource.to_owned(),
@@ -112,7 +147,7 @@ pub fn statuses(
                 requested,
                 exceeded,
                 retry_after_ms: if exceeded {
-                    retry_after_ms(wanted.saturating_sub(projected), limit.ra, limit.rp, shards)
+                    view.retry_after_ms(name, limit, wanted.saturating_sub(projected), now)
                 } else {
                     0
                 },

@@ -16,7 +16,9 @@ A spec (examples in client_diff/):
     {"stamp_ttl_ms": N, "setup_at_ms": MS, "setup": [ADMIN...], "steps": [STEP...],
      ["rejection_cache_ttl_ms": N (default 0: off)]}
     ADMIN: {"op":"limits","level":"system"|"resource"|"entity", ["resource":R], ["entity":E],
-            "limits":[{"name","capacity","refill_amount","refill_period_s","soft"}],
+            "limits":[{"name","capacity","refill_amount","refill_period_s","soft",
+                       "schedule":[{"cron","tz","scale"|"capacity","refill_amount","refill_period_s"}],
+                       "reset_schedule":[{"cron","tz"}],"reset_after_s"}],
             ["on_unavailable":"allow"|"block", system only]}
            {"op":"delete_limits", level fields}  {"op":"entity","entity":E,"parent":P|null,"cascade":B}
            {"op":"disable"|"enable","resource":R}
@@ -49,11 +51,13 @@ import hashlib
 import json
 import os
 import sys
+from datetime import timedelta
 
 import boto3
 from botocore.exceptions import ClientError
 from client import stamp_version_record
 from zae_limiter import Limit, OnUnavailable, RateLimiter, RateLimitExceeded, Repository
+from zae_limiter.schedule import ScheduleEntry
 from zae_limiter.exceptions import (
     PermissionDenied,
     RateLimiterUnavailable,
@@ -252,14 +256,35 @@ async def open_limiter(
     return repo, RateLimiter(repository=repo, speculative_writes=True)
 
 
+def to_entry(d: dict) -> ScheduleEntry:
+    """One schedule entry as the spec spells it (`cron`, `tz`, and `scale` or
+    `capacity`/`refill_amount`/`refill_period_s`)."""
+    return ScheduleEntry(
+        cron=d["cron"],
+        tz=d.get("tz", "UTC"),
+        scale=d.get("scale"),
+        capacity=d.get("capacity"),
+        refill_amount=d.get("refill_amount"),
+        refill_period_seconds=d.get("refill_period_s"),
+    )
+
+
 def to_limit(d: dict) -> Limit:
-    return Limit(
+    limit = Limit(
         name=d["name"],
         capacity=d["capacity"],
         refill_amount=d["refill_amount"],
         refill_period_seconds=d["refill_period_s"],
         soft=d.get("soft", False),
+        # A quota's reset (`reset_schedule`: [{cron, tz}]) or a duration
+        # window (`reset_after_s`), as Limit's constructor takes them.
+        reset_schedule=tuple(ScheduleEntry.reset(e["cron"], e.get("tz", "UTC")) for e in d.get("reset_schedule", [])),
+        reset_after=timedelta(seconds=d["reset_after_s"]) if "reset_after_s" in d else None,
     )
+    # A parameter schedule (`schedule`: [entry]), as Limit.with_schedule takes it.
+    if d.get("schedule"):
+        limit = limit.with_schedule(tuple(to_entry(e) for e in d["schedule"]))
+    return limit
 
 
 def error_answer(e: BaseException) -> dict:

@@ -85,9 +85,9 @@ pub fn classify(view: &BucketView, consume: &Consume, now: i64) -> Refusal {
     let ttl_passed = view.ttl.is_some_and(|t| t <= now.div_euclid(1000));
     // `vu = 0` (a credit over the ceiling, an operator's change) is not a
     // boundary: a refill check decides, and only a bucket that would
-    // admit goes to the slow path to be trimmed (vu other than 0 was
-    // refused above).
-    if expired_soft || expired_bypass || ttl_passed {
+    // admit goes to the slow path to be trimmed. A `vu` passed is: the
+    // image's balance was materialised under parameters no longer in force.
+    if expired_soft || expired_bypass || ttl_passed || view.past_boundary(now) {
         return Refusal::Boundary;
     }
     let wcu_left = view.wcu.map(|w| w.tk).unwrap_or_default();
@@ -115,7 +115,7 @@ pub fn fits_now(view: &BucketView, consume: &Consume, now: i64, refill: bool) ->
             return false;
         };
         let balance = if refill {
-            limit.project(view.rf, now, view.shard_count)
+            view.balance(name, limit, now)
         } else {
             limit.tk
         };

@@ -44,5 +44,8 @@ pub fn plan_counted(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Plann
         view: Some(view.clone()),
         quoted: quoted_config(&pass.resolved.limits),
         bypassed: true,
+        vu: view.vu,
+        sched: view.sched_strings.clone(),
+        schedules: view.schedules.clone(),
     }
 }

@@ -201,6 +201,9 @@ fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
         refilled_at: plan.refilled_at.clone(),
         shard_count: plan.shard_count,
         bypassed: plan.bypassed,
+        vu: plan.vu,
+        schedules: plan.schedules.clone(),
+        sched: plan.sched.clone(),
         ..entry(&plan.key, &plan.after, consume, now)
     };
     // Under `limits=` the override says which limits are soft, stamp or not.

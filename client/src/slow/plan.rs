@@ -2,19 +2,22 @@
 //! debited, as one write. A new bucket is a `Put` with a check on its
 //! owner's META (§3.3); an existing one an update locked on `rf` (§3.4).
 
-use crate::bucket::{self, BucketView, LimitView, WCU_CAPACITY, WCU_PERIOD_MS};
+use crate::bucket::{self, BucketView, LimitView, SchedStrings, WCU_CAPACITY, WCU_PERIOD_MS};
 use crate::config::Resolved;
 use crate::status::{Consume, Quotes, quoted_config};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use zae_table::bucket::{
-    BYPASS, CASCADE, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT, SHARD_COUNT,
-    TTL, VALID_UNTIL, field, limit_attr,
+    BYPASS, CASCADE, PARENT_GENERATION, PARENT_ID, PARENT_INCARNATION, REFILLED_AT, SCHED_NONE,
+    SHARD_COUNT, TTL, VALID_UNTIL, field, limit_attr,
+    sched::{self, Named},
 };
 use zae_table::config::LimitConfig;
 use zae_table::entity::Meta;
 use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::milli::MILLI;
 use zae_table::names::WCU_LIMIT;
+use zae_table::schedule::LimitSchedule;
 use zae_table::store::{ITEM_ABSENT, ITEM_EXISTS, TxWrite, Update, UpdateBuilder};
 use zae_table::{Attr, Item};
 
@@ -61,15 +64,45 @@ pub struct Planned {
     pub quoted: Quotes,
     /// Admitted under bypass (config and stamp): counted, not debited.
     pub bypassed: bool,
+    /// `vu` and the schedule strings once the write lands, and the
+    /// schedules judged by: what a lease credit pins and bounds by.
+    pub vu: Option<i64>,
+    pub sched: SchedStrings,
+    pub schedules: BTreeMap<String, Arc<LimitSchedule>>,
 }
 
 /// Seconds a limit takes to refill from empty, as the Python client
-/// computes it (floats, the same operations in the same order).
+/// computes it (floats, the same operations in the same order): the
+/// slowest of its base parameters and every window of its schedule (an
+/// absolute entry can slow the refill), since a TTL cannot know which
+/// window it will land in.
 fn recovery_seconds(limit: &LimitConfig) -> f64 {
-    let cp = (limit.capacity * MILLI) as f64;
-    let ra = (limit.refill_amount * MILLI) as f64;
-    let rp = (limit.refill_period * MILLI) as f64;
-    (cp / ra) * (rp / 1000.0)
+    // A quota recovers whole at its reset: its window, or its cron's cycle.
+    if let Some(rsa) = limit.reset_after_seconds {
+        return rsa as f64;
+    }
+    if let Some(resets) = limit
+        .rsched
+        .as_deref()
+        .and_then(|r| zae_table::schedule::decode_resets(r).ok())
+    {
+        return resets.iter().map(|p| p.cycle_seconds()).min().unwrap_or(0) as f64;
+    }
+    let base = (
+        limit.capacity * MILLI,
+        limit.refill_amount * MILLI,
+        limit.refill_period * MILLI,
+    );
+    let fill = |(cp, ra, rp): (i64, i64, i64)| (cp as f64 / ra as f64) * (rp as f64 / 1000.0);
+    let entries = limit
+        .sched
+        .as_deref()
+        .and_then(|s| zae_table::schedule::decode_params(s).ok())
+        .unwrap_or_default();
+    entries
+        .iter()
+        .map(|e| fill(e.params(base.0, base.1, base.2)))
+        .fold(fill(base), f64::max)
 }
 
 /// `ttl` for a bucket whose limits come from the resource or system level.
@@ -90,24 +123,54 @@ pub(super) fn milli(tokens: i64) -> i64 {
     tokens.saturating_mul(MILLI)
 }
 
-/// A configured limit as a new bucket (or a seed) starts it on a shard.
-fn fresh(limit: &LimitConfig, shards: i64, consumed: i64) -> LimitView {
+/// A configured limit as a new bucket (or a seed) starts it on a shard:
+/// the share of the capacity its schedule puts in force at `now`.
+fn fresh(limit: &LimitConfig, pass: Pass<'_>, shards: i64, consumed: i64) -> LimitView {
     let cp = milli(limit.capacity);
+    let base = (cp, milli(limit.refill_amount), milli(limit.refill_period));
+    let (start, _, _) = match crate::config::schedule_of(limit, pass.resolved.sched_tz.as_deref()) {
+        Ok(Some(schedule)) => schedule.params_at(base, pass.now_plan),
+        _ => base,
+    };
     LimitView {
-        tk: cp.div_euclid(shards.max(1)).saturating_sub(consumed),
+        tk: start.div_euclid(shards.max(1)).saturating_sub(consumed),
         cp,
         ra: milli(limit.refill_amount),
         rp: milli(limit.refill_period),
         tc: consumed,
         soft: None,
         soft_present: false,
+        // A quota is granted at the item's count; a duration window opens
+        // with the limit (its start applied at once).
+        gc: crate::config::is_quota(limit).then_some(shards),
+        rsa: limit.reset_after_seconds,
+        ws: limit.reset_after_seconds.map(|_| pass.now_plan),
+        wa: limit.reset_after_seconds.map(|_| pass.now_plan),
     }
 }
 
+/// A limit's quota fields as a write sets them (those it has).
+fn quota_fields(l: &LimitView) -> Vec<(&'static str, i64)> {
+    [
+        (field::GRANT_COUNT, l.gc),
+        (field::RESET_AFTER, l.rsa),
+        (field::WINDOW_START, l.ws),
+        (field::WINDOW_APPLIED, l.wa),
+    ]
+    .into_iter()
+    .filter_map(|(f, v)| Some((f, v?)))
+    .collect()
+}
+
 fn limit_attrs(item: &mut Item, name: &str, l: &LimitView) {
-    for (f, v) in l.fields() {
+    for (f, v) in l.fields().into_iter().chain(quota_fields(l)) {
         item.insert(limit_attr(name, f), Attr::n(v));
     }
+}
+
+/// The end of every duration window in `limits`, for `vu`.
+fn window_ends<'a>(limits: impl IntoIterator<Item = &'a LimitView>) -> Option<i64> {
+    limits.into_iter().filter_map(BucketView::window_end).min()
 }
 
 fn wcu_full() -> LimitView {
@@ -167,7 +230,7 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
     let mut admitted = true;
     for limit in &resolved.limits {
         let consumed = milli(consume.get(&limit.name).copied().unwrap_or_default());
-        let mut view = fresh(limit, shards, if bypassed { 0 } else { consumed });
+        let mut view = fresh(limit, pass, shards, if bypassed { 0 } else { consumed });
         view.tc = consumed;
         // A `limits=` soft limit is trusted for this write, stamped on nothing.
         if limit.soft && !resolved.from_override {
@@ -181,6 +244,13 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         limit_attrs(&mut item, &limit.name, &view);
         after.insert(limit.name.clone(), view);
     }
+    stamp_schedules(
+        &mut item,
+        resolved,
+        pass.now_plan,
+        window_ends(after.values()),
+    );
+    let image = BucketView::read(&item);
     let condition = zae_table::store::Condition::plain(ITEM_ABSENT);
     Planned {
         key: key.clone(),
@@ -196,6 +266,41 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
         view: None,
         quoted: quoted_config(&resolved.limits),
         bypassed,
+        vu: image.vu,
+        sched: image.sched_strings,
+        schedules: resolved.schedules(),
+    }
+}
+
+/// The zone a pass writes schedules in: the level's, else UTC.
+fn zone(resolved: &Resolved) -> &str {
+    resolved.sched_tz.as_deref().unwrap_or("UTC")
+}
+
+/// The earliest boundary after `now` over the configured schedules: the
+/// `vu` a materialising write stamps.
+fn boundary(resolved: &Resolved, now: i64) -> Option<i64> {
+    resolved
+        .schedules()
+        .values()
+        .filter_map(|s| s.boundary(now))
+        .min()
+}
+
+/// A new item's schedules (defaults, overrides, zone) and its `vu`.
+fn stamp_schedules(item: &mut Item, resolved: &Resolved, now: i64, windows: Option<i64>) {
+    let named: Vec<Named<'_>> = resolved.limits.iter().map(named).collect();
+    sched::stamp_new_item(item, &named, zone(resolved));
+    if let Some(vu) = boundary(resolved, now).into_iter().chain(windows).min() {
+        item.insert(VALID_UNTIL.to_owned(), Attr::n(vu));
+    }
+}
+
+fn named(limit: &LimitConfig) -> Named<'_> {
+    Named {
+        name: &limit.name,
+        sched: limit.sched.as_deref().filter(|s| !s.is_empty()),
+        rsched: limit.rsched.as_deref().filter(|s| !s.is_empty()),
     }
 }
 
@@ -208,6 +313,8 @@ struct Draft {
     refilled_at: BTreeMap<String, i64>,
     /// Every limit passed so far.
     admitted: bool,
+    /// The schedule strings once the write lands (seeds spell theirs).
+    sched: SchedStrings,
 }
 
 impl Draft {
@@ -218,6 +325,7 @@ impl Draft {
             after: BTreeMap::new(),
             refilled_at: BTreeMap::new(),
             admitted: true,
+            sched: SchedStrings::default(),
         }
     }
 }
@@ -225,6 +333,7 @@ impl Draft {
 /// Plans the rf-locked write to an existing bucket (§3.4).
 pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planned {
     let mut d = Draft::new(Vec::new());
+    d.sched = view.sched_strings.clone();
     d.lock(view, pass);
     d.debit(view, pass);
     if !pass.resolved.from_override {
@@ -238,7 +347,14 @@ pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planne
     );
     d.seed_missing(view, pass);
     bucket::pin_valid_until(&mut d.b, &mut d.conditions, view.vu);
-    d.b.remove(VALID_UNTIL);
+    let vu = boundary(pass.resolved, pass.now_plan)
+        .into_iter()
+        .chain(window_ends(d.after.values()))
+        .min();
+    match vu {
+        Some(vu) => d.b.set(VALID_UNTIL, Attr::n(vu)),
+        None => d.b.remove(VALID_UNTIL),
+    };
     let update =
         d.b.build(&key.pk(), SK_STATE, Some(d.conditions.join(" AND ")));
     Planned {
@@ -252,6 +368,9 @@ pub fn plan_update(key: &BucketKey, view: &BucketView, pass: Pass<'_>) -> Planne
         view: Some(view.clone()),
         quoted: quoted_config(&pass.resolved.limits),
         bypassed: false,
+        vu,
+        sched: d.sched,
+        schedules: view.schedules.clone(),
     }
 }
 
@@ -287,7 +406,8 @@ impl Draft {
         let now_value = b.value(Attr::n(now_plan));
         for (name, limit) in &view.limits {
             let consumed = milli(pass.consume.get(name).copied().unwrap_or_default());
-            let projected = limit.project(view.rf, now_plan, shards);
+            let (effective, restored) = view.materialise(name, limit, now_plan);
+            let projected = effective.project(view.rf, now_plan, shards);
             let refill = projected.saturating_sub(limit.tk);
             let soft = pass.resolved.is_soft(name);
             // Under `limits=`, an item limit the override does not name is
@@ -313,10 +433,28 @@ impl Draft {
                 self.conditions.push(format!("{tk} <= {read}"));
             }
             let mut next = *limit;
-            self.refilled_at
-                .insert(name.clone(), limit.refill_to(view.rf, now_plan, shards).1);
+            self.refilled_at.insert(
+                name.clone(),
+                effective.refill_to(view.rf, now_plan, shards).1,
+            );
             next.tk = projected.saturating_sub(consumed);
             next.tc = limit.tc.saturating_add(consumed);
+            let quota = pass
+                .resolved
+                .limit(name)
+                .is_some_and(crate::config::is_quota);
+            if restored && quota {
+                // A reset or a window's roll re-grants at the item's count.
+                next.gc = Some(shards);
+            }
+            if effective.rsa.is_some() {
+                (next.ws, next.wa, next.rsa) = (effective.ws, effective.wa, effective.rsa);
+            }
+            for (f, v) in quota_fields(&next) {
+                if f != field::GRANT_COUNT || (restored && quota) {
+                    b.set(&limit_attr(name, f), Attr::n(v));
+                }
+            }
             self.after.insert(name.clone(), next);
         }
         if let Some(wcu) = &view.wcu {
@@ -333,7 +471,7 @@ impl Draft {
                 continue;
             }
             let consumed = milli(pass.consume.get(&limit.name).copied().unwrap_or_default());
-            let mut seeded = fresh(limit, view.shard_count, consumed);
+            let mut seeded = fresh(limit, pass, view.shard_count, consumed);
             if limit.soft && !pass.resolved.from_override {
                 let deadline = (pass.stamps.deadline)(pass.now_plan);
                 self.b
@@ -342,7 +480,7 @@ impl Draft {
             } else if !limit.soft && seeded.tk < 0 {
                 self.admitted = false;
             }
-            self.seed(&limit.name, &seeded);
+            self.seed(named(limit), zone(pass.resolved), &seeded);
             self.after.insert(limit.name.clone(), seeded);
         }
     }
@@ -451,13 +589,19 @@ impl Draft {
     }
 
     /// A configured limit missing from an existing item, written whole.
-    fn seed(&mut self, name: &str, l: &LimitView) {
-        let b = &mut self.b;
-        for (f, v) in l.fields() {
+    fn seed(&mut self, limit: Named<'_>, tz: &str, l: &LimitView) {
+        let (b, name) = (&mut self.b, limit.name);
+        for (f, v) in l.fields().into_iter().chain(quota_fields(l)) {
             b.set(&limit_attr(name, f), Attr::n(v));
         }
-        b.set(&limit_attr(name, field::SCHED), Attr::s("-"));
-        b.set(&limit_attr(name, field::RSCHED), Attr::s("-"));
+        for (attr, value) in sched::seed_attrs(limit, tz) {
+            b.set(&attr, value);
+        }
+        let own = [limit.sched, limit.rsched].map(|s| Some(s.unwrap_or(SCHED_NONE).to_owned()));
+        self.sched.limits.insert(name.to_owned(), own);
+        if limit.sched.is_some() || limit.rsched.is_some() {
+            self.sched.item[2] = Some(tz.to_owned());
+        }
         let cp = b.name(&limit_attr(name, field::CAPACITY));
         let tk = b.name(&limit_attr(name, field::TOKENS));
         self.conditions.push(format!(

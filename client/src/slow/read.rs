@@ -70,11 +70,13 @@ impl<S: Store + 'static> Shared<S> {
             .iter()
             .find(|i| keys::pk_of(i) == Some(&meta_pk))
             .map(Meta::read);
-        let view = items
+        let mut view = items
             .iter()
             .find(|i| keys::pk_of(i) == Some(&key.pk()))
             .map(BucketView::read);
-        if let Some(v) = &view {
+        let quotas = resolved.limits.iter().any(config::is_quota);
+        if let Some(v) = &mut view {
+            judge_by_config(v, &resolved);
             shared.learn_shards(key, v.shard_count);
             // Disabled first, as on the fast path and in Python.
             if v.disabled {
@@ -84,10 +86,32 @@ impl<S: Store + 'static> Shared<S> {
                 return Err(unsupported(key, feature));
             }
         }
+        let shards = view.as_ref().map_or(1, |v| v.shard_count);
+        if quotas && (key.shard > 0 || shards > 1) {
+            // A quota's allowance moves between shards are not built.
+            return Err(unsupported(key, crate::error::Feature::Quota));
+        }
         Ok(Target {
             resolved,
             meta,
             view,
         })
+    }
+}
+
+/// A slow pass judges each configured limit by the config's schedules, not
+/// the item's (an operator's change reaches the bucket here); a limit the
+/// config no longer has keeps the item's.
+fn judge_by_config(view: &mut BucketView, resolved: &crate::config::Resolved) {
+    let configured = resolved.schedules();
+    for limit in &resolved.limits {
+        match configured.get(&limit.name) {
+            Some(schedule) => view.schedules.insert(limit.name.clone(), schedule.clone()),
+            None => view.schedules.remove(&limit.name),
+        };
+        // The window length in force is the config's.
+        if let Some(l) = view.limits.get_mut(&limit.name) {
+            l.rsa = limit.reset_after_seconds;
+        }
     }
 }

@@ -71,4 +71,21 @@ zae_test_support::also_on_dynamodb_local!(
     repeated_rejections_with_the_rejection_cache_on_both_sides_match_the_python_client,
     a_callers_own_limits_for_one_acquire_match_the_python_client,
     an_in_lease_consume_beside_a_limit_in_debt_matches_the_python_client,
+    duration_windows_anchor_roll_and_restore_as_the_python_client_does,
+    calendar_quotas_reset_at_their_edge_as_the_python_client_does,
 );
+
+#[tokio::test]
+async fn schedules_across_boundaries_zones_and_dst_match_the_python_client() {
+    differential("schedule").await;
+}
+
+#[tokio::test]
+async fn duration_windows_anchor_roll_and_restore_as_the_python_client_does() {
+    differential("window").await;
+}
+
+#[tokio::test]
+async fn calendar_quotas_reset_at_their_edge_as_the_python_client_does() {
+    differential("quota").await;
+}

@@ -249,9 +249,11 @@ async fn features_the_client_does_not_build_are_refused_with_their_name_and_leve
             .contains(keys::BUCKET_PREFIX)),
         "nothing written"
     );
-    // A bucket another client stamped with a schedule boundary.
+    // A bucket another client stamped with a schedule this build cannot
+    // read (a later encoding version): 0.17.0 refuses it too.
     let mut item = bucket_with_vu(T0 + 1000);
     item.insert("PK".into(), Attr::s(bucket_pk("u2", 0)));
+    item.insert("sched".into(), Attr::s("2h9-17s2000"));
     store.insert(item);
     set(
         &store,
@@ -261,12 +263,12 @@ async fn features_the_client_does_not_build_are_refused_with_their_name_and_leve
     let err = limiter
         .acquire("u2", "gpt", &[("rpm", 1)])
         .await
-        .expect_err("vu is refused");
+        .expect_err("an unreadable schedule is refused");
     assert!(
         matches!(
             err,
             Error::Unsupported {
-                feature: Feature::ValidUntil,
+                feature: Feature::Schedule,
                 ..
             }
         ),

@@ -74,28 +74,41 @@ async fn an_expired_bypass_stamp_is_removed_by_the_slow_path() {
 }
 
 #[tokio::test]
-async fn a_credit_to_another_clients_quota_bucket_is_dropped_not_forced() {
+async fn a_quota_credit_lands_in_its_period_and_is_dropped_after_a_reset() {
     let clock = ManualClock::new(T0);
-    let store = Arc::new(table(vec![limit("rpm", 100, false)]));
+    let quota = zae_table::config::LimitConfig {
+        refill_amount: 0,
+        refill_period: 1,
+        rsched: Some("1m0h0".into()),
+        ..limit("rpd", 100, false)
+    };
+    let store = Arc::new(table(vec![quota]));
     let limiter = open(Arc::clone(&store), &clock).await;
-    acquired(&limiter, "u1").await;
-    // A quota's grant count and its next reset edge, as the Python client
-    // leaves them: the fast path admits until the edge, as the Python
-    // client's does.
-    stamp(&store, "u1", "b_rpm_gc", Attr::n(1));
-    stamp(&store, "u1", "vu", Attr::n(T0 + 3_600_000));
     let mut lease = limiter
-        .acquire("u1", "gpt", &[("rpm", 1)])
+        .acquire("u1", "gpt", &[("rpd", 2)])
         .await
         .expect("admitted");
-    lease.release(&[("rpm", 1)]);
-    lease.commit().await.expect("a dropped credit is no error");
+    lease.release(&[("rpd", 1)]);
+    lease.commit().await.expect("committed");
     let item = bucket(&store, "u1");
-    assert_eq!(n(&item, "vu"), T0 + 3_600_000, "the quota's edge is kept");
+    assert_eq!(n(&item, "b_rpd_tk"), 99_000, "the credit lands in its day");
+    assert_eq!(n(&item, "b_rpd_gc"), 1, "granted at the item's count");
+    let mut lease = limiter
+        .acquire("u1", "gpt", &[("rpd", 1)])
+        .await
+        .expect("admitted on the fast path");
+    // Another writer applied the next midnight's reset meanwhile: its `rf`
+    // is past the edge, so the debit being returned was the day before's.
+    let resets = zae_table::schedule::decode_resets("1m0h0").expect("a cron");
+    let edge = zae_table::schedule::next_reset_edge(&resets, zae_table::schedule::Tz::UTC, T0)
+        .expect("an edge");
+    stamp(&store, "u1", "rf", Attr::n(edge + 1));
+    lease.release(&[("rpd", 1)]);
+    lease.commit().await.expect("a dropped credit is no error");
     assert_eq!(
-        n(&item, "b_rpm_tk"),
+        n(&bucket(&store, "u1"), "b_rpd_tk"),
         98_000,
-        "no tokens given back into an unknown period"
+        "no refund into the next day"
     );
 }
 

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 pub mod range;
 pub mod refill;
+pub mod sched;
 pub mod shard;
 pub mod stamp_record;
 mod state;
@@ -62,6 +63,8 @@ pub mod field {
     pub const GRANT_COUNT: &str = "gc";
     /// Allowance topped up in this period, millitokens.
     pub const TOPPED_UP: &str = "tu";
+    /// A quota's operator-reset count (ADR-149); a credit pins it.
+    pub const RESET_NUMBER: &str = "rn";
     /// Every per-limit field the client writes, for stripping a stale limit.
     pub const ALL: [&str; 15] = [
         "tk", "cp", "ra", "rp", "tc", "sched", "rsched", "soft", "rsa", "ws", "wa", "wtc", "gc",

@@ -10,7 +10,7 @@ pub use chrono_tz::Tz;
 pub use cron::check_cron;
 use cron::{FIELD_TAGS, encode_cron};
 pub use pattern::{Block, Pattern};
-pub use walk::{effective_params, next_boundary, prev_reset_edge};
+pub use walk::{effective_params, next_boundary, next_reset_edge, prev_reset_edge, retry_after_ms};
 
 pub const ENCODING_VERSION: &str = "1";
 /// The client's ceiling on a schedule entry's `scale`.
@@ -280,6 +280,58 @@ pub fn timezone(name: Option<&str>) -> Result<chrono_tz::Tz, ScheduleError> {
     }
 }
 
+/// One limit's schedules as a reader applies them: its parameter windows,
+/// its reset edges, and the zone both are read in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitSchedule {
+    pub params: Vec<CompactEntry>,
+    pub resets: Vec<Pattern>,
+    pub tz: Tz,
+}
+
+impl LimitSchedule {
+    /// From the compact strings (empty for none) and the stored zone.
+    pub fn decode(sched: &str, rsched: &str, tz: Option<&str>) -> Result<Self, ScheduleError> {
+        Ok(LimitSchedule {
+            params: decode_params(sched)?,
+            resets: decode_resets(rsched)?,
+            tz: timezone(tz)?,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.params.is_empty() && self.resets.is_empty()
+    }
+
+    /// The undivided (cp, ra, rp) in force at `now`.
+    pub fn params_at(&self, base: (i64, i64, i64), now: i64) -> (i64, i64, i64) {
+        effective_params(base, &self.params, self.tz, now)
+    }
+
+    /// The next instant the bucket must be re-materialised (its `vu`).
+    pub fn boundary(&self, now: i64) -> Option<i64> {
+        next_boundary(&self.params, &self.resets, self.tz, now)
+    }
+
+    /// [`retry_after_ms`] for this limit.
+    pub fn retry_after_ms(
+        &self,
+        deficit: i64,
+        base: (i64, i64, i64),
+        shards: i64,
+        now: i64,
+    ) -> i64 {
+        retry_after_ms(
+            deficit,
+            base,
+            (&self.params, &self.resets),
+            self.tz,
+            now,
+            shards,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +440,58 @@ mod tests {
             "over the client's 10^15"
         );
         assert!(decode_compact("1c1000000000000000").is_some());
+    }
+
+    fn schedule(sched: &str, rsched: &str, tz: &str) -> LimitSchedule {
+        LimitSchedule::decode(sched, rsched, Some(tz)).unwrap()
+    }
+
+    // Expected waits are the 0.17.0 client's `retry_after_with_schedule`
+    // on the same inputs, in ms.
+    #[test]
+    fn a_wait_walks_across_a_boundary_that_halves_the_rate() {
+        // 08:59:50 in New York, a 0.5x window from 09:00: 10 s at 1000/min
+        // yields 166_666, the 333_334 left take 40 s at 500/min.
+        let s = schedule("1h9-17w1-5s500", "", "America/New_York");
+        let now = 1_796_219_990_000;
+        let base = (1_000_000, 1_000_000, 60_000);
+        assert_eq!(s.retry_after_ms(500_000, base, 1, now), 50_001);
+        assert_eq!(
+            s.retry_after_ms(500_000, base, 3, now),
+            170_001,
+            "shared after scaling"
+        );
+        assert_eq!(s.retry_after_ms(0, base, 1, now), 0);
+        let flat = schedule("", "", "UTC");
+        assert_eq!(flat.retry_after_ms(500_000, base, 1, now), 30_001);
+    }
+
+    #[test]
+    fn a_reset_edge_answers_a_wait_outright() {
+        let s = schedule("", "1m0h0", "UTC");
+        let now = 1_796_219_990_000;
+        assert_eq!(s.retry_after_ms(5_000, (0, 0, 60_000), 1, now), 36_010_001);
+        assert_eq!(
+            next_reset_edge(&s.resets, s.tz, now),
+            Some(1_796_256_000_000)
+        );
+    }
+
+    #[test]
+    fn a_boundary_in_the_hour_clocks_skip_is_the_hour_after() {
+        // 01:59:30 EST on the day New York skips 02:00-03:00: the 2-3 window
+        // opens at 03:00 EDT (07:00 UTC).
+        let s = schedule("1h2-3s500", "", "America/New_York");
+        let now = 1_805_007_570_000;
+        assert_eq!(s.boundary(now), Some(1_805_007_600_000));
+        assert_eq!(
+            s.retry_after_ms(20_000, (10_000, 10_000, 60_000), 1, now),
+            210_001
+        );
+        assert_eq!(
+            s.params_at((10_000, 10_000, 60_000), now + 60_000),
+            (5_000, 5_000, 60_000)
+        );
     }
 
     proptest::proptest! {

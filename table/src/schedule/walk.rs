@@ -283,3 +283,82 @@ pub fn next_boundary(params: &[CompactEntry], resets: &[Pattern], tz: Tz, now: i
         .min();
     param.into_iter().chain(reset).min()
 }
+
+/// The first reset edge after `now` over every entry, or `None` when none is
+/// in reach: a wait must not quote an instant at which nothing happens.
+pub fn next_reset_edge(resets: &[Pattern], tz: Tz, now: i64) -> Option<i64> {
+    resets
+        .iter()
+        .filter_map(|p| {
+            let (unit, cap) = reset_scan(p);
+            let horizon = now + cap;
+            let mut start = (now.div_euclid(MINUTE) + 1) * MINUTE;
+            if matches(p, tz, now) {
+                start = earliest(p, tz, false, start, horizon, unit)?;
+            }
+            earliest(p, tz, true, start, horizon, unit)
+        })
+        .min()
+}
+
+/// How many windows a wait walks before it falls back to the base rate.
+const WAIT_WINDOWS: usize = 8;
+
+/// Milliseconds (plus one) until `deficit` millitokens are back on one of
+/// `shards` shards, walking window by window across the parameter schedule:
+/// each window refills at its own rate, and a reset edge that comes first
+/// answers outright. `base` is the undivided (cp, ra, rp) the item stores;
+/// each window's rate is scaled first, then shared. 0 when nothing can
+/// refill it. The 0.17.0 client's arithmetic, in integers.
+pub fn retry_after_ms(
+    deficit: i64,
+    base: (i64, i64, i64),
+    (params, resets): (&[CompactEntry], &[Pattern]),
+    tz: Tz,
+    now: i64,
+    shards: i64,
+) -> i64 {
+    if deficit <= 0 {
+        return 0;
+    }
+    let divisor = i128::from(shards.max(1));
+    // A share that floors to 0 waits at the undivided scheduled rate.
+    let rate = |ra: i64| {
+        let share = i128::from(ra) / divisor;
+        if share == 0 { i128::from(ra) } else { share }
+    };
+    let wait = |until: i128| i64::try_from(until - i128::from(now) + 1).unwrap_or(i64::MAX);
+    let mut remaining = i128::from(deficit);
+    let mut cursor = i128::from(now);
+    for _ in 0..WAIT_WINDOWS {
+        let at = i64::try_from(cursor).unwrap_or(i64::MAX);
+        let (_, ra, rp) = effective_params(base, params, tz, at);
+        let per = rate(ra);
+        let edge = next_reset_edge(resets, tz, at).map(i128::from);
+        let boundary = next_boundary(params, resets, tz, at).map(i128::from);
+        if per <= 0 {
+            if let Some(edge) = edge.filter(|e| boundary.is_none_or(|b| *e <= b)) {
+                return wait(edge);
+            }
+            let Some(boundary) = boundary else { break };
+            cursor = boundary;
+            continue;
+        }
+        let need = remaining * i128::from(rp) / per;
+        let window_end = boundary.unwrap_or(cursor + need);
+        if let Some(edge) = edge.filter(|e| *e <= window_end.min(cursor + need)) {
+            return wait(edge);
+        }
+        if cursor + need <= window_end {
+            return wait(cursor + need);
+        }
+        remaining -= (window_end - cursor) * per / i128::from(rp);
+        cursor = window_end;
+    }
+    let flat = rate(base.1);
+    if flat <= 0 {
+        return next_reset_edge(resets, tz, now).map_or(0, |e| wait(i128::from(e)));
+    }
+    let need = i128::from(deficit) * i128::from(base.2) / flat;
+    wait(i128::from(now) + need)
+}
