@@ -45,5 +45,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::OnUnavailable;
 pub use error::{Error, Feature, LimitStatus, RateLimitExceeded};
 pub use lease::Lease;
-pub use limiter::{CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, sdk_config};
+pub use limiter::{
+    CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, ShardDraw, sdk_config,
+};
 pub use zae_table::sdk::DynamoStore;

@@ -7,7 +7,7 @@ use crate::config::{OnUnavailable, SystemCache};
 use crate::error::Error;
 use crate::fast::Fast;
 use crate::lease::{Lease, Outcome, Unclaimed, entry_from_view};
-use crate::shared::{Shared, draw};
+use crate::shared::Shared;
 use crate::status::Consume;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,7 +35,15 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// A fixed draw in [0.8, 1.0] for stamp deadlines (tests); `None` draws.
     pub stamp_draw: Option<f64>,
+    /// Picks a shard for tests (the differential pins both clients' draws
+    /// to one source): given how many shards a draw picks from, the index
+    /// of the one it takes (taken modulo that count). `None` draws at
+    /// random.
+    pub shard_draw: Option<ShardDraw>,
 }
+
+/// [`Options::shard_draw`]: the number of candidates in, an index out.
+pub type ShardDraw = Arc<dyn Fn(usize) -> usize + Send + Sync>;
 
 impl Default for Options {
     fn default() -> Self {
@@ -47,6 +55,7 @@ impl Default for Options {
             speculative_writes: true,
             clock: Arc::new(SystemClock),
             stamp_draw: None,
+            shard_draw: None,
         }
     }
 }
@@ -126,6 +135,7 @@ impl<S: Store + 'static> RateLimiter<S> {
             speculative_writes,
             clock,
             stamp_draw,
+            shard_draw,
         } = options;
         Ok(RateLimiter {
             shared: Arc::new(Shared {
@@ -137,6 +147,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 speculative_writes,
                 stamp_ttl,
                 stamp_draw,
+                shard_draw,
                 ttl_multiplier,
                 shards: Mutex::new(HashMap::new()),
                 parents: Mutex::new(HashMap::new()),
@@ -246,7 +257,7 @@ impl<S: Store + 'static> RateLimiter<S> {
             namespace: shared.namespace.clone(),
             entity: entity.to_owned(),
             resource: resource.to_owned(),
-            shard: draw(count, &[]),
+            shard: shared.draw(count, &[]),
         };
         if !shared.speculative_writes {
             return shared.slow(&key, consume, true).await;

@@ -8,7 +8,7 @@ use crate::bucket::BucketView;
 use crate::error::Error;
 use crate::lease::Outcome;
 use crate::rejection::{contended_on, disabled, rejection, unsupported};
-use crate::shared::{Shared, draw};
+use crate::shared::Shared;
 use crate::status::Consume;
 use zae_table::bucket::shard::{self, MAX_SHARD_COUNT};
 use zae_table::keys::BucketKey;
@@ -62,7 +62,7 @@ impl<S: Store + 'static> Shared<S> {
         };
         self.learn_shards(key, now_count);
         let old: Vec<u32> = (0..u32::try_from(count).unwrap_or(1)).collect();
-        let fresh = key.shard(draw(now_count, &old));
+        let fresh = key.shard(self.draw(now_count, &old));
         self.slow(&fresh, consume, true).await
     }
 
@@ -85,7 +85,7 @@ impl<S: Store + 'static> Shared<S> {
                 if tried.len() as i64 >= view.shard_count {
                     break;
                 }
-                let other = key.shard(draw(view.shard_count, &tried));
+                let other = key.shard(self.draw(view.shard_count, &tried));
                 tried.push(other.shard);
                 match self.fast(&other, consume, now).await? {
                     Fast::Admitted(v) => {
