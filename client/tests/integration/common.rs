@@ -319,7 +319,9 @@ fn canonical(answer: &Value, rust: bool) -> Value {
 fn messages_agree(python: &Value, rust: &Value) -> Result<(), String> {
     match (python, rust) {
         (Value::Object(p), Value::Object(r)) => {
-            if let (Some(body), Some(message)) = (p.get("body"), r.get("message").and_then(Value::as_str)) {
+            if let (Some(body), Some(message)) =
+                (p.get("body"), r.get("message").and_then(Value::as_str))
+            {
                 let limits = body["limits"].as_array().cloned().unwrap_or_default();
                 let contended = body["contended"] == json!(true);
                 for s in limits

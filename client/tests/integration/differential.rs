@@ -39,6 +39,16 @@ async fn a_credit_over_the_ceiling_and_its_trim_match_the_python_client() {
     differential("credit-overflow").await;
 }
 
+#[tokio::test]
+async fn capacities_apart_from_refills_and_periods_from_1_s_to_an_hour_match_the_python_client() {
+    differential("rates").await;
+}
+
+#[tokio::test]
+async fn negative_and_zero_amounts_in_acquires_and_leases_match_the_python_client() {
+    differential("negative").await;
+}
+
 // The same differentials on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     soft_debt_rejections_and_lease_adjustments_match_the_python_client,
