@@ -367,6 +367,7 @@ fn items_difference(i: usize, pb: &[Value], rb: &[Value]) -> Option<String> {
             "step {i}: items differ\n python: {pkeys:?}\n rust:   {rkeys:?}"
         ));
     }
+    let mut found = Vec::new();
     for (pi, ri) in pb.iter().zip(rb) {
         let keys: std::collections::BTreeSet<&String> = pi
             .as_object()
@@ -374,18 +375,22 @@ fn items_difference(i: usize, pb: &[Value], rb: &[Value]) -> Option<String> {
             .chain(ri.as_object())
             .flat_map(|m| m.keys())
             .collect();
-        for k in keys {
-            if pi.get(k) != ri.get(k) {
-                return Some(format!(
-                    "step {i}: item {} attribute {k}: python {:?}, rust {:?}",
-                    key(pi),
-                    pi.get(k),
-                    ri.get(k)
-                ));
-            }
+        // Every attribute each differing item differs in.
+        let differ: Vec<String> = keys
+            .into_iter()
+            .filter(|k| pi.get(*k) != ri.get(*k))
+            .map(|k| format!("{k}: python {:?}, rust {:?}", pi.get(k), ri.get(k)))
+            .collect();
+        if !differ.is_empty() {
+            found.push(format!(
+                "step {i}: item {}\n {}",
+                key(pi),
+                differ.join("\n ")
+            ));
         }
     }
-    None
+    // Every item that differs: one difference seldom comes alone.
+    (!found.is_empty()).then(|| found.join("\n"))
 }
 
 /// Each step's answers and the namespace's items equal, attribute by

@@ -49,6 +49,16 @@ async fn negative_and_zero_amounts_in_acquires_and_leases_match_the_python_clien
     differential("negative").await;
 }
 
+#[tokio::test]
+async fn shards_doubled_mid_run_with_pinned_draws_match_the_python_client() {
+    differential("shards").await;
+}
+
+#[tokio::test]
+async fn moves_to_another_parent_the_system_level_and_disable_match_the_python_client() {
+    differential("moves").await;
+}
+
 // The same differentials on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     soft_debt_rejections_and_lease_adjustments_match_the_python_client,
