@@ -59,6 +59,19 @@ async fn moves_to_another_parent_the_system_level_and_disable_match_the_python_c
     differential("moves").await;
 }
 
+// Issue 40's two generated failures (seeds c1e3cb83… and ee56dbda… of the
+// generator as it was then), kept as the specs they drew: a cascading
+// child after its resource's limits changed.
+#[tokio::test]
+async fn issue_40_seed_c1e3cb83_a_cascading_child_after_a_limit_change_matches_the_python_client() {
+    differential("issue40-a").await;
+}
+
+#[tokio::test]
+async fn issue_40_seed_ee56dbda_a_cascading_child_after_a_limit_change_matches_the_python_client() {
+    differential("issue40-b").await;
+}
+
 // The same differentials on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     soft_debt_rejections_and_lease_adjustments_match_the_python_client,
