@@ -45,7 +45,6 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::OnUnavailable;
 pub use error::{Error, Feature, LimitStatus, RateLimitExceeded};
 pub use lease::Lease;
-pub use limiter::{
-    CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, ShardDraw, sdk_config,
-};
+pub use limiter::{CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, sdk_config};
+pub use shared::ShardDraw;
 pub use zae_table::sdk::DynamoStore;

@@ -7,7 +7,7 @@ use crate::config::{OnUnavailable, SystemCache};
 use crate::error::Error;
 use crate::fast::Fast;
 use crate::lease::{Lease, Outcome, Unclaimed, entry_from_view};
-use crate::shared::Shared;
+use crate::shared::{ShardDraw, Shared};
 use crate::status::Consume;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -41,9 +41,6 @@ pub struct Options {
     /// random.
     pub shard_draw: Option<ShardDraw>,
 }
-
-/// [`Options::shard_draw`]: the number of candidates in, an index out.
-pub type ShardDraw = Arc<dyn Fn(usize) -> usize + Send + Sync>;
 
 impl Default for Options {
     fn default() -> Self {

@@ -13,6 +13,9 @@ use std::time::Duration;
 use zae_table::bucket::shard::MAX_SHARD_COUNT;
 use zae_table::keys::BucketKey;
 
+/// `Options::shard_draw`: the number of candidates in, an index out.
+pub type ShardDraw = Arc<dyn Fn(usize) -> usize + Send + Sync>;
+
 /// The limiter's state behind its `Arc`: `Options` taken apart, so this
 /// module needs nothing of `limiter`.
 pub(crate) struct Shared<S> {
@@ -29,7 +32,7 @@ pub(crate) struct Shared<S> {
     /// `Options::stamp_draw`.
     pub(crate) stamp_draw: Option<f64>,
     /// `Options::shard_draw`.
-    pub(crate) shard_draw: Option<crate::limiter::ShardDraw>,
+    pub(crate) shard_draw: Option<ShardDraw>,
     /// `Options::ttl_multiplier`.
     pub(crate) ttl_multiplier: i64,
     /// The largest shard count seen per (entity, resource).
