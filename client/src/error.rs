@@ -78,6 +78,37 @@ impl RateLimitExceeded {
     pub fn primary(&self) -> Option<&LimitStatus> {
         self.violations().max_by_key(|s| s.retry_after_ms)
     }
+
+    /// The 429 body, as the Python client's `RateLimitExceeded.as_dict()`
+    /// gives it: the same fields with the same values, but for `message`,
+    /// which is this client's own wording (docs/client.md).
+    pub fn body(&self) -> serde_json::Value {
+        let seconds = |ms: i64| ms as f64 / 1000.0;
+        let limits: Vec<serde_json::Value> = self
+            .statuses
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "entity_id": s.entity, "resource": s.resource, "limit_name": s.limit,
+                    "kind": "rate", "capacity": s.capacity, "refill_amount": s.refill_amount,
+                    "refill_period_seconds": s.refill_period_s, "available": s.available,
+                    "requested": s.requested, "exceeded": s.exceeded,
+                    "retry_after_seconds": seconds(s.retry_after_ms), "soft": s.soft,
+                })
+            })
+            .collect();
+        let wait = seconds(self.retry_after_ms());
+        serde_json::json!({
+            "error": "rate_limit_exceeded",
+            "message": self.to_string(),
+            "contended": self.contended,
+            "retry_after_seconds": wait,
+            // `int(seconds * 1000)`, as Python computes it: the float's
+            // truncation, 1 below the milliseconds for some waits.
+            "retry_after_ms": (wait * 1000.0) as i64,
+            "limits": limits,
+        })
+    }
 }
 
 impl std::fmt::Display for RateLimitExceeded {

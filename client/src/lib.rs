@@ -57,5 +57,6 @@ pub use config::OnUnavailable;
 pub use error::{Error, Feature, LimitStatus, RateLimitExceeded};
 pub use lease::Lease;
 pub use limiter::{CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, sdk_config};
+pub use shared::ShardDraw;
 pub use zae_table::config::LimitConfig;
 pub use zae_table::sdk::DynamoStore;

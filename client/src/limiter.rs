@@ -9,7 +9,7 @@ use crate::fast::Fast;
 use crate::lease::{Lease, Outcome, Unclaimed, entry_from_view};
 use crate::overrides;
 use crate::rejection_cache::RejectionCache;
-use crate::shared::{Shared, draw};
+use crate::shared::{ShardDraw, Shared};
 use crate::status::Consume;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -40,6 +40,11 @@ pub struct Options {
     /// How long a fast write's image may refuse a repeat with no request
     /// (monotonic); 0 turns the rejection cache off.
     pub rejection_cache_ttl: Duration,
+    /// Picks a shard for tests (the differential pins both clients' draws
+    /// to one source): given how many shards a draw picks from, the index
+    /// of the one it takes (taken modulo that count). `None` draws at
+    /// random.
+    pub shard_draw: Option<ShardDraw>,
 }
 
 impl Default for Options {
@@ -53,6 +58,7 @@ impl Default for Options {
             clock: Arc::new(SystemClock),
             stamp_draw: None,
             rejection_cache_ttl: Duration::from_secs(1),
+            shard_draw: None,
         }
     }
 }
@@ -133,6 +139,7 @@ impl<S: Store + 'static> RateLimiter<S> {
             clock,
             stamp_draw,
             rejection_cache_ttl,
+            shard_draw,
         } = options;
         Ok(RateLimiter {
             shared: Arc::new(Shared {
@@ -144,6 +151,7 @@ impl<S: Store + 'static> RateLimiter<S> {
                 speculative_writes,
                 stamp_ttl,
                 stamp_draw,
+                shard_draw,
                 ttl_multiplier,
                 shards: Mutex::new(HashMap::new()),
                 parents: Mutex::new(HashMap::new()),
@@ -327,7 +335,7 @@ impl<S: Store + 'static> RateLimiter<S> {
             namespace: shared.namespace.clone(),
             entity: entity.to_owned(),
             resource: resource.to_owned(),
-            shard: draw(count, &short),
+            shard: shared.draw(count, &short),
         };
         if !fast {
             return shared.slow(&key, consume, true).await;

@@ -5,7 +5,7 @@
 
 use crate::bucket::BucketView;
 use crate::config::Resolved;
-use crate::error::{Error, Feature, LimitStatus, RateLimitExceeded};
+use crate::error::{CONTENDED_RETRY_MS, Error, Feature, LimitStatus, RateLimitExceeded};
 use crate::slow::plan::Planned;
 use crate::status::{self, Consume};
 use std::collections::BTreeMap;
@@ -74,16 +74,18 @@ pub(crate) fn cascade(
     })
 }
 
-/// Other writers held the bucket: nothing judged, every status passed.
+/// Other writers held the bucket: nothing judged, every status passed,
+/// each quoting the contention wait.
 pub(crate) fn contended_on(
     key: &BucketKey,
     view: &BucketView,
     consume: &Consume,
     now: i64,
 ) -> Error {
+    // Each limit quotes the contention wait, as the 0.17.0 client's body.
     let mut statuses = image_statuses(key, view, consume, now);
     for status in &mut statuses {
-        (status.exceeded, status.retry_after_ms) = (false, 0);
+        (status.exceeded, status.retry_after_ms) = (false, CONTENDED_RETRY_MS);
     }
     Error::RateLimitExceeded(RateLimitExceeded {
         statuses,
@@ -108,7 +110,7 @@ pub(crate) fn contended(plans: &[Planned], consume: &Consume, _now: i64) -> Erro
                         .div_euclid(MILLI),
                     requested: consume.get(name).copied().unwrap_or_default(),
                     exceeded: false,
-                    retry_after_ms: 0,
+                    retry_after_ms: CONTENDED_RETRY_MS,
                     soft: l.soft_present,
                     capacity: q.capacity,
                     refill_amount: q.refill_amount,

@@ -14,6 +14,9 @@ use std::time::Duration;
 use zae_table::bucket::shard::MAX_SHARD_COUNT;
 use zae_table::keys::BucketKey;
 
+/// `Options::shard_draw`: the number of candidates in, an index out.
+pub type ShardDraw = Arc<dyn Fn(usize) -> usize + Send + Sync>;
+
 /// The limiter's state behind its `Arc`: `Options` taken apart, so this
 /// module needs nothing of `limiter`.
 pub(crate) struct Shared<S> {
@@ -29,6 +32,8 @@ pub(crate) struct Shared<S> {
     pub(crate) stamp_ttl: Duration,
     /// `Options::stamp_draw`.
     pub(crate) stamp_draw: Option<f64>,
+    /// `Options::shard_draw`.
+    pub(crate) shard_draw: Option<ShardDraw>,
     /// `Options::ttl_multiplier`.
     pub(crate) ttl_multiplier: i64,
     /// The largest shard count seen per (entity, resource).
@@ -95,20 +100,26 @@ impl<S> Shared<S> {
         let count = self.known_shards(&parent, &key.resource);
         BucketKey {
             entity: parent,
-            shard: draw(count, &[]),
+            shard: self.draw(count, &[]),
             ..key.clone()
         }
     }
-}
 
-/// A random shard of `count`, avoiding `tried` while any is left.
-pub(crate) fn draw(count: i64, tried: &[u32]) -> u32 {
-    let count = u32::try_from(count.clamp(1, 32)).unwrap_or(1);
-    let left: Vec<u32> = (0..count).filter(|s| !tried.contains(s)).collect();
-    if left.is_empty() {
-        return fastrand::u32(0..count);
+    /// A shard of `count`, avoiding `tried` while any is left: one of the
+    /// candidates in ascending order, picked at random or by
+    /// `Options::shard_draw` (the 0.17.0 client draws from the same lists).
+    pub(crate) fn draw(&self, count: i64, tried: &[u32]) -> u32 {
+        let count = u32::try_from(count.clamp(1, 32)).unwrap_or(1);
+        let mut left: Vec<u32> = (0..count).filter(|s| !tried.contains(s)).collect();
+        if left.is_empty() {
+            left = (0..count).collect();
+        }
+        let pick = match &self.shard_draw {
+            Some(pin) => pin(left.len()) % left.len(),
+            None => fastrand::usize(0..left.len()),
+        };
+        left[pick]
     }
-    left[fastrand::usize(0..left.len())]
 }
 
 /// Full-jitter waits before each resend of a conflicting write (both paths).

@@ -45,6 +45,12 @@ impl<S: Store + 'static> Shared<S> {
                 (pkey, sent)
             }
         };
+        if let Ok(sent) = &parent_fast
+            && needs_both(sent, consume, now)
+        {
+            self.refund(&child).await;
+            return self.slow(&key, consume, true).await;
+        }
         let parent_result = match parent_fast {
             Ok(sent) => self.parent(&key, &view, pkey, sent, consume, now).await,
             Err(e) => Err(e),
@@ -81,6 +87,9 @@ impl<S: Store + 'static> Shared<S> {
         consume: &Consume,
         now: i64,
     ) -> Result<Parent, Error> {
+        if needs_both(&sent, consume, now) {
+            return Ok(Parent::Both(None));
+        }
         let pview = match sent {
             Fast::Admitted(pview) => {
                 let entry = self.fast_entry(&pkey, &pview, consume, now).await;
@@ -132,4 +141,20 @@ enum Parent {
     /// Neither bucket keeps its debit: the slow path writes both, the
     /// parent on this shard (one a doubling added) or on one drawn again.
     Both(Option<BucketKey>),
+}
+
+/// The parent's write failed where only a pass over both buckets settles
+/// it, as 0.17.0 decides (it refunds the child's debit and takes the slow
+/// path for both): no parent item, no image (a conflict), an expired
+/// stamp, or a consumed limit the parent's item lacks. A parent-only pass
+/// would keep the child's fast debit unrefilled.
+fn needs_both(sent: &Fast, consume: &Consume, now: i64) -> bool {
+    match sent {
+        Fast::Admitted(_) => false,
+        Fast::Missing | Fast::Conflict => true,
+        Fast::Refused(pview) => {
+            matches!(update::classify(pview, consume, now), Refusal::Boundary)
+                || consume.keys().any(|n| !pview.limits.contains_key(n))
+        }
+    }
 }

@@ -8,7 +8,7 @@ use crate::bucket::BucketView;
 use crate::error::Error;
 use crate::lease::{Outcome, entry_from_view};
 use crate::rejection::{contended_on, disabled, rejection, unsupported};
-use crate::shared::{Shared, draw};
+use crate::shared::Shared;
 use crate::status::Consume;
 use zae_table::bucket::shard::{self, MAX_SHARD_COUNT};
 use zae_table::keys::BucketKey;
@@ -77,7 +77,7 @@ impl<S: Store + 'static> Shared<S> {
         };
         self.learn_shards(key, now_count);
         let old: Vec<u32> = (0..u32::try_from(count).unwrap_or(1)).collect();
-        Ok(Some(key.shard(draw(now_count, &old))))
+        Ok(Some(key.shard(self.draw(now_count, &old))))
     }
 
     /// A consumed limit is short on this shard: other shards first (up to
@@ -100,7 +100,7 @@ impl<S: Store + 'static> Shared<S> {
             if !update::refill_would_help(&view, consume, now) {
                 return Err(rejection(&key, &view, consume, now));
             }
-            let other = key.shard(draw(view.shard_count, &[key.shard]));
+            let other = key.shard(self.draw(view.shard_count, &[key.shard]));
             return self.slow(&other, consume, true).await;
         }
         if view.shard_count > 1
@@ -132,7 +132,7 @@ impl<S: Store + 'static> Shared<S> {
             if tried.len() as i64 >= count {
                 break;
             }
-            let other = key.shard(draw(count, &tried));
+            let other = key.shard(self.draw(count, &tried));
             tried.push(other.shard);
             let sent = match self.fast(&other, consume, now).await {
                 Ok(sent) => sent,

@@ -105,8 +105,27 @@ fn recovery_seconds(limit: &LimitConfig) -> f64 {
         .fold(fill(base), f64::max)
 }
 
-/// `ttl` for a bucket whose limits come from the resource or system level.
-pub fn ttl_at(resolved: &Resolved, now_ms: i64, multiplier: i64) -> Option<i64> {
+/// The item's write budget as the Python client's slow pass carries it
+/// through its lease (whole units, each at least 1), whose limits its TTL
+/// is computed from.
+fn carried(wcu: &LimitView) -> LimitConfig {
+    LimitConfig::drip(
+        WCU_LIMIT,
+        (wcu.cp / MILLI).max(1),
+        (wcu.ra / MILLI).max(1),
+        (wcu.rp / MILLI).max(1),
+    )
+}
+
+/// `ttl` for a bucket whose limits come from the resource or system level:
+/// the slowest recovery among the configured limits and, on an existing
+/// item, its write budget (`wcu`), times the multiplier.
+pub fn ttl_at(
+    resolved: &Resolved,
+    wcu: Option<&LimitView>,
+    now_ms: i64,
+    multiplier: i64,
+) -> Option<i64> {
     if resolved.is_entity_level() || multiplier <= 0 || resolved.limits.is_empty() {
         return None;
     }
@@ -114,6 +133,7 @@ pub fn ttl_at(resolved: &Resolved, now_ms: i64, multiplier: i64) -> Option<i64> 
         .limits
         .iter()
         .map(recovery_seconds)
+        .chain(wcu.map(|w| recovery_seconds(&carried(w))))
         .fold(0.0_f64, f64::max);
     let seconds = (longest * multiplier as f64) as i64;
     Some(now_ms.div_euclid(1000).saturating_add(seconds))
@@ -205,7 +225,7 @@ pub fn plan_create(key: &BucketKey, shards: i64, pass: Pass<'_>) -> Planned {
     item.insert(REFILLED_AT.to_owned(), Attr::n(now));
     item.insert(SHARD_COUNT.to_owned(), Attr::n(shards));
     item.insert(CASCADE.to_owned(), Attr::Bool(cascades(resolved, meta)));
-    if let Some(ttl) = ttl_at(resolved, now, stamps.ttl_multiplier) {
+    if let Some(ttl) = ttl_at(resolved, None, now, stamps.ttl_multiplier) {
         item.insert(TTL.to_owned(), Attr::n(ttl));
     }
     if let Some(meta) = meta {
@@ -382,7 +402,13 @@ impl Draft {
         let expected = b.value(Attr::n(view.rf));
         self.conditions.push(format!("{rf} = {expected}"));
         b.set(REFILLED_AT, Attr::n(pass.now_commit.max(view.rf)));
-        match ttl_at(pass.resolved, pass.now_commit, pass.stamps.ttl_multiplier) {
+        let wcu = view.wcu.as_ref();
+        match ttl_at(
+            pass.resolved,
+            wcu,
+            pass.now_commit,
+            pass.stamps.ttl_multiplier,
+        ) {
             Some(ttl) => {
                 b.set(TTL, Attr::n(ttl));
             }

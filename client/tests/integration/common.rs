@@ -7,7 +7,8 @@
 
 use serde_json::{Value, json};
 use std::sync::Arc;
-use zae_client::{DynamoStore, Error, Lease, ManualClock, Options, RateLimitExceeded, RateLimiter};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use zae_client::{DynamoStore, Error, Lease, ManualClock, Options, RateLimiter};
 use zae_test_support::harness::{endpoint, run_json};
 
 pub async fn sdk() -> aws_config::SdkConfig {
@@ -50,48 +51,98 @@ pub async fn limiter_with_cache(
         .expect("open the namespace")
 }
 
-/// Milliseconds as the Python client reports them: `int(seconds * 1000)`
-/// of `seconds = ms / 1000`, in floats.
-pub fn python_ms(ms: i64) -> i64 {
-    ((ms as f64 / 1000.0) * 1000.0) as i64
+/// A limiter as [`limiter`] makes it, its shard draws pinned to `draw`
+/// (each picks candidate `draw % candidates`, as client_diff.py pins the
+/// Python client's).
+pub async fn pinned_limiter(
+    table: &str,
+    clock: &ManualClock,
+    (stamp_ttl_ms, cache_ttl_ms): (u64, u64),
+    draw: Arc<AtomicUsize>,
+) -> RateLimiter {
+    let options = Options {
+        config_cache_ttl: std::time::Duration::ZERO,
+        stamp_ttl: std::time::Duration::from_millis(stamp_ttl_ms),
+        clock: Arc::new(clock.clone()),
+        stamp_draw: Some(0.9),
+        shard_draw: Some(Arc::new(move |n| draw.load(Ordering::SeqCst) % n)),
+        // As client_diff.py opens the Python client.
+        rejection_cache_ttl: std::time::Duration::from_millis(cache_ttl_ms),
+        ..Options::default()
+    };
+    RateLimiter::open_with(&sdk().await, "default", table, options)
+        .await
+        .expect("open the namespace")
 }
 
-pub fn rejected(e: &RateLimitExceeded) -> Value {
-    // In the order the client lists them, every field.
-    let statuses: Vec<Value> = e
-        .statuses
-        .iter()
-        .map(|s| {
-            json!({"entity": s.entity, "resource": s.resource, "limit": s.limit,
-                   "available": s.available, "requested": s.requested, "exceeded": s.exceeded,
-                   "retry_after_ms": python_ms(s.retry_after_ms), "soft": s.soft,
-                   "capacity": s.capacity, "refill_amount": s.refill_amount,
-                   "refill_period_s": s.refill_period_s})
-        })
-        .collect();
-    json!({"outcome": "rejected", "contended": e.contended,
-           "retry_after_ms": python_ms(e.retry_after_ms()), "statuses": statuses})
-}
+/// Each zae-client error and the class the 0.17.0 client raises for it,
+/// one to one. Python's `ValidationError` is told apart by its `field`:
+/// "limits" is the operator's configuration (no limits at any level,
+/// `NoLimits` here), any other field the request (`Validation`). Python
+/// has no counterpart of `Unsupported`: any is a difference.
+pub const KINDS: &[(&str, &str)] = &[
+    ("RateLimitExceeded", "RateLimitExceeded"),
+    ("ResourceDisabled", "ResourceDisabled"),
+    ("Validation", "ValidationError"),
+    ("NoLimits", "ValidationError(field=limits)"),
+    ("PermissionDenied", "PermissionDenied"),
+    ("Unavailable", "RateLimiterUnavailable"),
+    ("UnknownNamespace", "NamespaceNotFoundError"),
+];
 
-fn error_answer(e: &Error) -> Value {
+/// The variant's name, as `KINDS` lists it.
+fn kind(e: &Error) -> &'static str {
     match e {
-        Error::RateLimitExceeded(r) => rejected(r),
-        Error::ResourceDisabled {
-            entity, resource, ..
-        } => {
-            json!({"outcome": "disabled", "entity": entity, "resource": resource})
-        }
-        Error::Validation(m) => {
-            json!({"outcome": "error", "kind": "ValidationError", "message": m})
-        }
-        Error::NoLimits { .. } => {
-            json!({"outcome": "error", "kind": "ValidationError", "message": e.to_string()})
-        }
-        Error::Unavailable(m) => {
-            json!({"outcome": "error", "kind": "Unavailable", "message": m.to_string()})
-        }
-        other => json!({"outcome": "error", "kind": "Other", "message": other.to_string()}),
+        Error::RateLimitExceeded(_) => "RateLimitExceeded",
+        Error::ResourceDisabled { .. } => "ResourceDisabled",
+        Error::Validation(_) => "Validation",
+        Error::NoLimits { .. } => "NoLimits",
+        Error::Unsupported { .. } => "Unsupported",
+        Error::PermissionDenied(_) => "PermissionDenied",
+        Error::Unavailable(_) => "Unavailable",
+        Error::UnknownNamespace(_) => "UnknownNamespace",
     }
+}
+
+/// Every float as the `repr()` string client_diff.py writes for it
+/// (`{:?}` prints the shortest string that reads back as the same float,
+/// as `repr` does, in the range a wait takes).
+pub fn exact(v: Value) -> Value {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            Value::String(format!("{:?}", n.as_f64().unwrap_or_default()))
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(exact).collect()),
+        Value::Object(m) => Value::Object(m.into_iter().map(|(k, v)| (k, exact(v))).collect()),
+        other => other,
+    }
+}
+
+/// A refusal as client_diff.py answers one: the kind by the variant's own
+/// name, a rejection's `body()` with its `message` taken out, a disabled
+/// resource's entity, resource and level.
+fn error_answer(e: &Error) -> Value {
+    let mut answer = json!({"outcome": "error", "kind": kind(e), "message": e.to_string()});
+    match e {
+        Error::RateLimitExceeded(r) => {
+            let mut body = exact(r.body());
+            if let Some(m) = body.as_object_mut().and_then(|m| m.remove("message")) {
+                answer["message"] = m;
+            }
+            answer["body"] = body;
+        }
+        Error::ResourceDisabled {
+            entity,
+            resource,
+            level,
+        } => {
+            answer["entity"] = json!(entity);
+            answer["resource"] = json!(resource);
+            answer["level"] = json!(level);
+        }
+        _ => {}
+    }
+    answer
 }
 
 fn amounts(v: &Value) -> Vec<(String, i64)> {
@@ -182,11 +233,17 @@ pub async fn run_rust(table: &str, spec_path: &str, spec: &Value) -> Vec<Value> 
     let ttl = spec["stamp_ttl_ms"].as_u64().unwrap_or(60_000);
     let clock = ManualClock::new(spec["setup_at_ms"].as_i64().unwrap_or_default());
     let cache_ttl = spec["rejection_cache_ttl_ms"].as_u64().unwrap_or(0);
-    let limiter = limiter_with_cache(table, &clock, ttl, cache_ttl).await;
+    let draw = Arc::new(AtomicUsize::new(0));
+    let limiter = pinned_limiter(table, &clock, (ttl, cache_ttl), Arc::clone(&draw)).await;
     let mut out = Vec::new();
     for step in spec["steps"].as_array().into_iter().flatten() {
         let at = step["at_ms"].as_i64().unwrap_or_default();
         clock.set(at);
+        let pinned = step["draw"].as_u64().unwrap_or_default();
+        draw.store(
+            usize::try_from(pinned).unwrap_or_default(),
+            Ordering::SeqCst,
+        );
         let answer = if let Some(admin) = step.get("admin") {
             let at = at.to_string();
             let (ttl, admin) = (ttl.to_string(), admin.to_string());
@@ -201,15 +258,14 @@ pub async fn run_rust(table: &str, spec_path: &str, spec: &Value) -> Vec<Value> 
                 "--stamp-ttl-ms",
                 &ttl,
             ];
-            // The Python client clears its rejection cache on its own admin
-            // writes; this one's admin runs in another process.
-            limiter.clear_rejection_cache();
+            // Admin runs in another process on both sides (the operator's):
+            // neither acquiring client's rejection cache hears of it.
             run_json("client_diff.py", &args)
         } else {
             acquire_step(&limiter, &step["acquire"]).await
         };
-        let buckets = run_json("client_diff.py", &["dump", "--table", table])["buckets"].clone();
-        out.push(json!({"answer": answer, "buckets": buckets}));
+        let items = run_json("client_diff.py", &["dump", "--table", table])["items"].clone();
+        out.push(json!({"answer": answer, "items": items}));
     }
     out
 }
@@ -246,26 +302,145 @@ pub fn run_python(table: &str, spec_path: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// Every `statuses` list in `answer` (an in-lease rejection's too), in one
-/// order: by entity, resource and limit.
-fn sort_statuses(answer: &mut Value) {
+/// Every rejection body's `limits` in `answer` (an in-lease rejection's
+/// too), in one order: by entity, resource and limit. The Python client
+/// lists them in the order the table returns a bucket's attributes, which
+/// DynamoDB leaves unspecified (moto keeps the order they were written in,
+/// DynamoDB Local does not).
+fn sort_limits(answer: &mut Value) {
     match answer {
         Value::Object(m) => {
             for (k, v) in m.iter_mut() {
-                if let (true, Value::Array(statuses)) = (k == "statuses", &mut *v) {
-                    statuses
-                        .sort_by_key(|s| ["entity", "resource", "limit"].map(|k| s[k].to_string()));
+                if let (true, Value::Array(limits)) = (k == "limits", &mut *v) {
+                    limits.sort_by_key(|s| {
+                        ["entity_id", "resource", "limit_name"].map(|k| s[k].to_string())
+                    });
                 }
-                sort_statuses(v);
+                sort_limits(v);
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(sort_statuses),
+        Value::Array(items) => items.iter_mut().for_each(sort_limits),
         _ => {}
     }
 }
 
-/// Each step's answers and bucket items equal, attribute by attribute; the
-/// first difference, named by step and attribute, otherwise.
+/// An answer with each error's kind as the Python client names it (Rust's
+/// through `KINDS`, a Python `ValidationError` qualified by its field when
+/// `KINDS` does) and its message taken out (`messages_agree` checks them).
+fn canonical(answer: &Value, rust: bool) -> Value {
+    match answer {
+        Value::Object(m) => {
+            let mut out: serde_json::Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| k.as_str() != "message")
+                .map(|(k, v)| (k.clone(), canonical(v, rust)))
+                .collect();
+            if m.get("outcome") == Some(&json!("error")) {
+                let kind = m.get("kind").and_then(Value::as_str).unwrap_or_default();
+                let named = if rust {
+                    KINDS.iter().find(|(r, _)| *r == kind).map_or_else(
+                        || format!("zae-client {kind}, which 0.17.0 never raises"),
+                        |(_, p)| (*p).to_owned(),
+                    )
+                } else if kind == "ValidationError" && m.get("field") == Some(&json!("limits")) {
+                    "ValidationError(field=limits)".to_owned()
+                } else {
+                    kind.to_owned()
+                };
+                out.insert("kind".into(), json!(named));
+                out.remove("field");
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| canonical(v, rust)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A rejection's message in Rust names what the Python one names: for each
+/// limit the Python body says exceeded, its entity, resource and limit
+/// (`entity/resource limit`); for a contended one, the bucket. The wording
+/// is each client's own (docs/client.md).
+fn messages_agree(python: &Value, rust: &Value) -> Result<(), String> {
+    match (python, rust) {
+        (Value::Object(p), Value::Object(r)) => {
+            if let (Some(body), Some(message)) =
+                (p.get("body"), r.get("message").and_then(Value::as_str))
+            {
+                let limits = body["limits"].as_array().cloned().unwrap_or_default();
+                let contended = body["contended"] == json!(true);
+                for s in limits
+                    .iter()
+                    .filter(|s| s["exceeded"] == json!(true) || contended)
+                {
+                    let who = format!(
+                        "{}/{}",
+                        s["entity_id"].as_str().unwrap_or_default(),
+                        s["resource"].as_str().unwrap_or_default()
+                    );
+                    let named = if contended {
+                        who
+                    } else {
+                        format!("{who} {}:", s["limit_name"].as_str().unwrap_or_default())
+                    };
+                    if !message.contains(&named) {
+                        return Err(format!(
+                            "the Rust message {message:?} does not name {named:?} (Python: {:?})",
+                            p.get("message")
+                        ));
+                    }
+                }
+            }
+            p.iter()
+                .filter_map(|(k, v)| r.get(k).map(|w| (v, w)))
+                .try_for_each(|(v, w)| messages_agree(v, w))
+        }
+        (Value::Array(p), Value::Array(r)) => {
+            p.iter().zip(r).try_for_each(|(v, w)| messages_agree(v, w))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The first attribute two lists of items differ in, by key.
+fn items_difference(i: usize, pb: &[Value], rb: &[Value]) -> Option<String> {
+    let key = |v: &Value| format!("{} {}", v["PK"]["S"], v["SK"]["S"]);
+    let pkeys: Vec<String> = pb.iter().map(key).collect();
+    let rkeys: Vec<String> = rb.iter().map(key).collect();
+    if pkeys != rkeys {
+        return Some(format!(
+            "step {i}: items differ\n python: {pkeys:?}\n rust:   {rkeys:?}"
+        ));
+    }
+    let mut found = Vec::new();
+    for (pi, ri) in pb.iter().zip(rb) {
+        let keys: std::collections::BTreeSet<&String> = pi
+            .as_object()
+            .into_iter()
+            .chain(ri.as_object())
+            .flat_map(|m| m.keys())
+            .collect();
+        // Every attribute each differing item differs in.
+        let differ: Vec<String> = keys
+            .into_iter()
+            .filter(|k| pi.get(*k) != ri.get(*k))
+            .map(|k| format!("{k}: python {:?}, rust {:?}", pi.get(k), ri.get(k)))
+            .collect();
+        if !differ.is_empty() {
+            found.push(format!(
+                "step {i}: item {}\n {}",
+                key(pi),
+                differ.join("\n ")
+            ));
+        }
+    }
+    // Every item that differs: one difference seldom comes alone.
+    (!found.is_empty()).then(|| found.join("\n"))
+}
+
+/// Each step's answers and the namespace's items equal, attribute by
+/// attribute; the first difference, named by step and attribute,
+/// otherwise.
 pub fn first_difference(python: &[Value], rust: &[Value]) -> Option<String> {
     if python.len() != rust.len() {
         return Some(format!(
@@ -275,52 +450,23 @@ pub fn first_difference(python: &[Value], rust: &[Value]) -> Option<String> {
         ));
     }
     for (i, (p, r)) in python.iter().zip(rust).enumerate() {
-        // Error texts are each client's own; their kinds must agree. The
-        // statuses are compared as a set: the Python client lists them in
-        // the order the table returns a bucket's attributes, which DynamoDB
-        // leaves unspecified (moto keeps the order they were written in,
-        // DynamoDB Local does not).
-        let answer = |v: &Value| {
-            let mut a = v["answer"].clone();
-            a.as_object_mut().map(|m| m.remove("message"));
-            sort_statuses(&mut a);
+        let answer = |v: &Value, rust: bool| {
+            let mut a = canonical(&v["answer"], rust);
+            sort_limits(&mut a);
             a
         };
-        if answer(p) != answer(r) {
+        if answer(p, false) != answer(r, true) {
             return Some(format!(
                 "step {i}: answers differ\n python: {}\n rust:   {}",
                 p["answer"], r["answer"]
             ));
         }
-        let (pb, rb) = (p["buckets"].as_array(), r["buckets"].as_array());
-        let (pb, rb) = (
-            pb.cloned().unwrap_or_default(),
-            rb.cloned().unwrap_or_default(),
-        );
-        if pb.len() != rb.len() {
-            return Some(format!(
-                "step {i}: {} buckets in Python, {} in Rust",
-                pb.len(),
-                rb.len()
-            ));
+        if let Err(e) = messages_agree(&p["answer"], &r["answer"]) {
+            return Some(format!("step {i}: {e}"));
         }
-        for (pi, ri) in pb.iter().zip(&rb) {
-            let keys: std::collections::BTreeSet<&String> = pi
-                .as_object()
-                .into_iter()
-                .chain(ri.as_object())
-                .flat_map(|m| m.keys())
-                .collect();
-            for k in keys {
-                if pi.get(k) != ri.get(k) {
-                    return Some(format!(
-                        "step {i}: bucket {} attribute {k}: python {:?}, rust {:?}",
-                        pi["PK"],
-                        pi.get(k),
-                        ri.get(k)
-                    ));
-                }
-            }
+        let items = |v: &Value| v["items"].as_array().cloned().unwrap_or_default();
+        if let Some(d) = items_difference(i, &items(p), &items(r)) {
+            return Some(d);
         }
     }
     None

@@ -1,9 +1,12 @@
 //! Generated sequences through both clients (see `differential.rs`):
-//! limits hard or soft at the resource or the entity level, a cascading
-//! child, acquires of any size, lease adjustments, releases, in-lease
-//! consumes and failing bodies, limit changes between steps, with time
-//! moving by 0 to 40 s. Three sequences in the test command;
-//! `ZAE_FUZZ_CASES` sets more.
+//! limits hard or soft, capacities below, equal to and above their refill,
+//! periods 1 s to an hour, at the system, resource, entity and `_default_`
+//! levels; a child that may cascade, moved between two parents and none;
+//! acquires on five entities with amounts negative, zero or any size,
+//! lease adjustments, releases, in-lease consumes and failing bodies;
+//! disable and enable; shard counts doubled, with both clients' shard
+//! draws pinned to the step's `draw`; time moving by 0 to 40 s. Three
+//! sequences in the test command; `ZAE_FUZZ_CASES` sets more.
 
 use crate::common;
 
@@ -14,53 +17,114 @@ use zae_test_support::harness::{TempDir, unique_table};
 
 const T0: i64 = 1_796_186_400_000;
 
-fn limit(name: &str, capacity: i64, soft: bool) -> Value {
-    json!({"name": name, "capacity": capacity, "refill_amount": capacity, "refill_period_s": 60, "soft": soft})
+/// One limit with its capacity below, equal to or above its refill amount
+/// and a period from 1 s to an hour, so that a refill that takes one for
+/// the other, or statuses that swap them, differ.
+fn limit(name: &'static str, low: i64, high: i64) -> impl Strategy<Value = Value> {
+    let period = prop_oneof![Just(1i64), Just(60), Just(3600), 1i64..=3600];
+    (
+        low..high,
+        prop_oneof![Just(-1i64), Just(0), Just(1)],
+        period,
+        any::<bool>(),
+    )
+        .prop_map(move |(capacity, apart, period, soft)| {
+            let refill = match apart {
+                -1 => capacity * 2 + 1,
+                0 => capacity,
+                _ => (capacity / 3).max(1),
+            };
+            json!({"name": name, "capacity": capacity, "refill_amount": refill,
+                   "refill_period_s": period, "soft": soft && name == "tpm"})
+        })
 }
 
 fn limits() -> impl Strategy<Value = Value> {
-    (1i64..6, 50i64..500, any::<bool>())
-        .prop_map(|(rpm, tpm, soft)| json!([limit("rpm", rpm, false), limit("tpm", tpm, soft)]))
+    (limit("rpm", 1, 6), limit("tpm", 50, 500)).prop_map(|(rpm, tpm)| json!([rpm, tpm]))
 }
 
+/// Amounts, now and then negative or zero.
 fn amounts() -> impl Strategy<Value = Value> {
-    (0i64..3, 0i64..300).prop_map(|(rpm, tpm)| json!({"rpm": rpm, "tpm": tpm}))
+    let rpm = prop_oneof![8 => 0i64..3, 1 => -2i64..0];
+    let tpm = prop_oneof![8 => 0i64..300, 1 => -100i64..0];
+    (rpm, tpm).prop_map(|(rpm, tpm)| json!({"rpm": rpm, "tpm": tpm}))
 }
 
 fn lease_op() -> impl Strategy<Value = Value> {
     prop_oneof![
-        (0i64..200).prop_map(|t| json!({"adjust": {"tpm": t}})),
-        (0i64..100).prop_map(|t| json!({"release": {"tpm": t}})),
+        (-50i64..200).prop_map(|t| json!({"adjust": {"tpm": t}})),
+        (-50i64..100).prop_map(|t| json!({"release": {"tpm": t}})),
         amounts().prop_map(|a| json!({"consume": a})),
     ]
 }
 
-fn step() -> impl Strategy<Value = (i64, Value)> {
-    let acquire = (
-        prop::sample::select(vec!["u1", "u2", "kid"]),
+const ENTITIES: [&str; 5] = ["u1", "u2", "kid", "org", "org2"];
+
+fn acquire() -> impl Strategy<Value = Value> {
+    (
+        prop::sample::select(ENTITIES.to_vec()),
         amounts(),
         prop::collection::vec(lease_op(), 0..3),
         prop::bool::weighted(0.2),
+        0u64..4,
     )
-        .prop_map(|(entity, consume, lease, fail)| {
-            json!({"acquire": {"entity": entity, "resource": "gpt", "consume": consume, "lease": lease, "fail": fail}})
-        });
-    let change =
-        (prop::sample::select(vec!["resource", "entity"]), limits()).prop_map(|(level, limits)| {
-            let mut op =
-                json!({"op": "limits", "level": level, "resource": "gpt", "limits": limits});
-            if level == "entity" {
-                op["entity"] = json!("u2");
-            }
+        .prop_map(|(entity, consume, lease, fail, draw)| {
+            json!({"draw": draw, "acquire": {"entity": entity, "resource": "gpt",
+                   "consume": consume, "lease": lease, "fail": fail}})
+        })
+}
+
+/// A change of limits at the system, resource or entity level (the
+/// entity's own for gpt or its `_default_`).
+fn change() -> impl Strategy<Value = Value> {
+    let level = prop::sample::select(vec!["system", "resource", "entity", "default"]);
+    (level, prop::sample::select(ENTITIES.to_vec()), limits()).prop_map(
+        |(level, entity, limits)| {
+            let op = match level {
+                "system" => json!({"op": "limits", "level": "system", "limits": limits}),
+                "resource" => {
+                    json!({"op": "limits", "level": "resource", "resource": "gpt", "limits": limits})
+                }
+                _ => {
+                    let resource = if level == "entity" { "gpt" } else { "_default_" };
+                    json!({"op": "limits", "level": "entity", "entity": entity,
+                           "resource": resource, "limits": limits})
+                }
+            };
             json!({"admin": op})
-        });
-    let kind = prop_oneof![9 => acquire, 1 => change];
+        },
+    )
+}
+
+/// An operator's op: disable or enable, the child moved to another parent
+/// (or to none), the shard count of a bucket doubled.
+fn operator() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(json!({"admin": {"op": "disable", "resource": "gpt"}})),
+        Just(json!({"admin": {"op": "enable", "resource": "gpt"}})),
+        prop::sample::select(vec![Value::Null, json!("org"), json!("org2")]).prop_map(
+            |parent| json!({"admin": {"op": "set_parent", "entity": "kid", "parent": parent}})
+        ),
+        (
+            prop::sample::select(ENTITIES.to_vec()),
+            prop::sample::select(vec![1, 2])
+        )
+            .prop_map(
+                |(entity, from)| json!({"admin": {"op": "double_shards", "entity": entity,
+                                              "resource": "gpt", "from": from}})
+            ),
+    ]
+}
+
+fn step() -> impl Strategy<Value = (i64, Value)> {
+    let kind = prop_oneof![12 => acquire(), 2 => change(), 2 => operator()];
     (0i64..40_000, kind)
 }
 
 fn spec() -> impl Strategy<Value = Value> {
-    (limits(), limits(), any::<bool>(), prop::collection::vec(step(), 4..10)).prop_map(
-        |(resource, parent, cascade, steps)| {
+    let system = prop::option::weighted(0.3, limits());
+    (limits(), limits(), system, any::<bool>(), prop::collection::vec(step(), 4..10)).prop_map(
+        |(resource, parent, system, cascade, steps)| {
             let mut at = T0 + 10_000;
             let steps: Vec<Value> = steps
                 .into_iter()
@@ -70,12 +134,17 @@ fn spec() -> impl Strategy<Value = Value> {
                     s
                 })
                 .collect();
-            json!({"stamp_ttl_ms": 60000, "setup_at_ms": T0, "setup": [
-                {"op": "limits", "level": "resource", "resource": "gpt", "limits": resource},
-                {"op": "entity", "entity": "org", "parent": null, "cascade": false},
-                {"op": "entity", "entity": "kid", "parent": "org", "cascade": cascade},
-                {"op": "limits", "level": "entity", "entity": "org", "resource": "gpt", "limits": parent}],
-              "steps": steps})
+            let mut setup = vec![
+                json!({"op": "limits", "level": "resource", "resource": "gpt", "limits": resource}),
+                json!({"op": "entity", "entity": "org", "parent": null, "cascade": false}),
+                json!({"op": "entity", "entity": "org2", "parent": null, "cascade": false}),
+                json!({"op": "entity", "entity": "kid", "parent": "org", "cascade": cascade}),
+                json!({"op": "limits", "level": "entity", "entity": "org", "resource": "gpt", "limits": parent}),
+            ];
+            if let Some(system) = system {
+                setup.push(json!({"op": "limits", "level": "system", "limits": system}));
+            }
+            json!({"stamp_ttl_ms": 60000, "setup_at_ms": T0, "setup": setup, "steps": steps})
         },
     )
 }

@@ -382,6 +382,31 @@ async fn sustained_transaction_conflicts_are_a_contended_rejection_not_unavailab
     assert_eq!(e.retry_after_ms(), 100);
 }
 
+/// The Python client quotes the contention wait (0.1 s) on every limit of
+/// a contended rejection's body, not 0: a caller that reads the
+/// per-limit wait retries too soon otherwise. Contention is injected at
+/// the store seam (neither moto nor DynamoDB Local shows it on demand).
+#[tokio::test]
+async fn a_contended_rejections_body_quotes_the_contention_wait_on_every_limit() {
+    let result = with_faults(conflict, OnUnavailable::Allow).await;
+    let Err(Error::RateLimitExceeded(e)) = result else {
+        panic!("contended, got {result:?}");
+    };
+    let body = e.body();
+    assert_eq!(body["retry_after_seconds"], serde_json::json!(0.1));
+    assert_eq!(body["retry_after_ms"], serde_json::json!(100));
+    let limits = body["limits"].as_array().expect("limits");
+    assert!(!limits.is_empty());
+    for limit in limits {
+        assert_eq!(
+            limit["retry_after_seconds"],
+            serde_json::json!(0.1),
+            "{limit}"
+        );
+        assert_eq!(limit["exceeded"], serde_json::json!(false), "{limit}");
+    }
+}
+
 /// Shard 0 of `u1`'s bucket with its write budget spent far below what a
 /// second refills, and `rpm` at `tokens`.
 pub(crate) fn spent_shard(store: &MemoryStore, tokens: i64) {
