@@ -56,6 +56,8 @@ pub struct Lease<S: Store + 'static> {
     shared: Option<Arc<Shared<S>>>,
     entries: Vec<Entry>,
     degraded: bool,
+    /// The resources of an `acquire_many`, primary first; empty for one.
+    resources: Vec<String>,
 }
 
 impl<S: Store + 'static> std::fmt::Debug for Lease<S> {
@@ -73,6 +75,7 @@ impl<S: Store + 'static> Lease<S> {
             shared: Some(shared),
             entries,
             degraded: false,
+            resources: Vec::new(),
         }
     }
 
@@ -82,6 +85,7 @@ impl<S: Store + 'static> Lease<S> {
             shared: None,
             entries: Vec::new(),
             degraded: true,
+            resources: Vec::new(),
         }
     }
 
@@ -95,7 +99,7 @@ impl<S: Store + 'static> Lease<S> {
     /// cascade parent resolves its own mode, and a bypassed parent leaves
     /// the entity limited.
     pub fn is_bypassed(&self) -> bool {
-        self.entries.first().is_some_and(|e| e.bypassed)
+        self.bypassed_in(self.primary().as_deref())
     }
 
     /// The buckets debited: the entity's, then its parent's in a cascade.
@@ -106,9 +110,14 @@ impl<S: Store + 'static> Lease<S> {
     /// Soft limits this lease holds below zero, on any of its buckets (the
     /// parent's too, in a cascade), by name.
     pub fn overdrawn(&self) -> Vec<String> {
+        self.overdrawn_in(self.primary().as_deref())
+    }
+
+    fn overdrawn_in(&self, resource: Option<&str>) -> Vec<String> {
         let mut names: Vec<String> = self
             .entries
             .iter()
+            .filter(|e| in_scope(e, resource))
             .flat_map(|e| {
                 e.soft
                     .iter()
@@ -126,8 +135,13 @@ impl<S: Store + 'static> Lease<S> {
     /// does. Names the acquire did not declare, and amounts beyond the
     /// client's ceiling (10^15 tokens either way), are ignored with a warning.
     pub fn adjust(&mut self, amounts: &[(&str, i64)]) {
+        let primary = self.primary();
+        self.adjust_in(primary.as_deref(), amounts);
+    }
+
+    fn adjust_in(&mut self, resource: Option<&str>, amounts: &[(&str, i64)]) {
         let now = self.shared.as_ref().map(|s| s.now()).unwrap_or_default();
-        for entry in &mut self.entries {
+        for entry in self.entries.iter_mut().filter(|e| in_scope(e, resource)) {
             for (name, amount) in amounts {
                 if *amount == 0 {
                     continue;
@@ -163,17 +177,27 @@ impl<S: Store + 'static> Lease<S> {
 
     /// Gives tokens back: `adjust` with the amounts negated.
     pub fn release(&mut self, amounts: &[(&str, i64)]) {
+        let primary = self.primary();
+        self.release_in(primary.as_deref(), amounts);
+    }
+
+    fn release_in(&mut self, resource: Option<&str>, amounts: &[(&str, i64)]) {
         let negated: Vec<(&str, i64)> = amounts
             .iter()
             .map(|(n, a)| (*n, a.saturating_neg()))
             .collect();
-        self.adjust(&negated);
+        self.adjust_in(resource, &negated);
     }
 
     /// Takes more tokens, all or none, judged in memory against the
     /// balances refilled to now; a shortfall is a rejection and changes
     /// nothing.
     pub fn consume(&mut self, amounts: &[(&str, i64)]) -> Result<(), Error> {
+        let primary = self.primary();
+        self.consume_in(primary.as_deref(), amounts)
+    }
+
+    fn consume_in(&mut self, resource: Option<&str>, amounts: &[(&str, i64)]) -> Result<(), Error> {
         let Some(shared) = &self.shared else {
             return Ok(());
         };
@@ -193,29 +217,8 @@ impl<S: Store + 'static> Lease<S> {
         let amounts: Vec<(&str, i64)> = amounts.iter().copied().filter(|(_, a)| *a > 0).collect();
         let asked: Consume = amounts.iter().map(|(n, a)| ((*n).to_owned(), *a)).collect();
         let mut statuses = Vec::new();
-        for entry in &self.entries {
-            // Each limit judged on its own in-memory refill.
-            let limits = entry.limits.iter().map(|(n, l)| {
-                let rf = entry.refilled_at.get(n).copied().unwrap_or(entry.rf);
-                let (tk, _) = l.refill_to(rf, now, entry.shard_count);
-                (n.clone(), crate::bucket::LimitView { tk, ..*l })
-            });
-            let view = crate::bucket::BucketView {
-                rf: now,
-                shard_count: entry.shard_count,
-                limits: limits.collect(),
-                bypass: entry.bypassed.then_some(i64::MAX),
-                ..Default::default()
-            };
-            let soft = |n: &str| entry.soft.iter().any(|s| s == n);
-            let who = (entry.key.entity.as_str(), entry.key.resource.as_str());
-            statuses.extend(status::statuses(
-                who,
-                &view,
-                &asked,
-                (&soft, &entry.quoted),
-                now,
-            ));
+        for entry in self.entries.iter().filter(|e| in_scope(e, resource)) {
+            statuses.extend(entry_statuses(entry, &asked, now));
         }
         statuses.retain(|s| !skipped.contains(&s.limit.as_str()));
         // Listed, never judged: a limit this call does not take from (one
@@ -232,8 +235,60 @@ impl<S: Store + 'static> Lease<S> {
                 contended: false,
             }));
         }
-        self.adjust(&amounts);
+        self.adjust_in(resource, &amounts);
         Ok(())
+    }
+
+    /// Names the resources of an `acquire_many` lease, primary first.
+    pub(crate) fn with_resources(mut self, resources: Vec<String>) -> Self {
+        self.resources = resources;
+        self
+    }
+
+    /// The resources this lease covers, the primary one first (empty when
+    /// degraded, which covers nothing).
+    pub fn resources(&self) -> Vec<String> {
+        if !self.resources.is_empty() {
+            return self.resources.clone();
+        }
+        self.primary().into_iter().collect()
+    }
+
+    /// One resource of a multi-resource lease: `adjust`, `consume` and
+    /// `release` on the lease act on the primary resource alone (as the
+    /// Python lease's do), and on another through its handle. Two resources
+    /// may declare limits of one name; each handle sees its own. Every
+    /// resource is written at the lease's commit or rollback.
+    pub fn resource(&mut self, name: &str) -> Result<LeaseResource<'_, S>, Error> {
+        let known = self.resources();
+        if !self.degraded && !known.iter().any(|r| r == name) {
+            return Err(Error::Validation(format!(
+                "Invalid resource: not a resource of this lease (resources: {known:?})"
+            )));
+        }
+        Ok(LeaseResource {
+            lease: self,
+            name: name.to_owned(),
+        })
+    }
+
+    /// The resource `adjust`, `consume` and `release` act on.
+    fn primary(&self) -> Option<String> {
+        match self.resources.first() {
+            Some(r) => Some(r.clone()),
+            None => self.entries.first().map(|e| e.key.resource.clone()),
+        }
+    }
+
+    /// The acquiring entity's own state on `resource` (its first entry).
+    fn bypassed_in(&self, resource: Option<&str>) -> bool {
+        let Some(entity) = self.entries.first().map(|e| &e.key.entity) else {
+            return false;
+        };
+        self.entries
+            .iter()
+            .find(|e| &e.key.entity == entity && in_scope(e, resource))
+            .is_some_and(|e| e.bypassed)
     }
 
     /// Writes each bucket's net change since the acquire: one write per
@@ -254,6 +309,73 @@ impl<S: Store + 'static> Lease<S> {
             return;
         };
         rollback_entries(&shared, &entries).await;
+    }
+}
+
+/// An entry's statuses at `now` for `asked`, each limit judged on its own
+/// in-memory refill.
+pub(crate) fn entry_statuses(
+    entry: &Entry,
+    asked: &Consume,
+    now: i64,
+) -> Vec<crate::error::LimitStatus> {
+    let limits = entry.limits.iter().map(|(n, l)| {
+        let rf = entry.refilled_at.get(n).copied().unwrap_or(entry.rf);
+        let (tk, _) = l.refill_to(rf, now, entry.shard_count);
+        (n.clone(), crate::bucket::LimitView { tk, ..*l })
+    });
+    let view = crate::bucket::BucketView {
+        rf: now,
+        shard_count: entry.shard_count,
+        limits: limits.collect(),
+        bypass: entry.bypassed.then_some(i64::MAX),
+        ..Default::default()
+    };
+    let soft = |n: &str| entry.soft.iter().any(|s| s == n);
+    let who = (entry.key.entity.as_str(), entry.key.resource.as_str());
+    status::statuses(who, &view, asked, (&soft, &entry.quoted), now)
+}
+
+/// Whether an entry is one of `resource`'s (every entry for `None`).
+fn in_scope(entry: &Entry, resource: Option<&str>) -> bool {
+    resource.is_none_or(|r| entry.key.resource == r)
+}
+
+/// One resource of a lease (`Lease::resource`): its own limits alone.
+pub struct LeaseResource<'l, S: Store + 'static> {
+    lease: &'l mut Lease<S>,
+    name: String,
+}
+
+impl<S: Store + 'static> LeaseResource<'_, S> {
+    /// The resource this handle acts on.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `Lease::adjust` on this resource's buckets.
+    pub fn adjust(&mut self, amounts: &[(&str, i64)]) {
+        self.lease.adjust_in(Some(&self.name), amounts);
+    }
+
+    /// `Lease::release` on this resource's buckets.
+    pub fn release(&mut self, amounts: &[(&str, i64)]) {
+        self.lease.release_in(Some(&self.name), amounts);
+    }
+
+    /// `Lease::consume` on this resource's buckets.
+    pub fn consume(&mut self, amounts: &[(&str, i64)]) -> Result<(), Error> {
+        self.lease.consume_in(Some(&self.name), amounts)
+    }
+
+    /// `Lease::overdrawn` on this resource's buckets.
+    pub fn overdrawn(&self) -> Vec<String> {
+        self.lease.overdrawn_in(Some(&self.name))
+    }
+
+    /// `Lease::is_bypassed` on this resource.
+    pub fn is_bypassed(&self) -> bool {
+        self.lease.bypassed_in(Some(&self.name))
     }
 }
 
