@@ -358,7 +358,6 @@ fn validate_parts(
             "acquire_many needs at least one resource".into(),
         ));
     };
-    let also_names = || also.iter().map(|(r, _)| *r).collect::<Vec<_>>().join(", ");
     let invalid = |reason: String| Error::Validation(format!("Invalid also: {reason}"));
     if !also.is_empty() && with_limits {
         return Err(invalid(
@@ -367,9 +366,8 @@ fn validate_parts(
     }
     if parts.len() > MAX_ACQUIRE_RESOURCES {
         return Err(invalid(format!(
-            "at most {MAX_ACQUIRE_RESOURCES} resources per acquire, got {} ({})",
-            parts.len(),
-            also_names()
+            "at most {MAX_ACQUIRE_RESOURCES} resources per acquire, got {}",
+            parts.len()
         )));
     }
     let mut out: Parts = Vec::with_capacity(parts.len());
@@ -380,9 +378,7 @@ fn validate_parts(
                 true => "names the primary resource",
                 false => "names a resource twice",
             };
-            return Err(invalid(format!(
-                "{resource} {what}; each resource appears once"
-            )));
+            return Err(invalid(format!("{what}; each resource appears once")));
         }
         out.push(((*resource).to_owned(), checked));
     }

@@ -25,7 +25,10 @@ A spec (examples in client_diff/):
     STEP:  {"at_ms":MS,"admin":ADMIN}
            {"at_ms":MS,"acquire":{"entity","resource","consume":{name:n},
             "lease":[{"adjust"|"release"|"consume":{name:n}}...],"fail":B,
-            ["limits":[limit...]] (acquire(limits=...), limits as in ADMIN)}}
+            ["limits":[limit...]] (acquire(limits=...), limits as in ADMIN),
+            ["also":{resource:{name:n}}] (acquire(also=...); a lease op with
+            "resource":R acts on lease.resource(R); keys sorted, as the Rust
+            runner reads them)}}
 An answer is {"outcome":"admitted","overdrawn":[...],"lease":["ok"|REJECTED...]}, REJECTED
 {"outcome":"rejected","contended","retry_after_ms","statuses":[...]}, {"outcome":"disabled",
 "entity","resource"}, {"outcome":"error","kind","message"} or {"outcome":"admin"}. overdrawn is
@@ -167,13 +170,17 @@ def check_step(step, where: str) -> None:
     check_amounts(acq.get("consume"), f"{w}.consume")
     need(isinstance(acq.get("lease", []), list), f"{w}.lease", "expected a list")
     for i, op in enumerate(acq.get("lease", [])):
-        need(isinstance(op, dict) and len(op) == 1, f"{w}.lease[{i}]", "expected one of {adjust|release|consume: {...}}")
-        (name, amounts), = op.items()
+        need(isinstance(op, dict) and len(op) == 1 + ("resource" in op), f"{w}.lease[{i}]", "expected one of {adjust|release|consume: {...}}")
+        (name, amounts), = ((k, v) for k, v in op.items() if k != "resource")
         need(name in ("adjust", "release", "consume"), f"{w}.lease[{i}]", f"unknown lease op {name!r}")
         check_amounts(amounts, f"{w}.lease[{i}].{name}")
     need(isinstance(acq.get("fail", False), bool), f"{w}.fail", "expected true or false")
     if "limits" in acq:
         check_limits(acq["limits"], f"{w}.limits")
+    if "also" in acq:
+        need(isinstance(acq["also"], dict), f"{w}.also", "expected {resource: {name: n}}")
+        for resource, amounts in acq["also"].items():
+            check_amounts(amounts, f"{w}.also.{resource}")
 
 
 def load_spec(path: str) -> dict:
@@ -359,18 +366,24 @@ def override_of(acq: dict) -> dict:
     return {"limits": [to_limit(d) for d in acq["limits"]]} if "limits" in acq else {}
 
 
+def also_of(acq: dict) -> dict:
+    """The acquire's also= keyword (several resources), when the step names it."""
+    return {"also": {r: dict(a) for r, a in acq["also"].items()}} if "also" in acq else {}
+
+
 async def acquire(limiter: RateLimiter, acq: dict) -> dict:
     lease_answers: list = []
     overdrawn: list = []
     try:
         async with limiter.acquire(
             entity_id=acq["entity"], resource=acq["resource"], consume=dict(acq["consume"]),
-            **override_of(acq),
+            **override_of(acq), **also_of(acq),
         ) as lease:
             for op in acq.get("lease", []):
-                (name, amounts), = op.items()
+                (name, amounts), = ((k, v) for k, v in op.items() if k != "resource")
+                target = lease.resource(op["resource"]) if "resource" in op else lease
                 try:
-                    await getattr(lease, name)(**amounts)
+                    await getattr(target, name)(**amounts)
                     lease_answers.append("ok")
                 except RateLimitExceeded as e:
                     # An in-lease consume is all-or-none and in memory: the lease goes on.

@@ -195,13 +195,16 @@ impl<S: Store + 'static> Shared<S> {
         })))
     }
 
-    /// Each plan's write, and beside each create its owner's META check.
+    /// Each plan's write, and its owner's META check beside the first
+    /// create of each owner (a transaction names an item once).
     fn part_writes(&self, planned: &[PlannedPart<'_>]) -> Vec<TxWrite> {
         let mut writes = Vec::new();
+        let mut checked = std::collections::HashSet::new();
         for part in planned {
             for (plan, (key, target)) in part.plans.iter().zip(&part.targets) {
                 writes.push(plan.write.clone());
-                if matches!(plan.write, TxWrite::Put { .. }) {
+                let create = matches!(plan.write, TxWrite::Put { .. });
+                if create && checked.insert(key.entity.clone()) {
                     let meta = target.meta.as_ref();
                     writes.push(create_check(&self.namespace, &key.entity, meta));
                 }

@@ -61,6 +61,15 @@ async fn a_callers_own_limits_for_one_acquire_match_the_python_client() {
     differential("limits").await;
 }
 
+/// `also=`: several resources in one acquire, all or none (first use in
+/// one transaction, warm, one rejected or disabled with the others
+/// refunded, lease calls per resource, a cascade among them, the refusals
+/// before any request).
+#[tokio::test]
+async fn several_resources_in_one_acquire_match_the_python_client() {
+    differential("also").await;
+}
+
 // The same differentials on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     soft_debt_rejections_and_lease_adjustments_match_the_python_client,
@@ -71,4 +80,5 @@ zae_test_support::also_on_dynamodb_local!(
     repeated_rejections_with_the_rejection_cache_on_both_sides_match_the_python_client,
     a_callers_own_limits_for_one_acquire_match_the_python_client,
     an_in_lease_consume_beside_a_limit_in_debt_matches_the_python_client,
+    several_resources_in_one_acquire_match_the_python_client,
 );
