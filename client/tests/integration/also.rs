@@ -76,11 +76,17 @@ impl Faults for Cancelled {
 
 /// `gpt` warm (the fast path admits it), `img` and `doc` new (their slow
 /// passes share one transaction).
-async fn warm_gpt(store: Arc<Injected<MemoryStore, Cancelled>>, clock: &ManualClock) -> RateLimiter<Arc<Injected<MemoryStore, Cancelled>>> {
+async fn warm_gpt(
+    store: Arc<Injected<MemoryStore, Cancelled>>,
+    clock: &ManualClock,
+) -> RateLimiter<Arc<Injected<MemoryStore, Cancelled>>> {
     let limiter = RateLimiter::on_store(store, NS, uncached(clock))
         .await
         .expect("open");
-    let lease = limiter.acquire("u1", "gpt", &[("rpm", 1)]).await.expect("gpt");
+    let lease = limiter
+        .acquire("u1", "gpt", &[("rpm", 1)])
+        .await
+        .expect("gpt");
     lease.commit().await.expect("commit");
     limiter
 }
@@ -99,6 +105,7 @@ async fn a_shared_transaction_cancelled_once_is_planned_again_and_admits_every_r
         faults: Cancelled::default(),
     });
     let limiter = warm_gpt(Arc::clone(&store), &clock).await;
+    store.faults.sent.store(0, Ordering::SeqCst);
     store.faults.left.store(1, Ordering::SeqCst);
     let lease = limiter
         .acquire_many("u1", &PARTS, None)
@@ -106,7 +113,11 @@ async fn a_shared_transaction_cancelled_once_is_planned_again_and_admits_every_r
         .expect("admitted on the second pass");
     assert_eq!(lease.resources(), ["gpt", "img", "doc"]);
     lease.commit().await.expect("commit");
-    assert_eq!(store.faults.sent.load(Ordering::SeqCst), 2, "one transaction per pass");
+    assert_eq!(
+        store.faults.sent.load(Ordering::SeqCst),
+        2,
+        "one transaction per pass"
+    );
     assert_eq!(tokens(&store.inner, "gpt", "rpm"), Some(98_000));
     assert_eq!(tokens(&store.inner, "img", "pics"), Some(8_000));
     assert_eq!(tokens(&store.inner, "doc", "pics"), Some(7_000));
@@ -120,6 +131,7 @@ async fn a_shared_transaction_cancelled_on_every_pass_is_contended_and_refunds_t
         faults: Cancelled::default(),
     });
     let limiter = warm_gpt(Arc::clone(&store), &clock).await;
+    store.faults.sent.store(0, Ordering::SeqCst);
     store.faults.left.store(usize::MAX, Ordering::SeqCst);
     let err = limiter
         .acquire_many("u1", &PARTS, None)
@@ -130,9 +142,21 @@ async fn a_shared_transaction_cancelled_on_every_pass_is_contended_and_refunds_t
     };
     assert!(rejection.contended, "other writers, not a violation");
     assert!(rejection.statuses.iter().all(|s| !s.exceeded));
-    let resources: Vec<&str> = rejection.statuses.iter().map(|s| s.resource.as_str()).collect();
-    assert_eq!(resources, ["img", "doc", "gpt"], "the planned ones, then the admitted");
-    assert_eq!(store.faults.sent.load(Ordering::SeqCst), 2, "two passes, then no more");
+    let resources: Vec<&str> = rejection
+        .statuses
+        .iter()
+        .map(|s| s.resource.as_str())
+        .collect();
+    assert_eq!(
+        resources,
+        ["img", "doc", "gpt"],
+        "the planned ones, then the admitted"
+    );
+    assert_eq!(
+        store.faults.sent.load(Ordering::SeqCst),
+        2,
+        "two passes, then no more"
+    );
     // gpt's fast-path debit came back; nothing was created.
     assert_eq!(tokens(&store.inner, "gpt", "rpm"), Some(99_000));
     assert_eq!(tokens(&store.inner, "img", "pics"), None);
@@ -175,7 +199,10 @@ async fn a_refund_that_fails_leaves_the_rejection_standing_and_the_call_returns(
         .await
         .expect("open");
     let parts: [(&str, &[(&str, i64)]); 2] = [("gpt", &[("rpm", 1)]), ("img", &[("pics", 9)])];
-    let lease = limiter.acquire_many("u1", &parts, None).await.expect("both created");
+    let lease = limiter
+        .acquire_many("u1", &parts, None)
+        .await
+        .expect("both created");
     lease.commit().await.expect("commit");
     // Now gpt admits on the fast path and img (1 left) refuses 9; the
     // refund of gpt's debit, the third UpdateItem, fails.
@@ -196,8 +223,17 @@ async fn a_refund_that_fails_leaves_the_rejection_standing_and_the_call_returns(
         .map(|s| s.resource.as_str())
         .collect();
     assert_eq!(exceeded, ["img"]);
-    assert!(rejection.statuses.iter().any(|s| s.resource == "gpt" && !s.exceeded));
-    assert_eq!(store.faults.seen.load(Ordering::SeqCst), seen + 3, "the refund was tried");
+    assert!(
+        rejection
+            .statuses
+            .iter()
+            .any(|s| s.resource == "gpt" && !s.exceeded)
+    );
+    assert_eq!(
+        store.faults.seen.load(Ordering::SeqCst),
+        seen + 3,
+        "the refund was tried"
+    );
     // Best effort, as the Python client's: the debit the refund could
     // not take back stays (logged), and nothing else changed.
     assert_eq!(tokens(&store.inner, "gpt", "rpm"), Some(98_000));
@@ -218,14 +254,20 @@ async fn a_disabled_resource_refunds_the_others_and_outranks_a_rejection() {
     let limiter = RateLimiter::on_store(Arc::clone(&store), NS, uncached(&clock))
         .await
         .expect("open");
-    let warm = limiter.acquire("u1", "gpt", &[("rpm", 1)]).await.expect("gpt");
+    let warm = limiter
+        .acquire("u1", "gpt", &[("rpm", 1)])
+        .await
+        .expect("gpt");
     warm.commit().await.expect("commit");
     let parts: [(&str, &[(&str, i64)]); 3] = [
         ("gpt", &[("rpm", 1)]),
         ("img", &[("pics", 11)]),
         ("doc", &[("pics", 1)]),
     ];
-    let err = limiter.acquire_many("u1", &parts, None).await.expect_err("refused");
+    let err = limiter
+        .acquire_many("u1", &parts, None)
+        .await
+        .expect_err("refused");
     assert!(
         matches!(&err, Error::ResourceDisabled { resource, .. } if resource == "doc"),
         "{err:?}"
@@ -242,13 +284,19 @@ async fn a_lease_adjusts_the_primary_and_reaches_the_others_by_name() {
         .await
         .expect("open");
     let parts: [(&str, &[(&str, i64)]); 2] = [("img", &[("pics", 1)]), ("doc", &[("pics", 1)])];
-    let mut lease = limiter.acquire_many("u1", &parts, None).await.expect("admitted");
+    let mut lease = limiter
+        .acquire_many("u1", &parts, None)
+        .await
+        .expect("admitted");
     // Both declare `pics`: the lease's own calls are the primary's.
     lease.adjust(&[("pics", 2)]);
     lease.resource("doc").expect("doc").adjust(&[("pics", 4)]);
     assert!(matches!(lease.resource("gpt"), Err(Error::Validation(_))));
     let short = lease.resource("doc").expect("doc").consume(&[("pics", 6)]);
-    assert!(matches!(short, Err(Error::RateLimitExceeded(_))), "5 left of 10 after 1 + 4");
+    assert!(
+        matches!(short, Err(Error::RateLimitExceeded(_))),
+        "5 left of 10 after 1 + 4"
+    );
     lease.commit().await.expect("commit");
     assert_eq!(tokens(&store, "img", "pics"), Some(7_000));
     assert_eq!(tokens(&store, "doc", "pics"), Some(5_000));
