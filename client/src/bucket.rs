@@ -327,6 +327,14 @@ impl BucketView {
         (limit.ra == 0).then(|| ws.saturating_add(rsa.saturating_mul(1000)))
     }
 
+    /// For a quota (no drip, a reset), when it comes back: `Some(end)` of
+    /// its duration window, or `Some(edge)` after `now` of its calendar
+    /// reset (`Some(None)` past the scan's horizon); `None` for a rate.
+    pub fn resets_at_ms(&self, name: &str, limit: &LimitView, now: i64) -> Option<Option<i64>> {
+        let (materialised, _) = self.materialise(name, limit, now);
+        reset_instant(&materialised, self.schedules.get(name).map(|s| &**s), now)
+    }
+
     /// The wait (ms, plus one) until `deficit` millitokens are back on this
     /// shard: walked across the limit's schedule when it has one; a
     /// duration window's end (no plus one: the end is the next window's).
@@ -355,6 +363,27 @@ impl BucketView {
     pub fn bypassed(&self, now: i64) -> bool {
         self.bypass.is_some_and(|b| b > now)
     }
+}
+
+/// A quota limit's reset instant (see [`BucketView::resets_at_ms`]), on
+/// a limit as materialised.
+pub fn reset_instant(
+    limit: &LimitView,
+    schedule: Option<&LimitSchedule>,
+    now: i64,
+) -> Option<Option<i64>> {
+    if limit.ra != 0 {
+        return None;
+    }
+    if let Some(end) = BucketView::window_end(limit) {
+        return Some(Some(end));
+    }
+    let schedule = schedule.filter(|s| !s.resets.is_empty())?;
+    Some(zae_table::schedule::next_reset_edge(
+        &schedule.resets,
+        schedule.tz,
+        now,
+    ))
 }
 
 /// A limit's schedules on an item: its own override (`-` for none), else

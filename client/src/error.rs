@@ -24,6 +24,14 @@ pub struct LimitStatus {
     pub capacity: i64,
     pub refill_amount: i64,
     pub refill_period_s: i64,
+    /// A quota: it does not drip, it comes back whole at its reset (a
+    /// calendar edge or a duration window's end). Its body shape has
+    /// `resets_at_ms` in place of the refill fields, as 0.17.0's.
+    pub quota: bool,
+    /// When a quota comes back (epoch ms): its window's end, or the next
+    /// reset edge after the instant it was judged (`None` past the scan's
+    /// horizon, and for a rate limit).
+    pub resets_at_ms: Option<i64>,
 }
 
 impl LimitStatus {
@@ -88,13 +96,23 @@ impl RateLimitExceeded {
             .statuses
             .iter()
             .map(|s| {
-                serde_json::json!({
+                let mut entry = serde_json::json!({
                     "entity_id": s.entity, "resource": s.resource, "limit_name": s.limit,
                     "kind": "rate", "capacity": s.capacity, "refill_amount": s.refill_amount,
                     "refill_period_seconds": s.refill_period_s, "available": s.available,
                     "requested": s.requested, "exceeded": s.exceeded,
                     "retry_after_seconds": seconds(s.retry_after_ms), "soft": s.soft,
-                })
+                });
+                // A quota does not drip: its reset instant, not a refill rate.
+                if s.quota
+                    && let Some(fields) = entry.as_object_mut()
+                {
+                    fields.remove("refill_amount");
+                    fields.remove("refill_period_seconds");
+                    fields.insert("kind".into(), "quota".into());
+                    fields.insert("resets_at_ms".into(), s.resets_at_ms.into());
+                }
+                entry
             })
             .collect();
         let wait = seconds(self.retry_after_ms());

@@ -90,6 +90,8 @@ pub struct Lease<S: Store + 'static> {
     shared: Option<Arc<Shared<S>>>,
     entries: Vec<Entry>,
     degraded: bool,
+    /// The resources of an `acquire_many`, primary first; empty for one.
+    resources: Vec<String>,
 }
 
 impl<S: Store + 'static> std::fmt::Debug for Lease<S> {
@@ -107,6 +109,7 @@ impl<S: Store + 'static> Lease<S> {
             shared: Some(shared),
             entries,
             degraded: false,
+            resources: Vec::new(),
         }
     }
 
@@ -116,6 +119,7 @@ impl<S: Store + 'static> Lease<S> {
             shared: None,
             entries: Vec::new(),
             degraded: true,
+            resources: Vec::new(),
         }
     }
 
@@ -129,7 +133,7 @@ impl<S: Store + 'static> Lease<S> {
     /// cascade parent resolves its own mode, and a bypassed parent leaves
     /// the entity limited.
     pub fn is_bypassed(&self) -> bool {
-        self.entries.first().is_some_and(|e| e.bypassed)
+        self.bypassed_in(self.primary().as_deref())
     }
 
     /// The buckets debited: the entity's, then its parent's in a cascade.
@@ -140,9 +144,14 @@ impl<S: Store + 'static> Lease<S> {
     /// Soft limits this lease holds below zero, on any of its buckets (the
     /// parent's too, in a cascade), by name.
     pub fn overdrawn(&self) -> Vec<String> {
+        self.overdrawn_in(self.primary().as_deref())
+    }
+
+    fn overdrawn_in(&self, resource: Option<&str>) -> Vec<String> {
         let mut names: Vec<String> = self
             .entries
             .iter()
+            .filter(|e| in_scope(e, resource))
             .flat_map(|e| {
                 e.soft
                     .iter()
@@ -160,8 +169,13 @@ impl<S: Store + 'static> Lease<S> {
     /// does. Names the acquire did not declare, and amounts beyond the
     /// client's ceiling (10^15 tokens either way), are ignored with a warning.
     pub fn adjust(&mut self, amounts: &[(&str, i64)]) {
+        let primary = self.primary();
+        self.adjust_in(primary.as_deref(), amounts);
+    }
+
+    fn adjust_in(&mut self, resource: Option<&str>, amounts: &[(&str, i64)]) {
         let now = self.shared.as_ref().map(|s| s.now()).unwrap_or_default();
-        for entry in &mut self.entries {
+        for entry in self.entries.iter_mut().filter(|e| in_scope(e, resource)) {
             for (name, amount) in amounts {
                 if *amount == 0 {
                     continue;
@@ -198,17 +212,27 @@ impl<S: Store + 'static> Lease<S> {
 
     /// Gives tokens back: `adjust` with the amounts negated.
     pub fn release(&mut self, amounts: &[(&str, i64)]) {
+        let primary = self.primary();
+        self.release_in(primary.as_deref(), amounts);
+    }
+
+    fn release_in(&mut self, resource: Option<&str>, amounts: &[(&str, i64)]) {
         let negated: Vec<(&str, i64)> = amounts
             .iter()
             .map(|(n, a)| (*n, a.saturating_neg()))
             .collect();
-        self.adjust(&negated);
+        self.adjust_in(resource, &negated);
     }
 
     /// Takes more tokens, all or none, judged in memory against the
     /// balances refilled to now; a shortfall is a rejection and changes
     /// nothing.
     pub fn consume(&mut self, amounts: &[(&str, i64)]) -> Result<(), Error> {
+        let primary = self.primary();
+        self.consume_in(primary.as_deref(), amounts)
+    }
+
+    fn consume_in(&mut self, resource: Option<&str>, amounts: &[(&str, i64)]) -> Result<(), Error> {
         let Some(shared) = &self.shared else {
             return Ok(());
         };
@@ -228,31 +252,8 @@ impl<S: Store + 'static> Lease<S> {
         let amounts: Vec<(&str, i64)> = amounts.iter().copied().filter(|(_, a)| *a > 0).collect();
         let asked: Consume = amounts.iter().map(|(n, a)| ((*n).to_owned(), *a)).collect();
         let mut statuses = Vec::new();
-        for entry in &self.entries {
-            // Each limit judged on its own in-memory refill.
-            let limits = entry.limits.iter().map(|(n, l)| {
-                let rf = entry.refilled_at.get(n).copied().unwrap_or(entry.rf);
-                let (tk, _) =
-                    scheduled(&entry.schedules, n, l, now).refill_to(rf, now, entry.shard_count);
-                (n.clone(), crate::bucket::LimitView { tk, ..*l })
-            });
-            let view = crate::bucket::BucketView {
-                rf: now,
-                shard_count: entry.shard_count,
-                limits: limits.collect(),
-                bypass: entry.bypassed.then_some(i64::MAX),
-                schedules: entry.schedules.clone(),
-                ..Default::default()
-            };
-            let soft = |n: &str| entry.soft.iter().any(|s| s == n);
-            let who = (entry.key.entity.as_str(), entry.key.resource.as_str());
-            statuses.extend(status::statuses(
-                who,
-                &view,
-                &asked,
-                (&soft, &entry.quoted),
-                now,
-            ));
+        for entry in self.entries.iter().filter(|e| in_scope(e, resource)) {
+            statuses.extend(entry_statuses(entry, &asked, now));
         }
         statuses.retain(|s| !skipped.contains(&s.limit.as_str()));
         // Listed, never judged: a limit this call does not take from (one
@@ -269,8 +270,60 @@ impl<S: Store + 'static> Lease<S> {
                 contended: false,
             }));
         }
-        self.adjust(&amounts);
+        self.adjust_in(resource, &amounts);
         Ok(())
+    }
+
+    /// Names the resources of an `acquire_many` lease, primary first.
+    pub(crate) fn with_resources(mut self, resources: Vec<String>) -> Self {
+        self.resources = resources;
+        self
+    }
+
+    /// The resources this lease covers, the primary one first (empty when
+    /// degraded, which covers nothing).
+    pub fn resources(&self) -> Vec<String> {
+        if !self.resources.is_empty() {
+            return self.resources.clone();
+        }
+        self.primary().into_iter().collect()
+    }
+
+    /// One resource of a multi-resource lease: `adjust`, `consume` and
+    /// `release` on the lease act on the primary resource alone (as the
+    /// Python lease's do), and on another through its handle. Two resources
+    /// may declare limits of one name; each handle sees its own. Every
+    /// resource is written at the lease's commit or rollback.
+    pub fn resource(&mut self, name: &str) -> Result<LeaseResource<'_, S>, Error> {
+        let known = self.resources();
+        if !self.degraded && !known.iter().any(|r| r == name) {
+            return Err(Error::Validation(format!(
+                "Invalid resource: not a resource of this lease (resources: {known:?})"
+            )));
+        }
+        Ok(LeaseResource {
+            lease: self,
+            name: name.to_owned(),
+        })
+    }
+
+    /// The resource `adjust`, `consume` and `release` act on.
+    fn primary(&self) -> Option<String> {
+        match self.resources.first() {
+            Some(r) => Some(r.clone()),
+            None => self.entries.first().map(|e| e.key.resource.clone()),
+        }
+    }
+
+    /// The acquiring entity's own state on `resource` (its first entry).
+    fn bypassed_in(&self, resource: Option<&str>) -> bool {
+        let Some(entity) = self.entries.first().map(|e| &e.key.entity) else {
+            return false;
+        };
+        self.entries
+            .iter()
+            .find(|e| &e.key.entity == entity && in_scope(e, resource))
+            .is_some_and(|e| e.bypassed)
     }
 
     /// Writes each bucket's net change since the acquire: one write per
@@ -291,6 +344,74 @@ impl<S: Store + 'static> Lease<S> {
             return;
         };
         rollback_entries(&shared, &entries).await;
+    }
+}
+
+/// An entry's statuses at `now` for `asked`, each limit judged on its own
+/// in-memory refill.
+pub(crate) fn entry_statuses(
+    entry: &Entry,
+    asked: &Consume,
+    now: i64,
+) -> Vec<crate::error::LimitStatus> {
+    let limits = entry.limits.iter().map(|(n, l)| {
+        let rf = entry.refilled_at.get(n).copied().unwrap_or(entry.rf);
+        let (tk, _) = scheduled(&entry.schedules, n, l, now).refill_to(rf, now, entry.shard_count);
+        (n.clone(), crate::bucket::LimitView { tk, ..*l })
+    });
+    let view = crate::bucket::BucketView {
+        rf: now,
+        shard_count: entry.shard_count,
+        limits: limits.collect(),
+        bypass: entry.bypassed.then_some(i64::MAX),
+        schedules: entry.schedules.clone(),
+        ..Default::default()
+    };
+    let soft = |n: &str| entry.soft.iter().any(|s| s == n);
+    let who = (entry.key.entity.as_str(), entry.key.resource.as_str());
+    status::statuses(who, &view, asked, (&soft, &entry.quoted), now)
+}
+
+/// Whether an entry is one of `resource`'s (every entry for `None`).
+fn in_scope(entry: &Entry, resource: Option<&str>) -> bool {
+    resource.is_none_or(|r| entry.key.resource == r)
+}
+
+/// One resource of a lease (`Lease::resource`): its own limits alone.
+pub struct LeaseResource<'l, S: Store + 'static> {
+    lease: &'l mut Lease<S>,
+    name: String,
+}
+
+impl<S: Store + 'static> LeaseResource<'_, S> {
+    /// The resource this handle acts on.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `Lease::adjust` on this resource's buckets.
+    pub fn adjust(&mut self, amounts: &[(&str, i64)]) {
+        self.lease.adjust_in(Some(&self.name), amounts);
+    }
+
+    /// `Lease::release` on this resource's buckets.
+    pub fn release(&mut self, amounts: &[(&str, i64)]) {
+        self.lease.release_in(Some(&self.name), amounts);
+    }
+
+    /// `Lease::consume` on this resource's buckets.
+    pub fn consume(&mut self, amounts: &[(&str, i64)]) -> Result<(), Error> {
+        self.lease.consume_in(Some(&self.name), amounts)
+    }
+
+    /// `Lease::overdrawn` on this resource's buckets.
+    pub fn overdrawn(&self) -> Vec<String> {
+        self.lease.overdrawn_in(Some(&self.name))
+    }
+
+    /// `Lease::is_bypassed` on this resource.
+    pub fn is_bypassed(&self) -> bool {
+        self.lease.bypassed_in(Some(&self.name))
     }
 }
 
@@ -427,28 +548,40 @@ pub(crate) async fn write_net<S: Store>(
     let credits_tokens = part != Part::Count && net.iter().any(|(_, d)| *d < 0);
     let pinned = net_update(entry, &net, part, true);
     match store.update(&pinned, Returns::Nothing).await {
-        Err(StoreError::ConditionFailed { .. }) if credits_tokens && !entry.foreign => {
-            let plain = net_update(entry, &net, part, false);
-            match store.update(&plain, Returns::Nothing).await {
-                // The bucket is gone: nothing to give back to.
-                Err(StoreError::ConditionFailed { .. }) => Ok(()),
-                other => other.map(|_| ()),
-            }
-        }
         Err(StoreError::ConditionFailed { .. }) if credits_tokens => {
-            tracing::warn!(bucket = %entry.key.pk(), "a credit to a bucket with a quota, schedule or window was dropped");
-            // The debits beside it were used all the same: written alone,
-            // as the Python lease writes the rest of an adjustment.
-            let debits: Vec<(&String, i64)> = net.into_iter().filter(|(_, d)| *d > 0).collect();
-            if debits.is_empty() {
-                return Ok(());
+            if entry.foreign {
+                tracing::warn!(bucket = %entry.key.pk(), "a credit to a bucket with a feature this client does not build was dropped");
+            } else {
+                let plain = net_update(entry, &net, part, false);
+                match store.update(&plain, Returns::Nothing).await {
+                    // The bucket is gone, or a quota's credit crossed its
+                    // reset: the credit is dropped, never the debits.
+                    Err(StoreError::ConditionFailed { .. }) => {}
+                    other => return other.map(|_| ()),
+                }
             }
-            let alone = net_update(entry, &debits, part, false);
-            match store.update(&alone, Returns::Nothing).await {
-                Err(StoreError::ConditionFailed { .. }) => Ok(()),
-                other => other.map(|_| ()),
-            }
+            debits_alone(store, entry, net, part).await
         }
+        other => other.map(|_| ()),
+    }
+}
+
+/// The debits of a change whose credit was dropped: used all the same, so
+/// written alone, as the Python lease writes the rest of an adjustment.
+async fn debits_alone<S: Store>(
+    store: &S,
+    entry: &Entry,
+    net: Vec<(&String, i64)>,
+    part: Part,
+) -> Result<(), StoreError> {
+    let debits: Vec<(&String, i64)> = net.into_iter().filter(|(_, d)| *d > 0).collect();
+    if debits.is_empty() {
+        return Ok(());
+    }
+    let alone = net_update(entry, &debits, part, false);
+    match store.update(&alone, Returns::Nothing).await {
+        // The bucket is gone: nothing to write to.
+        Err(StoreError::ConditionFailed { .. }) => Ok(()),
         other => other.map(|_| ()),
     }
 }

@@ -6,6 +6,7 @@
 //! Its modules, in an acquire's order:
 //! - `limiter`: `RateLimiter`, its `Options`, `open`, `acquire` and
 //!   `acquire_with`, and the dispatch between the two paths;
+//! - `also`: `acquire_many`, several resources in one acquire;
 //! - `shared`: the state every acquire and lease of a limiter shares;
 //! - `config`: the limits resolved from the entity, resource and system
 //!   levels, and `OnUnavailable`;
@@ -26,6 +27,7 @@
 //! - `load` (feature `load`): `zae-load`, the load generator.
 
 pub mod admin;
+mod also;
 mod bucket;
 pub mod clock;
 mod config;
@@ -51,11 +53,12 @@ pub use crate::tower::{Ask, RateLimit, RateLimitLayer, Usage};
 pub use admin::{
     AdminError, AuditEvent, Entity, NewEntity, PageKey, UsageQuery, UsageSnapshot, UsageSummary,
 };
+pub use also::MAX_ACQUIRE_RESOURCES;
 pub use aws_config;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::OnUnavailable;
 pub use error::{Error, Feature, LimitStatus, RateLimitExceeded};
-pub use lease::Lease;
+pub use lease::{Lease, LeaseResource};
 pub use limiter::{CONNECT_TIMEOUT, OPERATION_TIMEOUT, Options, RateLimiter, sdk_config};
 pub use shared::ShardDraw;
 pub use zae_table::config::LimitConfig;

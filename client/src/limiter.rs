@@ -316,7 +316,12 @@ impl<S: Store + 'static> RateLimiter<S> {
 
     /// The fast path first (both buckets at once when the entity is known
     /// to cascade), the slow path when it cannot decide.
-    async fn attempt_paths(&self, entity: &str, resource: &str, consume: &Consume) -> Outcome {
+    pub(crate) async fn attempt_paths(
+        &self,
+        entity: &str,
+        resource: &str,
+        consume: &Consume,
+    ) -> Outcome {
         let shared = &self.shared;
         let now = shared.now();
         let count = shared.known_shards(entity, resource);
@@ -390,7 +395,11 @@ impl<S: Store + 'static> RateLimiter<S> {
 }
 
 /// Names as the table allows them, amounts within the client's ceiling.
-fn validate(entity: &str, resource: &str, consume: &[(&str, i64)]) -> Result<Consume, Error> {
+pub(crate) fn validate(
+    entity: &str,
+    resource: &str,
+    consume: &[(&str, i64)],
+) -> Result<Consume, Error> {
     names::check(NameKind::Entity, entity).map_err(Error::Validation)?;
     names::check(NameKind::Resource, resource).map_err(Error::Validation)?;
     if consume.is_empty() {

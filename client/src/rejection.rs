@@ -39,7 +39,10 @@ pub(crate) fn image_statuses(
     let soft = |n: &str| view.limits.get(n).is_some_and(|l| l.soft_present);
     let by_bucket = BTreeMap::new();
     let who = (key.entity.as_str(), key.resource.as_str());
-    status::statuses(who, view, consume, (&soft, &by_bucket), now)
+    status::declared(
+        status::statuses(who, view, consume, (&soft, &by_bucket), now),
+        consume,
+    )
 }
 
 /// A rejection judged on one image.
@@ -60,12 +63,15 @@ pub(crate) fn cascade(
 ) -> Error {
     let soft = |n: &str| view.limits.get(n).is_some_and(|l| l.soft_live(now));
     let by_bucket = BTreeMap::new();
-    let mut statuses = status::statuses(
-        (&key.entity, &key.resource),
-        view,
+    let mut statuses = status::declared(
+        status::statuses(
+            (&key.entity, &key.resource),
+            view,
+            consume,
+            (&soft, &by_bucket),
+            now,
+        ),
         consume,
-        (&soft, &by_bucket),
-        now,
     );
     statuses.extend(image_statuses(pkey, pview, consume, now));
     Error::RateLimitExceeded(RateLimitExceeded {
@@ -95,28 +101,37 @@ pub(crate) fn contended_on(
 
 /// A slow pass's write met other writers to the end: every planned limit
 /// passed, as the plan judged it.
-pub(crate) fn contended(plans: &[Planned], consume: &Consume, _now: i64) -> Error {
+pub(crate) fn contended(plans: &[Planned], consume: &Consume, now: i64) -> Error {
     let statuses = plans
         .iter()
         .flat_map(|p| {
-            p.after.iter().map(|(name, l)| {
-                // The configured limit this pass judged by, as elsewhere.
-                let q = status::Quoted::of(p.quoted.get(name), l).per_shard(p.shard_count);
-                LimitStatus {
-                    entity: p.key.entity.clone(),
-                    resource: p.key.resource.clone(),
-                    limit: name.clone(),
-                    available: (l.tk + consume.get(name).copied().unwrap_or_default() * MILLI)
-                        .div_euclid(MILLI),
-                    requested: consume.get(name).copied().unwrap_or_default(),
-                    exceeded: false,
-                    retry_after_ms: CONTENDED_RETRY_MS,
-                    soft: l.soft_present,
-                    capacity: q.capacity,
-                    refill_amount: q.refill_amount,
-                    refill_period_s: q.refill_period_s,
-                }
-            })
+            let statuses: Vec<LimitStatus> = p
+                .after
+                .iter()
+                .map(|(name, l)| {
+                    // The configured limit this pass judged by, as elsewhere.
+                    let q = status::Quoted::of(p.quoted.get(name), l).per_shard(p.shard_count);
+                    let schedule = p.schedules.get(name).map(|s| &**s);
+                    let resets_at = crate::bucket::reset_instant(l, schedule, now);
+                    LimitStatus {
+                        entity: p.key.entity.clone(),
+                        resource: p.key.resource.clone(),
+                        limit: name.clone(),
+                        available: (l.tk + consume.get(name).copied().unwrap_or_default() * MILLI)
+                            .div_euclid(MILLI),
+                        requested: consume.get(name).copied().unwrap_or_default(),
+                        exceeded: false,
+                        retry_after_ms: CONTENDED_RETRY_MS,
+                        soft: l.soft_present,
+                        capacity: q.capacity,
+                        refill_amount: q.refill_amount,
+                        refill_period_s: q.refill_period_s,
+                        quota: resets_at.is_some(),
+                        resets_at_ms: resets_at.flatten(),
+                    }
+                })
+                .collect();
+            status::declared(statuses, consume)
         })
         .collect();
     Error::RateLimitExceeded(RateLimitExceeded {
@@ -133,7 +148,10 @@ pub(crate) fn plan_statuses(
     consume: &Consume,
     now: i64,
 ) -> Vec<LimitStatus> {
-    let mut statuses = plan_statuses_all(key, plan, resolved, consume, now);
+    let mut statuses = status::declared(
+        plan_statuses_all(key, plan, resolved, consume, now),
+        consume,
+    );
     // Under `limits=` the item limits the override does not name are
     // carried, never judged: no status.
     if resolved.from_override {

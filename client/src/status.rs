@@ -113,6 +113,19 @@ pub fn retry_after_ms(deficit: i64, ra: i64, rp: i64, shards: i64) -> i64 {
     i64::try_from(wait).unwrap_or(i64::MAX - 1) + 1
 }
 
+/// An acquire's statuses: those of the limits it names (0.17.0's
+/// "declared": named in `consume`, whatever the amount, 0 included); a
+/// bucket limit it does not name is carried, never reported. When it names
+/// none of them (a cascade parent whose limits share no name with the
+/// request) every one is reported, as 0.17.0's contended 429 does, rather
+/// than an empty rejection.
+pub fn declared(mut statuses: Vec<LimitStatus>, consume: &Consume) -> Vec<LimitStatus> {
+    if statuses.iter().any(|s| consume.contains_key(&s.limit)) {
+        statuses.retain(|s| consume.contains_key(&s.limit));
+    }
+    statuses
+}
+
 /// One status per limit on the bucket (`wcu` never), judged at `now`.
 /// `soft` names the limits that are soft; `bypassed` waives every test.
 /// `quoted` has the configured limits a slow pass judged by; the others
@@ -139,6 +152,7 @@ pub fn statuses(
                 Some(schedule) => base.scheduled(schedule, shards, now),
                 None => base.per_shard(shards),
             };
+            let resets_at = view.resets_at_ms(name, limit, now);
             LimitStatus {
                 entity: entity.to_owned(),
                 resource: resource.to_owned(),
@@ -155,6 +169,8 @@ pub fn statuses(
                 capacity: quote.capacity,
                 refill_amount: quote.refill_amount,
                 refill_period_s: quote.refill_period_s,
+                quota: resets_at.is_some(),
+                resets_at_ms: resets_at.flatten(),
             }
         })
         .collect()

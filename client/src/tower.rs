@@ -284,6 +284,8 @@ mod tests {
             capacity: 5,
             refill_amount: 5,
             refill_period_s: 60,
+            quota: false,
+            resets_at_ms: None,
         }
     }
 

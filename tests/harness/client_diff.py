@@ -34,7 +34,10 @@ A spec (examples in client_diff/):
     STEP:  {"at_ms":MS,"admin":ADMIN}
            {"at_ms":MS,["draw":U],"acquire":{"entity","resource","consume":{name:n},
             ["lease":[{"adjust"|"release"|"consume":{name:n}}...]],["fail":B],
-            ["limits":[LIMIT...]] (acquire(limits=...))}}
+            ["limits":[LIMIT...]] (acquire(limits=...)),
+            ["also":{resource:{name:n}}] (acquire(also=...); a lease op with
+            "resource":R acts on lease.resource(R); keys sorted, as the Rust
+            runner reads them)}}
 Amounts are any integers, negative ones included (the client refuses a negative
 consume; a negative adjust is a credit, a negative release a debit, an in-lease
 consume of 0 or less takes nothing). An object with a key its kind does not list
@@ -101,6 +104,7 @@ import zae_limiter.repository
 from client import stamp_version_record
 from zae_limiter import Limit, OnUnavailable, RateLimiter, RateLimitExceeded, Repository
 from zae_limiter.schedule import ScheduleEntry
+import zae_limiter.exceptions as zae_exceptions
 from zae_limiter.exceptions import (
     ResourceDisabled,
     ValidationError,
@@ -163,7 +167,7 @@ KEYS = {
     "unbypass": {"op", "resource", "entity"},
     "admin_step": {"at_ms", "admin"},
     "acquire_step": {"at_ms", "draw", "acquire"},
-    "acquire": {"entity", "resource", "consume", "lease", "fail", "limits"},
+    "acquire": {"entity", "resource", "consume", "lease", "fail", "limits", "also"},
 }
 
 
@@ -248,13 +252,17 @@ def check_step(step, where: str) -> None:
     check_amounts(acq.get("consume"), f"{w}.consume")
     need(isinstance(acq.get("lease", []), list), f"{w}.lease", "expected a list")
     for i, op in enumerate(acq.get("lease", [])):
-        need(isinstance(op, dict) and len(op) == 1, f"{w}.lease[{i}]", "expected one of {adjust|release|consume: {...}}")
-        (name, amounts), = op.items()
+        need(isinstance(op, dict) and len(op) == 1 + ("resource" in op), f"{w}.lease[{i}]", "expected one of {adjust|release|consume: {...}}")
+        (name, amounts), = ((k, v) for k, v in op.items() if k != "resource")
         need(name in ("adjust", "release", "consume"), f"{w}.lease[{i}]", f"unknown lease op {name!r}")
         check_amounts(amounts, f"{w}.lease[{i}].{name}")
     need(isinstance(acq.get("fail", False), bool), f"{w}.fail", "expected true or false")
     if "limits" in acq:
         check_limits(acq["limits"], f"{w}.limits")
+    if "also" in acq:
+        need(isinstance(acq["also"], dict), f"{w}.also", "expected {resource: {name: n}}")
+        for resource, amounts in acq["also"].items():
+            check_amounts(amounts, f"{w}.also.{resource}")
 
 
 def load_spec(path: str) -> dict:
@@ -319,7 +327,21 @@ zae_limiter.repository.random = DRAW
 _creating = contextvars.ContextVar("creating", default=None)
 
 
+class StepTime:
+    """`time` as zae_limiter.exceptions sees it: as_dict() reads the wall
+    clock to find a calendar quota's next reset (resets_at_ms); pinned to the
+    step's clock like every other reading, so that both clients judge one
+    instant."""
+
+    def __init__(self, clock: "Clock") -> None:
+        self.clock = clock
+
+    def time(self) -> float:
+        return self.clock.now_ms / 1000
+
+
 def install_clock(repo: Repository, clock: Clock) -> None:
+    zae_exceptions.time = StepTime(clock)
     repo._now_ms = lambda: clock.now_ms
     repo._stamp_deadline = lambda now_ms: now_ms + clock.stamp_ttl_ms * 9 // 10
 
@@ -482,18 +504,24 @@ def override_of(acq: dict) -> dict:
     return {"limits": [to_limit(d) for d in acq["limits"]]} if "limits" in acq else {}
 
 
+def also_of(acq: dict) -> dict:
+    """The acquire's also= keyword (several resources), when the step names it."""
+    return {"also": {r: dict(a) for r, a in acq["also"].items()}} if "also" in acq else {}
+
+
 async def acquire(limiter: RateLimiter, acq: dict) -> dict:
     lease_answers: list = []
     overdrawn: list = []
     try:
         async with limiter.acquire(
             entity_id=acq["entity"], resource=acq["resource"], consume=dict(acq["consume"]),
-            **override_of(acq),
+            **override_of(acq), **also_of(acq),
         ) as lease:
             for op in acq.get("lease", []):
-                (name, amounts), = op.items()
+                (name, amounts), = ((k, v) for k, v in op.items() if k != "resource")
+                target = lease.resource(op["resource"]) if "resource" in op else lease
                 try:
-                    await getattr(lease, name)(**amounts)
+                    await getattr(target, name)(**amounts)
                     lease_answers.append("ok")
                 except (ZAELimiterError, ClientError) as e:
                     # An in-lease consume is all-or-none and in memory: the lease goes on.

@@ -194,7 +194,7 @@ impl<S: Store + 'static> Shared<S> {
 
 /// The lease's view of a planned bucket: the balances this pass computed,
 /// refilled where its refill reached (as the Python lease holds them).
-fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
+pub(super) fn entry_from_plan(plan: &Planned, consume: &Consume, now: i64) -> Entry {
     let mut entry = Entry {
         quoted: plan.quoted.clone(),
         rf: plan.rf,

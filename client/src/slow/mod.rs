@@ -7,12 +7,15 @@
 //!   when a hard limit is short, with its stale stamps corrected;
 //! - `bypass`: the counted write of a bucket bypassed by config and stamp;
 //! - `commit`: the write, conflicts resent, and after a lost lock the
-//!   consumption alone (§3.5).
+//!   consumption alone (§3.5);
+//! - `many`: several resources' passes (`acquire_many`), planned each as
+//!   here and committed in one transaction.
 //!
 //! Like the fast path's, its I/O is `impl Shared` blocks (see `fast`).
 
 mod bypass;
 mod commit;
+pub(crate) mod many;
 pub(crate) mod plan;
 mod read;
 
@@ -57,6 +60,11 @@ impl<S: Store + 'static> Shared<S> {
         cascade: bool,
         parent_shard: Option<&BucketKey>,
     ) -> Outcome {
+        // Inside a multi-resource acquire the resource's slow pass is
+        // planned there, with the others, into one transaction (`many`).
+        if cascade && many::defer(key, parent_shard) {
+            return Ok(Vec::new());
+        }
         for pass in 0..SLOW_PASSES {
             let now_plan = self.now();
             // A re-plan reads META and the buckets strongly consistent.

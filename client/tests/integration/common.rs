@@ -159,8 +159,12 @@ fn borrowed(a: &[(String, i64)]) -> Vec<(&str, i64)> {
     a.iter().map(|(n, v)| (n.as_str(), *v)).collect()
 }
 
-/// One lease operation of a step; the answer's entry for it.
+/// One lease operation of a step; the answer's entry for it. With
+/// `"resource"`, on that resource's handle (`also`).
 fn lease_op(lease: &mut Lease<DynamoStore>, op: &Value) -> Value {
+    if let Some(resource) = op["resource"].as_str() {
+        return resource_op(lease, resource, op);
+    }
     if let Some(a) = op.get("adjust") {
         lease.adjust(&borrowed(&amounts(a)));
     } else if let Some(a) = op.get("release") {
@@ -171,6 +175,49 @@ fn lease_op(lease: &mut Lease<DynamoStore>, op: &Value) -> Value {
         return error_answer(&e);
     }
     json!("ok")
+}
+
+/// A lease operation on one resource of a multi-resource lease.
+fn resource_op(lease: &mut Lease<DynamoStore>, resource: &str, op: &Value) -> Value {
+    let mut handle = match lease.resource(resource) {
+        Ok(handle) => handle,
+        Err(e) => return error_answer(&e),
+    };
+    if let Some(a) = op.get("adjust") {
+        handle.adjust(&borrowed(&amounts(a)));
+    } else if let Some(a) = op.get("release") {
+        handle.release(&borrowed(&amounts(a)));
+    } else if let Some(a) = op.get("consume")
+        && let Err(e) = handle.consume(&borrowed(&amounts(a)))
+    {
+        return error_answer(&e);
+    }
+    json!("ok")
+}
+
+/// A step with `also` (several resources): `acquire_many`, the primary
+/// first, then `also`'s resources in the spec's order.
+async fn acquire_also(limiter: &RateLimiter, step: &Value) -> Result<Lease<DynamoStore>, Error> {
+    let entity = step["entity"].as_str().unwrap_or_default();
+    let mut owned = vec![(
+        step["resource"].as_str().unwrap_or_default().to_owned(),
+        amounts(&step["consume"]),
+    )];
+    for (resource, consume) in step["also"].as_object().into_iter().flatten() {
+        owned.push((resource.clone(), amounts(consume)));
+    }
+    let borrowed_parts: Vec<(&str, Vec<(&str, i64)>)> = owned
+        .iter()
+        .map(|(r, c)| (r.as_str(), borrowed(c)))
+        .collect();
+    let parts: Vec<(&str, &[(&str, i64)])> = borrowed_parts
+        .iter()
+        .map(|(r, c)| (*r, c.as_slice()))
+        .collect();
+    let limits = step.get("limits").map(override_limits);
+    limiter
+        .acquire_many(entity, &parts, limits.as_deref())
+        .await
 }
 
 /// A step's `limits` (the `limits=` override), as client_diff.py's `to_limit`.
@@ -197,6 +244,7 @@ pub async fn acquire_step(limiter: &RateLimiter, step: &Value) -> Value {
     let resource = step["resource"].as_str().unwrap_or_default();
     let consume = amounts(&step["consume"]);
     let acquired = match step.get("limits") {
+        _ if step.get("also").is_some() => acquire_also(limiter, step).await,
         Some(limits) => {
             let limits = override_limits(limits);
             limiter

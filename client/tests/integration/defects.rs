@@ -108,41 +108,46 @@ async fn a_probed_shard_that_cascades_debits_the_parent_too() {
     );
 }
 
-// Defect 2: a commit mixing a credit and a debit on another client's
-// quota bucket.
+// Defect 2: a commit mixing a credit and a debit, where the credit is
+// dropped (a quota's refund across its reset: another writer applied the
+// next midnight's reset meanwhile). The debit beside it is still written.
 #[tokio::test]
 async fn a_debit_beside_a_dropped_credit_on_a_quota_bucket_is_still_written() {
     let clock = ManualClock::new(T0);
-    let store = Arc::new(table(vec![
-        limit("rpm", 100, false),
-        limit("tpm", 10_000, false),
-    ]));
+    let quota = zae_table::config::LimitConfig {
+        refill_amount: 0,
+        refill_period: 1,
+        rsched: Some("1m0h0".into()),
+        ..limit("rpd", 100, false)
+    };
+    let store = Arc::new(table(vec![quota, limit("tpm", 10_000, false)]));
     let limiter = open(Arc::clone(&store), &clock).await;
-    let consume = [("rpm", 1), ("tpm", 500)];
+    let consume = [("rpd", 1), ("tpm", 500)];
     let lease = limiter
         .acquire("u1", "gpt", &consume)
         .await
         .expect("admitted");
     lease.commit().await.expect("commit");
-    // Another client's quota on `rpm` (its grant count, its next edge).
-    let mut stamped = bucket(&store, "u1");
-    stamped.insert("b_rpm_gc".into(), Attr::n(1));
-    stamped.insert("vu".into(), Attr::n(T0 + 3_600_000));
-    store.insert(stamped);
     let mut lease = limiter
         .acquire("u1", "gpt", &consume)
         .await
-        .expect("admitted");
-    lease.release(&[("rpm", 1)]);
+        .expect("admitted on the fast path");
+    let resets = zae_table::schedule::decode_resets("1m0h0").expect("a cron");
+    let edge = zae_table::schedule::next_reset_edge(&resets, zae_table::schedule::Tz::UTC, T0)
+        .expect("an edge");
+    let mut stamped = bucket(&store, "u1");
+    stamped.insert("rf".into(), Attr::n(edge + 1));
+    store.insert(stamped);
+    lease.release(&[("rpd", 1)]);
     lease.adjust(&[("tpm", 300)]);
     lease.commit().await.expect("commit");
     let after = bucket(&store, "u1");
     assert_eq!(n(&after, "b_tpm_tc"), 1_300_000, "the +300 tpm was written");
     assert_eq!(n(&after, "b_tpm_tk"), 8_700_000);
     assert_eq!(
-        n(&after, "b_rpm_tc"),
-        2000,
-        "the quota's credit was dropped"
+        (n(&after, "b_rpd_tc"), n(&after, "b_rpd_tk")),
+        (2000, 98_000),
+        "the quota's credit across its reset was dropped"
     );
 }
 

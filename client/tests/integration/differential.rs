@@ -103,6 +103,23 @@ async fn issue_40_seed_ee56dbda_a_cascading_child_after_a_limit_change_matches_t
     differential("issue40-b").await;
 }
 
+/// `also=`: several resources in one acquire, all or none (first use in
+/// one transaction, warm, one rejected or disabled with the others
+/// refunded, lease calls per resource, a cascade among them, the refusals
+/// before any request).
+#[tokio::test]
+async fn several_resources_in_one_acquire_match_the_python_client() {
+    differential("also").await;
+}
+
+/// A rejection lists the limits the acquire names, 0 amounts included,
+/// never another limit of the bucket (fast path, slow path, a cascade's
+/// parent): 0.17.0's declared statuses. Fails when every limit is listed.
+#[tokio::test]
+async fn a_rejection_lists_only_the_limits_the_acquire_names_as_the_python_client_does() {
+    differential("declared").await;
+}
+
 // The same differentials on AWS's DynamoDB Local too.
 zae_test_support::also_on_dynamodb_local!(
     soft_debt_rejections_and_lease_adjustments_match_the_python_client,
@@ -119,6 +136,8 @@ zae_test_support::also_on_dynamodb_local!(
     negative_and_zero_amounts_in_acquires_and_leases_match_the_python_client,
     shards_doubled_mid_run_with_pinned_draws_match_the_python_client,
     moves_to_another_parent_the_system_level_and_disable_match_the_python_client,
+    several_resources_in_one_acquire_match_the_python_client,
+    a_rejection_lists_only_the_limits_the_acquire_names_as_the_python_client_does,
 );
 
 #[tokio::test]

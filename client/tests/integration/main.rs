@@ -2,6 +2,8 @@
 //! the whole SDK; one link instead of several on every rebuild).
 //!
 //! - `memory`: on the in-memory twin, with faults injected at the store seam.
+//! - `also`: `acquire_many` on the twin (a cancelled shared transaction, a
+//!   failed refund, a disable outranking, the lease per resource).
 //! - `bypass`: config bypass on the twin (costs, disagreeing stamps, a lift).
 //! - `rejection_cache`: local rejections on the twin, requests counted.
 //! - `limits`: `acquire_with_limits` on the twin (the cache, bad limits).
@@ -19,6 +21,7 @@
 //! - `tower` (feature `tower`): the example gateway under a real HTTP client.
 //! - `load` (feature `load`): the built `zae-load` on moto.
 
+mod also;
 mod bypass;
 mod common;
 mod defects;
