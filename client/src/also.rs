@@ -12,9 +12,10 @@
 //!    `ResourceDisabled` outranks everything.
 
 use crate::config::{self, OnUnavailable};
-use crate::error::{Error, LimitStatus, RateLimitExceeded};
-use crate::lease::{Entry, Lease, Unclaimed, entry_statuses};
+use crate::error::{Error, LimitStatus};
+use crate::lease::{Entry, Lease, Unclaimed};
 use crate::limiter::{RateLimiter, validate};
+use crate::rejection::{admitted_statuses, combined};
 use crate::slow::many::{Deferred, SlowPart, deferring};
 use crate::slow::plan::cascades;
 use crate::status::Consume;
@@ -290,58 +291,6 @@ fn landed_statuses(landed: &[(Vec<Entry>, &Consume)], now: i64) -> Vec<LimitStat
         .iter()
         .flat_map(|(entries, consume)| admitted_statuses(entries, consume, now))
         .collect()
-}
-
-/// Each entry's statuses as admitted: its state after the debit, refilled
-/// to `now`, nothing exceeded.
-pub(crate) fn admitted_statuses(
-    entries: &[Entry],
-    consume: &Consume,
-    now: i64,
-) -> Vec<LimitStatus> {
-    let mut statuses: Vec<LimitStatus> = entries
-        .iter()
-        .flat_map(|e| crate::status::declared(entry_statuses(e, consume, now), consume))
-        .collect();
-    for status in &mut statuses {
-        (status.exceeded, status.retry_after_ms) = (false, 0);
-    }
-    statuses
-}
-
-/// The one error of a multi-resource acquire: `ResourceDisabled` outranks
-/// a rejection, which outranks the rest; every rejection's statuses are
-/// raised together with the admitted ones, so the wait is until every
-/// resource admits. Among the rest a permission denial outranks an outage
-/// (which `OnUnavailable::Allow` would admit unlimited).
-pub(crate) fn combined(mut errors: Vec<Error>, admitted: Vec<LimitStatus>) -> Error {
-    if let Some(i) = errors
-        .iter()
-        .position(|e| matches!(e, Error::ResourceDisabled { .. }))
-    {
-        return errors.swap_remove(i);
-    }
-    let mut statuses = Vec::new();
-    let mut contended = true;
-    let mut rejected = false;
-    for e in &errors {
-        if let Error::RateLimitExceeded(r) = e {
-            statuses.extend(r.statuses.iter().cloned());
-            contended &= r.contended;
-            rejected = true;
-        }
-    }
-    if rejected {
-        statuses.extend(admitted);
-        return Error::RateLimitExceeded(RateLimitExceeded {
-            statuses,
-            contended,
-        });
-    }
-    let denied = errors
-        .iter()
-        .position(|e| matches!(e, Error::PermissionDenied(_)));
-    errors.swap_remove(denied.unwrap_or(0))
 }
 
 /// The parts as the Python client checks them before any request: amounts

@@ -349,7 +349,7 @@ impl BucketView {
         let shards = self.shard_count;
         match self.schedules.get(name) {
             Some(s) => s.retry_after_ms(deficit, (limit.cp, limit.ra, limit.rp), shards, now),
-            None => crate::status::retry_after_ms(deficit, limit.ra, limit.rp, shards),
+            None => retry_after_ms(deficit, limit.ra, limit.rp, shards),
         }
     }
 
@@ -363,6 +363,19 @@ impl BucketView {
     pub fn bypassed(&self, now: i64) -> bool {
         self.bypass.is_some_and(|b| b > now)
     }
+}
+
+/// Milliseconds until `deficit` millitokens are back at the shard's rate,
+/// plus one (`(deficit · rp // ra_s) + 1`; the undivided rate when the
+/// shard's share rounds to 0).
+pub fn retry_after_ms(deficit: i64, ra: i64, rp: i64, shards: i64) -> i64 {
+    let share = ra.div_euclid(shards.max(1));
+    let rate = if share == 0 { ra } else { share };
+    if rate <= 0 {
+        return 0;
+    }
+    let wait = i128::from(deficit) * i128::from(rp) / i128::from(rate);
+    i64::try_from(wait).unwrap_or(i64::MAX - 1) + 1
 }
 
 /// A quota limit's reset instant (see [`BucketView::resets_at_ms`]), on

@@ -6,6 +6,7 @@
 use crate::bucket::BucketView;
 use crate::config::Resolved;
 use crate::error::{CONTENDED_RETRY_MS, Error, Feature, LimitStatus, RateLimitExceeded};
+use crate::lease::{Entry, entry_statuses};
 use crate::slow::plan::Planned;
 use crate::status::{self, Consume};
 use std::collections::BTreeMap;
@@ -197,4 +198,56 @@ fn plan_statuses_all(
             status::statuses(who, &view, consume, (&soft, &plan.quoted), now)
         }
     }
+}
+
+/// Each entry's statuses as admitted: its state after the debit, refilled
+/// to `now`, nothing exceeded.
+pub(crate) fn admitted_statuses(
+    entries: &[Entry],
+    consume: &Consume,
+    now: i64,
+) -> Vec<LimitStatus> {
+    let mut statuses: Vec<LimitStatus> = entries
+        .iter()
+        .flat_map(|e| status::declared(entry_statuses(e, consume, now), consume))
+        .collect();
+    for status in &mut statuses {
+        (status.exceeded, status.retry_after_ms) = (false, 0);
+    }
+    statuses
+}
+
+/// The one error of a multi-resource acquire: `ResourceDisabled` outranks
+/// a rejection, which outranks the rest; every rejection's statuses are
+/// raised together with the admitted ones, so the wait is until every
+/// resource admits. Among the rest a permission denial outranks an outage
+/// (which `OnUnavailable::Allow` would admit unlimited).
+pub(crate) fn combined(mut errors: Vec<Error>, admitted: Vec<LimitStatus>) -> Error {
+    if let Some(i) = errors
+        .iter()
+        .position(|e| matches!(e, Error::ResourceDisabled { .. }))
+    {
+        return errors.swap_remove(i);
+    }
+    let mut statuses = Vec::new();
+    let mut contended = true;
+    let mut rejected = false;
+    for e in &errors {
+        if let Error::RateLimitExceeded(r) = e {
+            statuses.extend(r.statuses.iter().cloned());
+            contended &= r.contended;
+            rejected = true;
+        }
+    }
+    if rejected {
+        statuses.extend(admitted);
+        return Error::RateLimitExceeded(RateLimitExceeded {
+            statuses,
+            contended,
+        });
+    }
+    let denied = errors
+        .iter()
+        .position(|e| matches!(e, Error::PermissionDenied(_)));
+    errors.swap_remove(denied.unwrap_or(0))
 }

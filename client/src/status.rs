@@ -100,19 +100,6 @@ pub fn quoted_config(limits: &[LimitConfig]) -> Quotes {
         .collect()
 }
 
-/// Milliseconds until `deficit` millitokens are back at the shard's rate,
-/// plus one (`(deficit · rp // ra_s) + 1`; the undivided rate when the
-/// shard's share rounds to 0).
-pub fn retry_after_ms(deficit: i64, ra: i64, rp: i64, shards: i64) -> i64 {
-    let share = ra.div_euclid(shards.max(1));
-    let rate = if share == 0 { ra } else { share };
-    if rate <= 0 {
-        return 0;
-    }
-    let wait = i128::from(deficit) * i128::from(rp) / i128::from(rate);
-    i64::try_from(wait).unwrap_or(i64::MAX - 1) + 1
-}
-
 /// An acquire's statuses: those of the limits it names (0.17.0's
 /// "declared": named in `consume`, whatever the amount, 0 included); a
 /// bucket limit it does not name is carried, never reported. When it names
@@ -178,7 +165,7 @@ pub fn statuses(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::bucket::retry_after_ms;
 
     #[test]
     fn the_protocols_worked_example_waits_14762_ms() {

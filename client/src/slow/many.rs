@@ -149,9 +149,13 @@ impl<S: Store + 'static> Shared<S> {
                 .iter()
                 .map(|p| entry_from_plan(p, part.consume, now))
                 .collect();
-            admitted.extend(crate::also::admitted_statuses(&entries, part.consume, now));
+            admitted.extend(crate::rejection::admitted_statuses(
+                &entries,
+                part.consume,
+                now,
+            ));
         }
-        Err(crate::also::combined(errors, admitted))
+        Err(crate::rejection::combined(errors, admitted))
     }
 
     /// The plans in one transaction, conflicts resent. `None`: plan again
