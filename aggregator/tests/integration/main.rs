@@ -18,6 +18,7 @@
 mod adaptive_stream;
 mod cli;
 mod client_side_by_side;
+mod client_side_by_side_limits;
 mod common;
 mod controller_model;
 mod hostile;
