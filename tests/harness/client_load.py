@@ -6,10 +6,15 @@ of the side-by-side test and of the client benchmark, the same scenario as
                    --consume tpm=10,rpm=1 --requests N --concurrency C [--entities K]
                    [--ready-file PATH]
 
+--consume may list alternatives separated by ';' (say day=1;win=1):
+request i consumes alternative i mod their count, and "admitted_by" counts
+the admitted requests per alternative, in order.
+
 With --ready-file, PATH is created once the namespace is open, just before
 the first request: a caller that starts its own load then starts beside it.
 
-Prints {"admitted", "rejected", "errors", "p50_ms", "p99_ms", "wall_s", "cpu_s"};
+Prints {"admitted", "rejected", "errors", "p50_ms", "p99_ms", "wall_s", "cpu_s",
+"admitted_by"};
 cpu_s is this process's user + system CPU time over the run. Endpoint and
 credentials come from the AWS environment.
 """
@@ -50,8 +55,9 @@ async def main(args) -> dict:
                                  region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
                                  endpoint_url=os.environ.get("AWS_ENDPOINT_URL"))
     limiter = RateLimiter(repository=repo)
-    consume = consume_arg(args.consume)
+    consumes = [consume_arg(alt) for alt in args.consume.split(";")]
     counts = {"admitted": 0, "rejected": 0, "errors": 0}
+    admitted_by = [0] * len(consumes)
     latencies = []
     queue = list(range(args.requests))
 
@@ -59,11 +65,13 @@ async def main(args) -> dict:
         while queue:
             i = queue.pop()
             entity = f"{args.entity}-{i % args.entities}" if args.entities else args.entity
+            consume = consumes[i % len(consumes)]
             start = time.perf_counter()
             try:
                 async with limiter.acquire(entity_id=entity, resource=args.resource, consume=consume):
                     pass
                 counts["admitted"] += 1
+                admitted_by[i % len(consumes)] += 1
             except RateLimitExceeded:
                 counts["rejected"] += 1
             except Exception as e:  # counted, as zae-load counts its errors
@@ -79,7 +87,7 @@ async def main(args) -> dict:
     await repo.close()
     latencies.sort()
     return {**counts, "p50_ms": percentile(latencies, 0.50), "p99_ms": percentile(latencies, 0.99),
-            "wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+            "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "admitted_by": admitted_by}
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ const REQUESTS: usize = 50;
 const ENTITY: &str = "key-a";
 const RESOURCE: &str = "gpt-4";
 
-async fn limiter(table: &str) -> RateLimiter {
+pub(crate) async fn limiter(table: &str) -> RateLimiter {
     let credentials =
         aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "moto");
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
@@ -84,7 +84,7 @@ fn daily(read: &Value, field: &str) -> (i64, i64) {
 }
 
 /// Waits until `path` exists, or fails if `load` ends (or a minute passes) first.
-fn wait_for_file<T>(path: &std::path::Path, load: &std::thread::JoinHandle<T>) {
+pub(crate) fn wait_for_file<T>(path: &std::path::Path, load: &std::thread::JoinHandle<T>) {
     let start = std::time::Instant::now();
     while !path.exists() {
         assert!(

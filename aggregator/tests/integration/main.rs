@@ -9,7 +9,8 @@
 //! - The built binaries: `cli`; on moto with the real 0.17.0 client,
 //!   `moto`, `moto_adaptive`, `smoke` (the operators' smoke test,
 //!   `scripts/smoke.sh`, on a stand-in stack) and `client_side_by_side`
-//!   (Python and Rust clients on one bucket, then the aggregator), and
+//!   (Python and Rust clients on one bucket, then the aggregator; with a
+//!   quota, a schedule and a window in `client_side_by_side_limits`), and
 //!   `usage_read` (the snapshots it wrote, read by both clients). The tests bound by the wall
 //!   clock (real traffic over real seconds, measured against moto's pace)
 //!   are in their `realtime` modules: the default test tier leaves them out
@@ -18,6 +19,7 @@
 mod adaptive_stream;
 mod cli;
 mod client_side_by_side;
+mod client_side_by_side_limits;
 mod common;
 mod controller_model;
 mod hostile;
