@@ -3,7 +3,7 @@
 //! admitted, rejected or failed, how long they took and what CPU the
 //! process spent. `bin/zae-load.rs` only calls [`main`].
 
-use crate::{Error, Options, RateLimiter};
+use crate::{Error, LimitConfig, Options, RateLimiter};
 use clap::Parser;
 use serde::Serialize;
 use std::process::ExitCode;
@@ -52,6 +52,53 @@ pub struct Args {
     /// Spread the requests round-robin over ENTITY-0 .. ENTITY-{K-1}.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
     pub entities: Option<u64>,
+    /// The caller's own limits for every acquire (`acquire(limits=...)`),
+    /// in place of the stored ones: `rpm=100:100:60,tpm=1000:1000:60:soft`.
+    #[arg(long, value_name = "LIMIT=CAPACITY:REFILL:PERIOD_S[:soft],...", value_parser = parse_limits)]
+    pub limits: Option<CallerLimits>,
+    /// Another resource every acquire takes the same --consume from, in the
+    /// same acquire (`acquire(also=...)`); repeatable. Not with --limits,
+    /// which 0.17.0 refuses beside `also=`.
+    #[arg(long, value_name = "RESOURCE", conflicts_with = "limits")]
+    pub also: Vec<String>,
+}
+
+/// The caller's limits, as `--limits` gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerLimits(pub Vec<LimitConfig>);
+
+/// `rpm=100:100:60,tpm=1000:1000:60:soft`: plain drips, hard unless
+/// `:soft`. The values themselves are judged by the limiter, as with
+/// `--consume`.
+pub fn parse_limits(text: &str) -> Result<CallerLimits, String> {
+    text.split(',')
+        .map(parse_limit)
+        .collect::<Result<Vec<_>, String>>()
+        .map(CallerLimits)
+}
+
+fn parse_limit(part: &str) -> Result<LimitConfig, String> {
+    let shape = || format!("'{part}' is not LIMIT=CAPACITY:REFILL:PERIOD_S[:soft]");
+    let (name, params) = part.split_once('=').ok_or_else(shape)?;
+    let fields: Vec<&str> = params.split(':').map(str::trim).collect();
+    let soft = match fields.as_slice() {
+        [_, _, _] => false,
+        [_, _, _, "soft"] => true,
+        [_, _, _, other] => return Err(format!("'{part}': '{other}' is not 'soft'")),
+        _ => return Err(shape()),
+    };
+    let number = |what: &str, text: &str| {
+        text.parse::<i64>()
+            .map_err(|e| format!("'{part}': the {what} is not a whole number ({e})"))
+    };
+    let mut limit = LimitConfig::drip(
+        name.trim(),
+        number("capacity", fields[0])?,
+        number("refill amount", fields[1])?,
+        number("refill period", fields[2])?,
+    );
+    limit.soft = soft;
+    Ok(limit)
 }
 
 /// Whole tokens per limit, as `--consume` gives them.
@@ -218,6 +265,8 @@ struct Plan {
     requests: u64,
     concurrency: u64,
     entities: Option<u64>,
+    limits: Option<Vec<LimitConfig>>,
+    also: Vec<String>,
 }
 
 impl From<&Args> for Plan {
@@ -229,6 +278,8 @@ impl From<&Args> for Plan {
             requests: args.requests,
             concurrency: args.concurrency,
             entities: args.entities,
+            limits: args.limits.as_ref().map(|l| l.0.clone()),
+            also: args.also.clone(),
         }
     }
 }
@@ -252,7 +303,7 @@ async fn worker(limiter: RateLimiter, plan: Arc<Plan>, next: Arc<AtomicU64>) -> 
             return tally;
         }
         let started = Instant::now();
-        let outcome = one(&limiter, &plan.entity(i), &plan.resource, &consume).await;
+        let outcome = one(&limiter, &plan, &plan.entity(i), &consume).await;
         tally.record(
             outcome.map_err(|e| e.to_string()),
             started.elapsed().as_secs_f64() * 1000.0,
@@ -260,15 +311,30 @@ async fn worker(limiter: RateLimiter, plan: Arc<Plan>, next: Arc<AtomicU64>) -> 
     }
 }
 
-/// One acquire, its lease committed at once: admitted (true), rejected
-/// (false) or failed.
+/// One acquire (with the caller's limits, or with the other resources,
+/// as the plan says), its lease committed at once: admitted (true),
+/// rejected (false) or failed.
 async fn one(
     limiter: &RateLimiter,
+    plan: &Plan,
     entity: &str,
-    resource: &str,
     consume: &[(&str, i64)],
 ) -> Result<bool, Error> {
-    match limiter.acquire(entity, resource, consume).await {
+    let resource = plan.resource.as_str();
+    let acquired = if !plan.also.is_empty() {
+        let parts: Vec<(&str, &[(&str, i64)])> = std::iter::once(resource)
+            .chain(plan.also.iter().map(String::as_str))
+            .map(|r| (r, consume))
+            .collect();
+        limiter.acquire_many(entity, &parts, None).await
+    } else if let Some(limits) = &plan.limits {
+        limiter
+            .acquire_with_limits(entity, resource, consume, limits)
+            .await
+    } else {
+        limiter.acquire(entity, resource, consume).await
+    };
+    match acquired {
         Ok(lease) => lease.commit().await.map(|()| true),
         Err(Error::RateLimitExceeded(_)) => Ok(false),
         Err(e) => Err(e),
@@ -326,6 +392,60 @@ mod tests {
     }
 
     #[test]
+    fn limits_parse_drips_hard_unless_soft() {
+        let mut tpm = LimitConfig::drip("tpm", 1000, 500, 60);
+        tpm.soft = true;
+        assert_eq!(
+            parse_limits("rpm=100:100:60, tpm=1000:500:60:soft"),
+            Ok(CallerLimits(vec![
+                LimitConfig::drip("rpm", 100, 100, 60),
+                tpm
+            ]))
+        );
+    }
+
+    #[test]
+    fn limits_name_the_part_and_the_field_that_is_wrong() {
+        for (text, named) in [
+            ("rpm", "'rpm' is not LIMIT=CAPACITY:REFILL:PERIOD_S[:soft]"),
+            ("rpm=1:1", "'rpm=1:1' is not LIMIT="),
+            ("rpm=1:1:1:1:1", "'rpm=1:1:1:1:1' is not LIMIT="),
+            (
+                "rpm=x:1:60",
+                "'rpm=x:1:60': the capacity is not a whole number",
+            ),
+            ("rpm=1:y:60", "the refill amount is not a whole number"),
+            ("rpm=1:1:z", "the refill period is not a whole number"),
+            ("rpm=1:1:60:hard", "'rpm=1:1:60:hard': 'hard' is not 'soft'"),
+            ("rpm=1:1:60,", "'' is not LIMIT="),
+        ] {
+            let error = parse_limits(text).unwrap_err();
+            assert!(error.contains(named), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn limits_and_also_are_refused_together_naming_both() {
+        let base = ["zae-load", "-t", "t", "--entity", "e", "--resource", "r"];
+        let rest = ["--consume", "rpm=1", "--requests", "1"];
+        let both = ["--limits", "rpm=1:1:60", "--also", "other"];
+        let line = base.iter().chain(&rest).chain(&both);
+        let error = Args::try_parse_from(line).unwrap_err();
+        let text = error.to_string();
+        assert!(error.use_stderr(), "{text}");
+        assert!(
+            text.contains("--also") && text.contains("--limits"),
+            "{text}"
+        );
+        let many = base
+            .iter()
+            .chain(&rest)
+            .chain(&["--also", "a", "--also", "b"]);
+        let args = Args::try_parse_from(many).expect("--also twice");
+        assert_eq!(args.also, ["a", "b"]);
+    }
+
+    #[test]
     fn percentiles_are_nearest_rank() {
         let sample: Vec<f64> = (1..=100).map(f64::from).collect();
         assert_eq!(percentile(&sample, 50), 50.0);
@@ -349,6 +469,8 @@ mod tests {
             requests: 4,
             concurrency: 1,
             entities: Some(3),
+            limits: None,
+            also: vec![],
         };
         let names: Vec<String> = (0..4).map(|i| plan.entity(i)).collect();
         assert_eq!(names, ["e-0", "e-1", "e-2", "e-0"]);

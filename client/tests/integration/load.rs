@@ -19,6 +19,19 @@ fn prepare(capacity: i64) -> String {
     crate::common::prepared("load", setup, 1_796_186_400_000)
 }
 
+/// `prepare(5)`'s "api" beside "other", whose own `rpm` is hard at 2 a day.
+fn prepare_two_resources() -> String {
+    let rpm = |capacity: i64| {
+        json!({"name": "rpm", "capacity": capacity, "refill_amount": capacity,
+                "refill_period_s": 86_400, "soft": false})
+    };
+    let setup = json!([
+        {"op": "limits", "level": "resource", "resource": "api", "limits": [rpm(5)]},
+        {"op": "limits", "level": "resource", "resource": "other", "limits": [rpm(2)]},
+    ]);
+    crate::common::prepared("load-also", setup, 1_796_186_400_000)
+}
+
 fn zae_load(args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_zae-load"));
     cmd.args(args);
@@ -118,6 +131,55 @@ fn zae_load_spreads_requests_over_the_entities_each_with_its_own_capacity() {
     );
 }
 
+/// The run's (admitted, rejected, errors).
+fn counts(report: &Value) -> (u64, u64, u64) {
+    let [a, r, e] = ["admitted", "rejected", "errors"].map(|f| count(report, f));
+    (a, r, e)
+}
+
+#[test]
+fn zae_load_with_limits_admits_the_callers_capacity_not_the_stored_one() {
+    let table = prepare(5);
+    let base = ["-t", &table, "--entity", "e", "--resource", "api"];
+    let run = [
+        "--consume",
+        "rpm=1,tpm=10",
+        "--requests",
+        "10",
+        "--concurrency",
+        "2",
+    ];
+    // Stored: rpm 5 a day (hard), tpm soft. The caller's: rpm 3 a day,
+    // tpm soft; the stored 5 would admit five.
+    let limits = ["--limits", "rpm=3:3:86400,tpm=100:100:86400:soft"];
+    let args: Vec<&str> = base.iter().chain(&run).chain(&limits).copied().collect();
+    let report = report(&zae_load(&args));
+    assert_eq!(counts(&report), (3, 7, 0), "{report}");
+}
+
+#[test]
+fn zae_load_with_also_is_gated_by_the_other_resources_limit_too() {
+    let table = prepare_two_resources();
+    let base = ["-t", &table, "--entity", "e", "--resource", "api"];
+    let run = [
+        "--consume",
+        "rpm=1",
+        "--requests",
+        "10",
+        "--concurrency",
+        "2",
+    ];
+    // "api" alone would admit five; "other" holds two.
+    let args: Vec<&str> = base
+        .iter()
+        .chain(&run)
+        .chain(&["--also", "other"])
+        .copied()
+        .collect();
+    let report = report(&zae_load(&args));
+    assert_eq!(counts(&report), (2, 8, 0), "{report}");
+}
+
 #[test]
 fn zae_load_exits_64_naming_a_bad_argument() {
     for (args, named) in [
@@ -163,6 +225,42 @@ fn zae_load_exits_64_naming_a_bad_argument() {
                 "1",
             ],
             "--name",
+        ),
+        (
+            vec![
+                "-t",
+                "x",
+                "--entity",
+                "e",
+                "--resource",
+                "r",
+                "--consume",
+                "rpm=1",
+                "--requests",
+                "1",
+                "--limits",
+                "rpm=1:1:60",
+                "--also",
+                "s",
+            ],
+            "--limits",
+        ),
+        (
+            vec![
+                "-t",
+                "x",
+                "--entity",
+                "e",
+                "--resource",
+                "r",
+                "--consume",
+                "rpm=1",
+                "--requests",
+                "1",
+                "--limits",
+                "rpm=1:1",
+            ],
+            "'rpm=1:1' is not LIMIT=CAPACITY:REFILL:PERIOD_S[:soft]",
         ),
     ] {
         let out = zae_load(&args);
