@@ -13,7 +13,7 @@
 
 use crate::config::{self, OnUnavailable};
 use crate::error::{Error, LimitStatus};
-use crate::lease::{Entry, Lease, Unclaimed};
+use crate::lease::{Entry, Lease};
 use crate::limiter::{RateLimiter, validate};
 use crate::rejection::{admitted_statuses, combined};
 use crate::slow::many::{Deferred, SlowPart, deferring};
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use zae_table::config::{Disabled, LimitConfig};
 use zae_table::entity::Meta;
 use zae_table::keys::{self, BucketKey, SK_META};
-use zae_table::store::{Store, StoreError};
+use zae_table::store::Store;
 
 /// The most resources one acquire may debit (the 0.17.0 client's
 /// `MAX_ACQUIRE_RESOURCES`): two bucket items and two META checks each
@@ -63,28 +63,9 @@ impl<S: Store + 'static> RateLimiter<S> {
     /// The acquire on a task of its own (cancel-safe, as `acquire`): a
     /// lease nobody waits for any more is rolled back whole.
     async fn many_scoped(&self, entity: &str, parts: Parts) -> Result<Lease<S>, Error> {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return self.admit_many(entity, &parts).await;
-        };
-        let (sender, receiver) = futures::channel::oneshot::channel();
         let this = self.clone();
         let entity = entity.to_owned();
-        let task = runtime.spawn(async move {
-            let admitted = this.admit_many(&entity, &parts).await;
-            let _ = sender.send(admitted.map(Unclaimed::new));
-        });
-        match receiver.await {
-            Ok(admitted) => admitted.map(Unclaimed::claim),
-            Err(_) => match task.await {
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                _ => Err(Error::Unavailable(StoreError::Fatal {
-                    operation: "acquire",
-                    key: String::new(),
-                    message: "the acquire's task was cancelled (the runtime is shutting down)"
-                        .into(),
-                })),
-            },
-        }
+        Self::on_own_task(async move { this.admit_many(&entity, &parts).await }).await
     }
 
     /// The acquire, with `on_unavailable` deciding an outage.

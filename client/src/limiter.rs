@@ -221,17 +221,27 @@ impl<S: Store + 'static> RateLimiter<S> {
         consume: Consume,
         limits: Option<Arc<[LimitConfig]>>,
     ) -> Result<Lease<S>, Error> {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return overrides::scoped(limits, self.admit(entity, resource, &consume)).await;
-        };
-        let (sender, receiver) = futures::channel::oneshot::channel();
         let this = self.clone();
         let (entity, resource) = (entity.to_owned(), resource.to_owned());
+        Self::on_own_task(async move {
+            overrides::scoped(limits, this.admit(&entity, &resource, &consume)).await
+        })
+        .await
+    }
+
+    /// Runs an admission on a task of its own, so that it is cancel-safe:
+    /// a lease nobody waits for any more is rolled back whole. Outside a
+    /// Tokio runtime it runs on the caller's task.
+    pub(crate) async fn on_own_task(
+        admit: impl Future<Output = Result<Lease<S>, Error>> + Send + 'static,
+    ) -> Result<Lease<S>, Error> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return admit.await;
+        };
+        let (sender, receiver) = futures::channel::oneshot::channel();
         let task = runtime.spawn(async move {
-            let admit = this.admit(&entity, &resource, &consume);
-            let admitted = overrides::scoped(limits, admit).await;
             // Unsent or unread, the lease rolls itself back.
-            let _ = sender.send(admitted.map(Unclaimed::new));
+            let _ = sender.send(admit.await.map(Unclaimed::new));
         });
         match receiver.await {
             Ok(admitted) => admitted.map(Unclaimed::claim),
