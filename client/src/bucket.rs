@@ -25,14 +25,22 @@ pub const WCU_COST: i64 = 1000;
 /// by: the write holds only while `vu` is as read (absent when it was).
 /// A balance computed against a ceiling is valid only for that `vu`.
 pub fn pin_valid_until(b: &mut UpdateBuilder, conditions: &mut Vec<String>, read: Option<i64>) {
-    let vu = b.name(VALID_UNTIL);
-    match read {
-        Some(read) => {
-            let read = b.value(Attr::n(read));
-            conditions.push(format!("{vu} = {read}"));
-        }
-        None => conditions.push(format!("attribute_not_exists({vu})")),
-    }
+    pin_as_read(b, conditions, VALID_UNTIL, read.map(Attr::n));
+}
+
+/// A condition that `attr` is still as read: equal to it, or absent when
+/// it was (`None`).
+pub fn pin_as_read(
+    b: &mut UpdateBuilder,
+    conditions: &mut Vec<String>,
+    attr: &str,
+    read: Option<Attr>,
+) {
+    let alias = b.name(attr);
+    conditions.push(match read {
+        Some(read) => format!("{alias} = {}", b.value(read)),
+        None => format!("attribute_not_exists({alias})"),
+    });
 }
 
 /// One limit on the item.
@@ -105,6 +113,21 @@ impl LimitView {
         (to_i64(tokens, ceiling), to_i64(i128::from(rf) + used, now))
     }
 
+    /// This limit with the parameters `schedule` puts in force at `now`;
+    /// as stored when it has none.
+    pub fn under(&self, schedule: Option<&LimitSchedule>, now: i64) -> LimitView {
+        let Some(schedule) = schedule else {
+            return *self;
+        };
+        let (cp, ra, rp) = schedule.params_at((self.cp, self.ra, self.rp), now);
+        LimitView {
+            cp,
+            ra,
+            rp,
+            ..*self
+        }
+    }
+
     /// The soft stamp waives the balance test until its deadline.
     pub fn soft_live(&self, now: i64) -> bool {
         self.soft.is_some_and(|d| d > now)
@@ -151,11 +174,7 @@ impl SchedStrings {
     /// Conditions that each string is still as read.
     pub fn pin(&self, b: &mut UpdateBuilder, conditions: &mut Vec<String>, limit: Option<&str>) {
         let mut pin_one = |attr: String, read: &Option<String>| {
-            let alias = b.name(&attr);
-            conditions.push(match read {
-                Some(read) => format!("{alias} = {}", b.value(Attr::s(read))),
-                None => format!("attribute_not_exists({alias})"),
-            });
+            pin_as_read(b, conditions, &attr, read.as_deref().map(Attr::s));
         };
         match limit {
             None => {
@@ -267,16 +286,7 @@ impl BucketView {
     /// force at `now`; as stored when it has none. Refills and tests go by
     /// these; the stored ones stay what a write pins.
     pub fn effective(&self, name: &str, limit: &LimitView, now: i64) -> LimitView {
-        let Some(schedule) = self.schedules.get(name) else {
-            return *limit;
-        };
-        let (cp, ra, rp) = schedule.params_at((limit.cp, limit.ra, limit.rp), now);
-        LimitView {
-            cp,
-            ra,
-            rp,
-            ..*limit
-        }
+        limit.under(self.schedules.get(name).map(|s| &**s), now)
     }
 
     /// `limit` as a pass at `now` judges it, before its refill: the

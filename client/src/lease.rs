@@ -60,18 +60,7 @@ fn scheduled(
     limit: &LimitView,
     now: i64,
 ) -> LimitView {
-    match schedules.get(name) {
-        Some(s) => {
-            let (cp, ra, rp) = s.params_at((limit.cp, limit.ra, limit.rp), now);
-            LimitView {
-                cp,
-                ra,
-                rp,
-                ..*limit
-            }
-        }
-        None => *limit,
-    }
+    limit.under(schedules.get(name).map(|s| &**s), now)
 }
 
 impl Entry {
@@ -638,11 +627,7 @@ fn net_update(entry: &Entry, net: &[(&String, i64)], part: Part, pinned: bool) -
 
 /// A number still as read (`None`: absent).
 fn pin_number(b: &mut UpdateBuilder, conditions: &mut Vec<String>, attr: &str, read: Option<i64>) {
-    let alias = b.name(attr);
-    conditions.push(match read {
-        Some(read) => format!("{alias} = {}", b.value(Attr::n(read))),
-        None => format!("attribute_not_exists({alias})"),
-    });
+    bucket::pin_as_read(b, conditions, attr, read.map(Attr::n));
 }
 
 /// A quota credit lands only in the period of the debit it returns, in the
@@ -696,11 +681,7 @@ fn period_terms(
         ),
         (limit_attr(name, field::RSCHED), own),
     ] {
-        let alias = b.name(&attr);
-        conditions.push(match read {
-            Some(read) => format!("{alias} = {}", b.value(Attr::s(read))),
-            None => format!("attribute_not_exists({alias})"),
-        });
+        bucket::pin_as_read(b, conditions, &attr, read.map(Attr::s));
     }
     pin_number(b, conditions, &limit_attr(name, field::RESET_NUMBER), None);
 }

@@ -6,15 +6,14 @@
 //! once. An expired stamp goes to the slow path, which renews or removes it.
 
 use super::Fast;
-use crate::bucket::{BucketView, WCU_COST};
+use crate::bucket::BucketView;
 use crate::error::Error;
 use crate::shared::Shared;
 use crate::status::Consume;
 use zae_table::Attr;
-use zae_table::bucket::{BYPASS, DISABLED, TTL, field, limit_attr};
+use zae_table::bucket::{BYPASS, field, limit_attr};
 use zae_table::keys::{BucketKey, SK_STATE};
 use zae_table::milli::MILLI;
-use zae_table::names::WCU_LIMIT;
 use zae_table::store::{ITEM_EXISTS, Store, Update, UpdateBuilder};
 
 /// The bypass-shaped write: each consumed limit counted, one unit of the
@@ -27,22 +26,10 @@ pub fn update(key: &BucketKey, consume: &Consume, now: i64) -> Update {
             Attr::n(amount.saturating_mul(MILLI)),
         );
     }
-    b.add(&limit_attr(WCU_LIMIT, field::TOKENS), Attr::n(-WCU_COST));
-    b.add(&limit_attr(WCU_LIMIT, field::CONSUMED), Attr::n(WCU_COST));
     let byp = b.name(BYPASS);
     let now_v = b.value(Attr::n(now));
-    let wcu = b.name(&limit_attr(WCU_LIMIT, field::TOKENS));
-    let thresh = b.value(Attr::n(WCU_COST));
-    let ttl = b.name(TTL);
-    let now_s = b.value(Attr::n(now.div_euclid(1000)));
-    let disabled = b.name(DISABLED);
-    let terms = [
-        ITEM_EXISTS.to_owned(),
-        format!("{byp} > {now_v}"),
-        format!("{wcu} >= {thresh}"),
-        format!("(attribute_not_exists({ttl}) OR {ttl} > {now_s})"),
-        format!("attribute_not_exists({disabled})"),
-    ];
+    let mut terms = vec![ITEM_EXISTS.to_owned(), format!("{byp} > {now_v}")];
+    terms.extend(super::update::spend_write_budget(&mut b, now));
     b.build(&key.pk(), SK_STATE, Some(terms.join(" AND ")))
 }
 

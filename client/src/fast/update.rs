@@ -35,22 +35,31 @@ pub fn update(key: &BucketKey, consume: &Consume, now: i64) -> Update {
             "(attribute_not_exists({soft}) OR {soft} > {now_v})"
         ));
     }
-    b.add(&limit_attr(WCU_LIMIT, field::TOKENS), Attr::n(-WCU_COST));
-    b.add(&limit_attr(WCU_LIMIT, field::CONSUMED), Attr::n(WCU_COST));
     terms.push(format!("(attribute_not_exists({byp}) OR {byp} > {now_v})"));
-    let wcu = b.name(&limit_attr(WCU_LIMIT, field::TOKENS));
-    let thresh = b.value(Attr::n(WCU_COST));
-    terms.push(format!("{wcu} >= {thresh}"));
-    let ttl = b.name(TTL);
-    let now_s = b.value(Attr::n(now.div_euclid(1000)));
-    terms.push(format!("(attribute_not_exists({ttl}) OR {ttl} > {now_s})"));
-    let disabled = b.name(DISABLED);
-    terms.push(format!("attribute_not_exists({disabled})"));
+    terms.extend(spend_write_budget(&mut b, now));
     let vu = b.name(VALID_UNTIL);
     terms.push(format!(
         "({byp} > {now_v} OR attribute_not_exists({vu}) OR {vu} > {now_v})"
     ));
     b.build(&key.pk(), SK_STATE, Some(terms.join(" AND ")))
+}
+
+/// One unit of the shard's write budget spent, and what every fast write
+/// (the ordinary one and the bypass shape) requires of the item: the budget
+/// not spent, the TTL not passed, not disabled.
+pub(super) fn spend_write_budget(b: &mut UpdateBuilder, now: i64) -> [String; 3] {
+    b.add(&limit_attr(WCU_LIMIT, field::TOKENS), Attr::n(-WCU_COST));
+    b.add(&limit_attr(WCU_LIMIT, field::CONSUMED), Attr::n(WCU_COST));
+    let wcu = b.name(&limit_attr(WCU_LIMIT, field::TOKENS));
+    let thresh = b.value(Attr::n(WCU_COST));
+    let ttl = b.name(TTL);
+    let now_s = b.value(Attr::n(now.div_euclid(1000)));
+    let disabled = b.name(DISABLED);
+    [
+        format!("{wcu} >= {thresh}"),
+        format!("(attribute_not_exists({ttl}) OR {ttl} > {now_s})"),
+        format!("attribute_not_exists({disabled})"),
+    ]
 }
 
 /// Why a fast-path write failed, read from the item as it stood.

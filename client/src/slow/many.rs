@@ -120,10 +120,6 @@ impl<S: Store + 'static> Shared<S> {
                     continue;
                 }
             };
-            // This pass writes them: their cached images will not hold.
-            for (k, _) in &targets {
-                self.rejections.forget_key(k);
-            }
             match self.plan(&targets, part.consume, now).await {
                 Ok(plans) => planned.push(PlannedPart {
                     targets,

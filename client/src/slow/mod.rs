@@ -71,10 +71,6 @@ impl<S: Store + 'static> Shared<S> {
             let targets = self
                 .read_targets(key, cascade, pass > 0, parent_shard)
                 .await?;
-            // This pass writes them: their cached images will not hold.
-            for (k, _) in &targets {
-                self.rejections.forget_key(k);
-            }
             let plans = self.plan(&targets, consume, now_plan).await?;
             let last = pass + 1 == SLOW_PASSES;
             if let Some(done) = self.commit(&plans, &targets, consume, now_plan, last).await {

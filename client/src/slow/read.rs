@@ -38,6 +38,10 @@ impl<S: Store + 'static> Shared<S> {
             let target = self.read_target(&pkey, consistent).await?;
             targets.push((pkey, target));
         }
+        // The pass writes what it read: those cached images will not hold.
+        for (k, _) in &targets {
+            self.rejections.forget_key(k);
+        }
         Ok(targets)
     }
 
