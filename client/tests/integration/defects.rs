@@ -4,8 +4,10 @@
 //! yet). Faults neither moto nor DynamoDB Local can show (a lost lock, a
 //! transaction conflict) are injected at the store seam, and say so.
 
-use crate::memory::{NS, T0, bucket, bucket_pk, limit, n, open, options, set, table};
-use crate::others::meta;
+use crate::memory::{
+    NS, T0, bucket, bucket_pk, daily_quota, limit, n, next_midnight, open, options, set, table,
+};
+use crate::others::{meta, stamp};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zae_client::{Error, ManualClock, Options, RateLimiter};
@@ -114,13 +116,10 @@ async fn a_probed_shard_that_cascades_debits_the_parent_too() {
 #[tokio::test]
 async fn a_debit_beside_a_dropped_credit_on_a_quota_bucket_is_still_written() {
     let clock = ManualClock::new(T0);
-    let quota = zae_table::config::LimitConfig {
-        refill_amount: 0,
-        refill_period: 1,
-        rsched: Some("1m0h0".into()),
-        ..limit("rpd", 100, false)
-    };
-    let store = Arc::new(table(vec![quota, limit("tpm", 10_000, false)]));
+    let store = Arc::new(table(vec![
+        daily_quota("rpd", 100),
+        limit("tpm", 10_000, false),
+    ]));
     let limiter = open(Arc::clone(&store), &clock).await;
     let consume = [("rpd", 1), ("tpm", 500)];
     let lease = limiter
@@ -132,12 +131,8 @@ async fn a_debit_beside_a_dropped_credit_on_a_quota_bucket_is_still_written() {
         .acquire("u1", "gpt", &consume)
         .await
         .expect("admitted on the fast path");
-    let resets = zae_table::schedule::decode_resets("1m0h0").expect("a cron");
-    let edge = zae_table::schedule::next_reset_edge(&resets, zae_table::schedule::Tz::UTC, T0)
-        .expect("an edge");
-    let mut stamped = bucket(&store, "u1");
-    stamped.insert("rf".into(), Attr::n(edge + 1));
-    store.insert(stamped);
+    // Another writer applied the next midnight's reset meanwhile.
+    stamp(&store, "u1", "rf", Attr::n(next_midnight(T0) + 1));
     lease.release(&[("rpd", 1)]);
     lease.adjust(&[("tpm", 300)]);
     lease.commit().await.expect("commit");

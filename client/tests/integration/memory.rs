@@ -23,6 +23,26 @@ pub(crate) fn limit(name: &str, capacity: i64, soft: bool) -> LimitConfig {
     }
 }
 
+/// A calendar quota of `capacity` a day, reset at midnight UTC.
+pub(crate) fn daily_quota(name: &str, capacity: i64) -> LimitConfig {
+    LimitConfig {
+        refill_amount: 0,
+        refill_period: 1,
+        rsched: Some(DAILY.into()),
+        ..limit(name, capacity, false)
+    }
+}
+
+/// [`daily_quota`]'s reset cron, compact.
+const DAILY: &str = "1m0h0";
+
+/// The first midnight UTC after `at`: the daily quota's next reset edge.
+pub(crate) fn next_midnight(at: i64) -> i64 {
+    let resets = zae_table::schedule::decode_resets(DAILY).expect("a cron");
+    zae_table::schedule::next_reset_edge(&resets, zae_table::schedule::Tz::UTC, at)
+        .expect("an edge")
+}
+
 /// A table with `default` registered and `limits` on resource `gpt`.
 pub(crate) fn table(limits: Vec<LimitConfig>) -> MemoryStore {
     let store = MemoryStore::new();

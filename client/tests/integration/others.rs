@@ -2,7 +2,9 @@
 //! bypass stamp, another client's quota, a child moved to a new parent,
 //! amounts from a careless caller, and a lost lock on a soft limit in debt.
 
-use crate::memory::{NS, T0, bucket, bucket_pk, limit, n, open, options, table};
+use crate::memory::{
+    NS, T0, bucket, bucket_pk, daily_quota, limit, n, next_midnight, open, options, table,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use zae_client::{Error, ManualClock, RateLimiter};
@@ -12,7 +14,7 @@ use zae_table::{Attr, Item};
 use zae_test_support::faults::{Call, Faults, Injected};
 use zae_test_support::memory::MemoryStore;
 
-fn stamp(store: &MemoryStore, entity: &str, attr: &str, value: Attr) {
+pub(crate) fn stamp(store: &MemoryStore, entity: &str, attr: &str, value: Attr) {
     let mut item = bucket(store, entity);
     item.insert(attr.to_owned(), value);
     store.insert(item);
@@ -76,13 +78,7 @@ async fn an_expired_bypass_stamp_is_removed_by_the_slow_path() {
 #[tokio::test]
 async fn a_quota_credit_lands_in_its_period_and_is_dropped_after_a_reset() {
     let clock = ManualClock::new(T0);
-    let quota = zae_table::config::LimitConfig {
-        refill_amount: 0,
-        refill_period: 1,
-        rsched: Some("1m0h0".into()),
-        ..limit("rpd", 100, false)
-    };
-    let store = Arc::new(table(vec![quota]));
+    let store = Arc::new(table(vec![daily_quota("rpd", 100)]));
     let limiter = open(Arc::clone(&store), &clock).await;
     let mut lease = limiter
         .acquire("u1", "gpt", &[("rpd", 2)])
@@ -99,10 +95,7 @@ async fn a_quota_credit_lands_in_its_period_and_is_dropped_after_a_reset() {
         .expect("admitted on the fast path");
     // Another writer applied the next midnight's reset meanwhile: its `rf`
     // is past the edge, so the debit being returned was the day before's.
-    let resets = zae_table::schedule::decode_resets("1m0h0").expect("a cron");
-    let edge = zae_table::schedule::next_reset_edge(&resets, zae_table::schedule::Tz::UTC, T0)
-        .expect("an edge");
-    stamp(&store, "u1", "rf", Attr::n(edge + 1));
+    stamp(&store, "u1", "rf", Attr::n(next_midnight(T0) + 1));
     lease.release(&[("rpd", 1)]);
     lease.commit().await.expect("a dropped credit is no error");
     assert_eq!(
